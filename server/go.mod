@@ -1,0 +1,3 @@
+module sluice.dev/server
+
+go 1.26

@@ -1,0 +1,208 @@
+// Package storage defines what sluice-server asks of a backend: small
+// interfaces per resource (queues, messages, claims) handed out by a Driver,
+// one error model, and a registry of drivers by URI scheme.
+//
+// Drivers own correctness under concurrency (a claimed message is never handed
+// to two live claims, a batch post is all-or-nothing) and expiry (an expired
+// message or claim is never returned, without relying on a sweeper). They know
+// nothing of HTTP: validation of limits and defaults happens in the API layer,
+// and the API maps error kinds to status codes in one table.
+package storage
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+)
+
+// QueueRef names a queue inside a project. Every storage call is scoped by
+// it, so one project can never reach another project's data.
+type QueueRef struct {
+	Project string
+	Name    string
+}
+
+// Metadata is a queue's metadata document, reserved keys (`_default_message_ttl`,
+// `_max_claim_count`, ...) included, stored as the client sent it.
+type Metadata map[string]any
+
+// Driver hands out the per-resource stores of one backend.
+type Driver interface {
+	// Queues returns the queue store.
+	Queues() QueueStore
+	// Messages returns the message store.
+	Messages() MessageStore
+	// Claims returns the claim store.
+	Claims() ClaimStore
+	// Ping checks that the backend answers; it returns an Unavailable error
+	// when it does not.
+	Ping(ctx context.Context) error
+	// Close releases connections. The driver is unusable afterwards.
+	Close() error
+}
+
+// QueueInfo is one entry of a queue listing.
+type QueueInfo struct {
+	Name     string
+	Metadata Metadata // filled only when ListQueuesOptions.Detailed
+}
+
+// ListQueuesOptions pages a queue listing by name.
+type ListQueuesOptions struct {
+	// Marker: only queues whose name sorts strictly after it.
+	Marker string
+	// Limit: at most this many queues (> 0).
+	Limit int
+	// Detailed: include each queue's metadata.
+	Detailed bool
+	// Name: only queues whose name contains it (empty: all).
+	Name string
+}
+
+// QueueStats counts a queue's live messages. Oldest and Newest are nil when
+// the queue holds no message.
+type QueueStats struct {
+	Free    int
+	Claimed int
+	Total   int
+	Oldest  *Message
+	Newest  *Message
+}
+
+// QueueStore manages queues and their metadata.
+type QueueStore interface {
+	// Create creates the queue with the given metadata and reports whether it
+	// was created; an existing queue is left as it is (created == false).
+	Create(ctx context.Context, q QueueRef, meta Metadata) (created bool, err error)
+	// Exists reports whether the queue was created explicitly or by a post.
+	Exists(ctx context.Context, q QueueRef) (bool, error)
+	// GetMetadata returns the queue's stored metadata; a queue that does not
+	// exist yields an empty Metadata and no error (queues are lazy).
+	GetMetadata(ctx context.Context, q QueueRef) (Metadata, error)
+	// SetMetadata replaces the queue's metadata, creating the queue if needed.
+	SetMetadata(ctx context.Context, q QueueRef, meta Metadata) error
+	// Delete removes the queue with its messages and claims. Deleting a queue
+	// that does not exist is not an error.
+	Delete(ctx context.Context, q QueueRef) error
+	// List returns the project's queues sorted by name.
+	List(ctx context.Context, project string, opts ListQueuesOptions) ([]QueueInfo, error)
+	// Stats counts the queue's live (unexpired) messages.
+	Stats(ctx context.Context, q QueueRef) (QueueStats, error)
+	// Purge removes every message and claim of the queue, keeping the queue
+	// and its metadata.
+	Purge(ctx context.Context, q QueueRef) error
+}
+
+// NewMessage is a message as posted, with TTL and delay already resolved
+// from the queue's defaults by the caller.
+type NewMessage struct {
+	TTL   time.Duration
+	Delay time.Duration
+	Body  json.RawMessage
+}
+
+// Message is a stored message as seen at the time it was read.
+type Message struct {
+	ID       string
+	Body     json.RawMessage
+	TTL      time.Duration
+	Created  time.Time
+	ClientID string // the Client-ID that posted it
+	// DelayUntil is when the message becomes visible (zero: not delayed).
+	DelayUntil time.Time
+	// ClaimID is the live claim holding the message ("" when free).
+	ClaimID string
+	// ClaimExpires is when ClaimID lapses (zero when free).
+	ClaimExpires time.Time
+	// ClaimCount is how many claims have held the message so far.
+	ClaimCount int
+}
+
+// ListMessagesOptions filters and pages a message listing. Messages come
+// oldest first; Marker is an opaque position returned by a previous List.
+type ListMessagesOptions struct {
+	Marker string
+	// Limit: at most this many messages (> 0).
+	Limit int
+	// ClientID is the caller; with Echo false its own messages are skipped.
+	ClientID       string
+	Echo           bool
+	IncludeClaimed bool
+	IncludeDelayed bool
+}
+
+// MessageStore posts, reads and deletes messages.
+type MessageStore interface {
+	// Post appends the messages to the queue, creating the queue if needed.
+	// All of them are stored or none is; IDs come back in the same order.
+	Post(ctx context.Context, q QueueRef, clientID string, msgs []NewMessage) ([]string, error)
+	// List returns live messages after opts.Marker and the marker of the next
+	// page ("" when there is none).
+	List(ctx context.Context, q QueueRef, opts ListMessagesOptions) (msgs []Message, next string, err error)
+	// Get returns one live message, or NotFound (also for a malformed id).
+	Get(ctx context.Context, q QueueRef, id string) (Message, error)
+	// GetMany returns the live messages among ids, skipping unknown ones.
+	GetMany(ctx context.Context, q QueueRef, ids []string) ([]Message, error)
+	// Delete removes a message. A message held by a live claim needs that
+	// claim's id: without one the error kind is Forbidden, with another one
+	// it is Invalid. Deleting an absent message is not an error.
+	Delete(ctx context.Context, q QueueRef, id, claimID string) error
+	// DeleteMany removes the given messages that are not held by a live claim
+	// (or are held by claimID when it is not empty), all in one atomic step.
+	DeleteMany(ctx context.Context, q QueueRef, ids []string, claimID string) error
+	// Pop removes and returns up to limit of the oldest free, visible messages.
+	Pop(ctx context.Context, q QueueRef, limit int) ([]Message, error)
+}
+
+// DeadLetter is the queue's dead-letter policy, resolved from its metadata
+// by the caller: a message already claimed MaxClaimCount times is moved to
+// Queue (same project) with TTL instead of being claimed again.
+type DeadLetter struct {
+	MaxClaimCount int
+	Queue         string        // "" : such messages are dropped
+	TTL           time.Duration // 0 : keep the message's own TTL
+}
+
+// ClaimOptions parameterise a new claim.
+type ClaimOptions struct {
+	TTL   time.Duration
+	Grace time.Duration
+	Limit int
+	// DeadLetter is nil when the queue has no _max_claim_count.
+	DeadLetter *DeadLetter
+}
+
+// Claim is a claim as seen at the time it was read.
+type Claim struct {
+	ID       string
+	TTL      time.Duration
+	Created  time.Time
+	Messages []Message
+}
+
+// ClaimStore claims batches of free messages for exclusive processing.
+type ClaimStore interface {
+	// Create claims up to opts.Limit of the oldest free, visible messages.
+	// A message's expiry is raised to at least claim TTL + grace. When none
+	// is claimable it returns a Claim with no ID and no messages.
+	Create(ctx context.Context, q QueueRef, opts ClaimOptions) (Claim, error)
+	// Get returns a live claim with the messages it still holds.
+	Get(ctx context.Context, q QueueRef, id string) (Claim, error)
+	// Update renews a live claim's TTL (counted from now) and grace.
+	Update(ctx context.Context, q QueueRef, id string, ttl, grace time.Duration) error
+	// Delete releases a claim; its messages become free again. Releasing an
+	// absent claim is not an error.
+	Delete(ctx context.Context, q QueueRef, id string) error
+}
+
+// Clock tells the time. Drivers take it from their Options so tests can move
+// time forward to expire messages and claims.
+type Clock interface {
+	Now() time.Time
+}
+
+// SystemClock is the wall clock.
+type SystemClock struct{}
+
+// Now returns time.Now().
+func (SystemClock) Now() time.Time { return time.Now() }
