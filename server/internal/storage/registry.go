@@ -12,6 +12,21 @@ import (
 type Options struct {
 	// Clock drives TTLs and claim expiry; nil means the wall clock.
 	Clock Clock
+	// Events receives claim expirations and dead-letter moves; nil means
+	// NopEvents.
+	Events Events
+}
+
+// WithDefaults fills unset options: the wall clock and NopEvents. Open applies
+// it; drivers constructed directly (tests, the pooled driver) apply it too.
+func (o Options) WithDefaults() Options {
+	if o.Clock == nil {
+		o.Clock = SystemClock{}
+	}
+	if o.Events == nil {
+		o.Events = NopEvents{}
+	}
+	return o
 }
 
 // Factory opens a driver for a URI of its scheme.
@@ -68,8 +83,5 @@ func Open(ctx context.Context, uri string, opts Options) (Driver, error) {
 	if !ok {
 		return nil, E("storage.open", Invalid, fmt.Sprintf("no storage driver for scheme %q (have %v)", scheme, Schemes()))
 	}
-	if opts.Clock == nil {
-		opts.Clock = SystemClock{}
-	}
-	return f(ctx, u, opts)
+	return f(ctx, u, opts.WithDefaults())
 }

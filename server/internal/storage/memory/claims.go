@@ -1,0 +1,130 @@
+package memory
+
+import (
+	"context"
+	"time"
+
+	"sluice.dev/server/internal/storage"
+)
+
+type claimStore struct{ d *Driver }
+
+func (s claimStore) Create(_ context.Context, ref storage.QueueRef, opts storage.ClaimOptions) (storage.Claim, error) {
+	if opts.Limit <= 0 || opts.TTL <= 0 || opts.Grace < 0 {
+		return storage.Claim{}, storage.E("claims.create", storage.Invalid, "claim limit and ttl must be positive")
+	}
+	q := s.d.lock(ref, false)
+	if q == nil {
+		return storage.Claim{}, nil
+	}
+	now := s.d.clock.Now()
+	c := &claim{id: storage.NewID(), ttl: opts.TTL, grace: opts.Grace, created: now, expires: now.Add(opts.TTL), pos: -1}
+	var dead []*message
+	out := storage.Claim{ID: c.id, TTL: c.ttl, Created: now}
+	for len(c.msgs) < opts.Limit && q.ready.Len() > 0 {
+		m := q.ready.pop()
+		if dl := opts.DeadLetter; dl != nil && m.claimCount >= dl.MaxClaimCount {
+			q.remove(m)
+			dead = append(dead, m)
+			continue
+		}
+		m.claim = c
+		m.claimCount++
+		q.claimed++
+		q.raiseExpiry(m, c.expires.Add(c.grace))
+		c.msgs = append(c.msgs, m)
+		out.Messages = append(out.Messages, m.snapshot())
+	}
+	if len(c.msgs) > 0 {
+		q.claims[c.id] = c
+		q.byExp.push(c)
+	} else {
+		out = storage.Claim{}
+	}
+	q.mu.Unlock()
+	if len(dead) > 0 {
+		s.deadLetter(ref.Project, opts.DeadLetter, dead, now)
+	}
+	return out, nil
+}
+
+// deadLetter moves messages that exhausted their claims into the policy's
+// queue (or drops them when there is none). It runs after the source queue
+// is unlocked: holding two queue locks at once could deadlock two queues
+// that dead-letter into each other. The messages keep their ids and bodies
+// and start a fresh life (new TTL, no claims) in the dead-letter queue.
+func (s claimStore) deadLetter(project string, dl *storage.DeadLetter, dead []*message, now time.Time) {
+	if dl.Queue != "" {
+		q := s.d.lock(storage.QueueRef{Project: project, Name: dl.Queue}, true)
+		for _, old := range dead {
+			ttl := dl.TTL
+			if ttl <= 0 {
+				ttl = old.expires.Sub(old.created)
+			}
+			q.insert(&message{
+				id:       old.id,
+				body:     old.body,
+				clientID: old.clientID,
+				created:  now,
+				expires:  now.Add(ttl),
+			}, now)
+		}
+		q.mu.Unlock()
+	}
+	s.d.events.DeadLettered(len(dead))
+}
+
+func (s claimStore) Get(_ context.Context, ref storage.QueueRef, id string) (storage.Claim, error) {
+	q := s.d.lock(ref, false)
+	if q == nil {
+		return storage.Claim{}, storage.E("claims.get", storage.NotFound, "no such claim")
+	}
+	defer q.mu.Unlock()
+	c := q.claims[id]
+	if c == nil {
+		return storage.Claim{}, storage.E("claims.get", storage.NotFound, "no such claim")
+	}
+	out := storage.Claim{ID: c.id, TTL: c.ttl, Created: c.created}
+	for _, m := range c.msgs {
+		if !m.gone && m.claim == c {
+			out.Messages = append(out.Messages, m.snapshot())
+		}
+	}
+	return out, nil
+}
+
+func (s claimStore) Update(_ context.Context, ref storage.QueueRef, id string, ttl, grace time.Duration) error {
+	if ttl <= 0 || grace < 0 {
+		return storage.E("claims.update", storage.Invalid, "claim ttl must be positive")
+	}
+	q := s.d.lock(ref, false)
+	if q == nil {
+		return storage.E("claims.update", storage.NotFound, "no such claim")
+	}
+	defer q.mu.Unlock()
+	c := q.claims[id]
+	if c == nil {
+		return storage.E("claims.update", storage.NotFound, "no such claim")
+	}
+	now := s.d.clock.Now()
+	c.ttl, c.grace, c.expires = ttl, grace, now.Add(ttl)
+	q.byExp.fix(c)
+	for _, m := range c.msgs {
+		if !m.gone && m.claim == c {
+			q.raiseExpiry(m, c.expires.Add(grace))
+		}
+	}
+	return nil
+}
+
+func (s claimStore) Delete(_ context.Context, ref storage.QueueRef, id string) error {
+	q := s.d.lock(ref, false)
+	if q == nil {
+		return nil
+	}
+	defer q.mu.Unlock()
+	if c := q.claims[id]; c != nil {
+		q.release(c)
+	}
+	return nil
+}
