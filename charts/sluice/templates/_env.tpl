@@ -1,0 +1,55 @@
+{{/*
+sluice.operatorEnv: the operator's configuration (operator/sluice_operator/config.py
+reads SLUICE_OPERATOR_*). JSON-valued variables carry structured values as-is.
+*/}}
+{{- define "sluice.operatorEnv" -}}
+{{- $pullSecrets := list -}}
+{{- range .Values.imagePullSecrets }}{{ $pullSecrets = append $pullSecrets .name }}{{ end -}}
+- name: SLUICE_OPERATOR_NAMESPACE
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.namespace
+- name: SLUICE_OPERATOR_LOG_LEVEL
+  value: {{ .Values.operator.logLevel | quote }}
+- name: SLUICE_OPERATOR_WATCH_NAMESPACES
+  value: {{ join "," .Values.operator.watchNamespaces | quote }}
+- name: SLUICE_OPERATOR_METRICS_PORT
+  value: {{ .Values.operator.metricsPort | quote }}
+- name: SLUICE_OPERATOR_LIVENESS_PORT
+  value: {{ .Values.operator.livenessPort | quote }}
+- name: SLUICE_OPERATOR_METAL_LABEL_KEY
+  value: {{ .Values.metalLabelKey | quote }}
+- name: SLUICE_OPERATOR_DEFAULT_PROVISIONER
+  value: {{ .Values.defaultProvisioner | quote }}
+- name: SLUICE_OPERATOR_SERVER_IMAGE
+  value: {{ include "sluice.image" .Values.server.image | quote }}
+- name: SLUICE_OPERATOR_SERVER_REPLICAS
+  value: {{ .Values.server.replicas | quote }}
+- name: SLUICE_OPERATOR_SERVER_RESOURCES
+  value: {{ toJson .Values.server.resources | quote }}
+- name: SLUICE_OPERATOR_SERVER_PLACEMENT
+  value: {{ toJson .Values.server.placement | quote }}
+- name: SLUICE_OPERATOR_BENCH_IMAGE
+  value: {{ include "sluice.image" .Values.bench.image | quote }}
+- name: SLUICE_OPERATOR_REDIS_IMAGE
+  value: {{ include "sluice.image" .Values.redis.image | quote }}
+- name: SLUICE_OPERATOR_IMAGE_PULL_POLICY
+  value: {{ .Values.operator.image.pullPolicy | quote }}
+- name: SLUICE_OPERATOR_IMAGE_PULL_SECRETS
+  value: {{ join "," $pullSecrets | quote }}
+- name: SLUICE_OPERATOR_CATALOG_URI
+  value: {{ .Values.catalog.uri | quote }}
+- name: SLUICE_OPERATOR_CATALOG_STORAGE_SIZE
+  value: {{ .Values.catalog.storageSize | quote }}
+- name: SLUICE_OPERATOR_COMMON_LABELS
+  value: {{ toJson .Values.commonLabels | quote }}
+- name: SLUICE_OPERATOR_POD_SECURITY_CONTEXT
+  value: {{ toJson .Values.podSecurityContext | quote }}
+- name: SLUICE_OPERATOR_CONTAINER_SECURITY_CONTEXT
+  value: {{ toJson .Values.containerSecurityContext | quote }}
+- name: SLUICE_OPERATOR_SERVICE_MONITOR
+  {{- /* The chart's cluster-wide ServiceMonitor covers the servers; the operator then adds none. */}}
+  value: {{ not (and .Values.serviceMonitor.enabled .Values.serviceMonitor.servers) | quote }}
+- name: SLUICE_OPERATOR_SERVICE_MONITOR_LABELS
+  value: {{ toJson .Values.serviceMonitor.labels | quote }}
+{{- end -}}

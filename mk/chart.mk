@@ -1,0 +1,58 @@
+# The Helm chart (charts/sluice) and its tests (e2e/chart). helm, promtool and
+# prometheus are built from their Go modules, pinned in the small wrapper
+# modules e2e/tools/{helm,promtool}, into the cache keyed by version: the
+# first build takes minutes, later ones are free until the pin changes.
+
+# The pins live in one place each: the wrapper modules' go.mod.
+gomod_version = $(shell awk '$$1 == "$(1)" {print $$2} $$1 == "require" && $$2 == "$(1)" {print $$3}' $(2))
+HELM_VERSION  := $(call gomod_version,helm.sh/helm/v3,$(ROOT)/e2e/tools/helm/go.mod)
+PROM_VERSION  := $(call gomod_version,github.com/prometheus/prometheus,$(ROOT)/e2e/tools/promtool/go.mod)
+HELM          := $(CACHE)/helm-$(HELM_VERSION)/helm
+PROMTOOL      := $(CACHE)/prometheus-$(PROM_VERSION)/promtool
+PROMETHEUS    := $(CACHE)/prometheus-$(PROM_VERSION)/prometheus
+CHART         := $(ROOT)/charts/sluice
+export SLUICE_HELM := $(HELM)
+export SLUICE_PROMTOOL := $(PROMTOOL)
+export SLUICE_PROMETHEUS := $(PROMETHEUS)
+
+# The operator's own RBAC manifest, when it has one: the chart's ClusterRole
+# rules are a copy of it.
+OPERATOR_RBAC := $(firstword $(wildcard $(ROOT)/operator/deploy/rbac.yaml $(ROOT)/operator/deploy/rbac/*.yaml))
+
+.PHONY: helm promtool prometheus chart-tools chart-sync chart-docs test-chart test-chart-scrape
+chart-tools: helm promtool prometheus ## build helm, promtool and prometheus (pinned Go modules) into the cache
+
+helm: $(HELM)
+$(HELM):
+	@mkdir -p $(dir $@)
+	@echo "==> building helm $(HELM_VERSION) from its Go module (once per version)"
+	cd e2e/tools/helm && CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w -X helm.sh/helm/v3/internal/version.version=$(HELM_VERSION)' \
+	  -o $@.tmp helm.sh/helm/v3/cmd/helm
+	mv $@.tmp $@
+
+promtool: $(PROMTOOL)
+$(PROMTOOL):
+	@mkdir -p $(dir $@)
+	@echo "==> building promtool $(PROM_VERSION) from its Go module (once per version)"
+	cd e2e/tools/promtool && CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o $@.tmp github.com/prometheus/prometheus/cmd/promtool
+	mv $@.tmp $@
+
+prometheus: $(PROMETHEUS)
+$(PROMETHEUS):
+	@mkdir -p $(dir $@)
+	@echo "==> building prometheus $(PROM_VERSION) from its Go module (once per version)"
+	cd e2e/tools/promtool && CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o $@.tmp github.com/prometheus/prometheus/cmd/prometheus
+	mv $@.tmp $@
+
+chart-sync: ## copy crds/ (and the operator's RBAC manifest) into the chart
+	@mkdir -p $(CHART)/files/crds
+	rm -f $(CHART)/files/crds/*.yaml
+	cp $(ROOT)/crds/*.yaml $(CHART)/files/crds/
+	$(if $(OPERATOR_RBAC),cp $(OPERATOR_RBAC) $(CHART)/files/operator-rbac.yaml,@echo "operator has no RBAC manifest yet: keeping the chart's files/operator-rbac.yaml")
+
+chart-docs: ## regenerate the values table in charts/sluice/README.md from values.yaml
+	cd e2e/chart && $(GO) run ./cmd/valuesdoc $(CHART)
+
+test-chart: helm promtool prometheus build-server ## helm lint/template/schema, CRD+RBAC sync, values table, alert rules on a real scrape
+	cd e2e/chart && $(GO) vet ./... && SLUICE_SERVER_BIN=$(BIN)/sluice-server SLUICE_OPERATOR_RBAC=$(OPERATOR_RBAC) \
+	  $(GO) test -count=1 ./...

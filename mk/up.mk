@@ -1,0 +1,15 @@
+# The main job: `make up` goes from a fresh clone to a running, sharded,
+# benchmarked sluice (cluster, images, helm install, examples/, results);
+# `make down` undoes it. The steps live in e2e/chart/{up,down}.sh and call
+# the cluster and image targets of mk/cluster.mk.
+
+# CLUSTER=kind|local on the command line picks the cluster; by default kind
+# when `docker info` works, else the local cluster.
+UP_CLUSTER := $(if $(filter command line environment,$(origin CLUSTER)),$(CLUSTER))
+
+.PHONY: up down
+up: helm ## cluster (kind with Docker, else local), images, helm install, examples/, Benchmark results
+	@HELM=$(HELM) CLUSTER=$(UP_CLUSTER) e2e/chart/up.sh
+
+down: helm ## undo make up: examples, the helm release, the cluster
+	@HELM=$(HELM) e2e/chart/down.sh
