@@ -1,0 +1,44 @@
+// Command sluice-server serves the OpenStack Zaqar v2 messaging API over a
+// storage driver chosen by URI (memory, redis://...).
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"sluice.dev/server/internal/api"
+	"sluice.dev/server/internal/config"
+	_ "sluice.dev/server/internal/storage/memory"
+)
+
+func main() { os.Exit(run()) }
+
+func run() int {
+	loaded, err := config.Load(os.Args[1:], os.Getenv, os.Stderr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "sluice-server:", err)
+		return 2
+	}
+	opts := loaded.Options
+	if err := opts.Validate(); err != nil {
+		fmt.Fprintln(os.Stderr, "sluice-server: invalid configuration:\n"+err.Error())
+		return 2
+	}
+	if loaded.CheckConfig {
+		config.Dump(&opts, os.Stdout)
+		fmt.Fprintln(os.Stdout, "configuration OK")
+		return 0
+	}
+	log, closer := api.NewLogger(os.Stderr, opts.LogLevel)
+	defer closer.Close()
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	if err := api.Run(ctx, opts, log, nil); err != nil {
+		log.Error("sluice-server stopped", "error", err.Error())
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,253 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"sluice.dev/server/internal/storage"
+)
+
+// Zaqar's fixed lower bounds (seconds).
+const (
+	minMessageTTL = 60
+	minClaimTTL   = 60
+	minClaimGrace = 60
+	maxDelay      = 900
+)
+
+var (
+	errUnparsable  = badBody("Request body could not be parsed.")
+	errDocType     = badBody("Document type not supported.")
+	errNoMessages  = badRequest("No messages were found in the request body.")
+	errEmptyPost   = badRequest("No messages to enqueu.")
+	errMissingBody = badBody(`Missing "body" field.`)
+)
+
+// readBody reads the request body into the request's reusable buffer,
+// refusing more than max-body-bytes with 413 before or while reading.
+func (s *Server) readBody(r *http.Request, rw *respWriter) ([]byte, *apiError) {
+	limit := s.opts.MaxBodyBytes
+	if r.ContentLength > limit {
+		return nil, tooLarge(limit)
+	}
+	buf := rw.in[:0]
+	if r.ContentLength > 0 && int64(cap(buf)) < r.ContentLength {
+		buf = make([]byte, 0, r.ContentLength)
+	}
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := r.Body.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if int64(len(buf)) > limit {
+			rw.in = buf[:0]
+			return nil, tooLarge(limit)
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			rw.in = buf[:0]
+			var mbe *http.MaxBytesError
+			if errors.As(err, &mbe) {
+				return nil, tooLarge(limit)
+			}
+			return nil, badBody("Request body could not be read.")
+		}
+	}
+	rw.in = buf
+	return buf, nil
+}
+
+func tooLarge(limit int64) *apiError {
+	return &apiError{http.StatusRequestEntityTooLarge, "Request entity too large",
+		"The request body may not exceed " + strconv.FormatInt(limit, 10) + " bytes."}
+}
+
+// jsonInt reads a JSON integer the way Zaqar's isinstance(v, int) sees it:
+// no fraction, no exponent, no booleans, no strings.
+func jsonInt(raw json.RawMessage) (int64, bool) {
+	if len(raw) == 0 || len(raw) > 20 {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(string(raw), 10, 64)
+	return n, err == nil
+}
+
+func typeErr(field string) *apiError {
+	return badBody(`The value of the "` + field + `" field must be a int.`)
+}
+
+// decodeErr classifies a json.Unmarshal failure as Zaqar would answer it.
+func decodeErr(err error) *apiError {
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		return errUnparsable
+	}
+	return errDocType
+}
+
+type postedMessage struct {
+	TTL   json.RawMessage `json:"ttl"`
+	Delay json.RawMessage `json:"delay"`
+	Body  json.RawMessage `json:"body"`
+}
+
+type postDocument struct {
+	Messages *[]postedMessage `json:"messages"`
+}
+
+// messageLimits are the server-wide bounds a post is checked against.
+type messageLimits struct {
+	maxTTL time.Duration
+}
+
+// parsePostMessages validates a message batch as Zaqar does: size against the
+// queue's limit before parsing, then types of every message, then ranges.
+// Bodies are copied out of the request buffer.
+func parsePostMessages(body []byte, qs queueSettings, lim messageLimits) ([]storage.NewMessage, *apiError) {
+	if len(body) > qs.maxPostSize {
+		return nil, badRequest("Message collection size is too large. Max size " + strconv.Itoa(qs.maxPostSize))
+	}
+	trimmed := bytes.TrimLeft(body, " \t\r\n")
+	if len(trimmed) == 0 {
+		return nil, errUnparsable
+	}
+	if trimmed[0] != '{' {
+		if !json.Valid(body) {
+			return nil, errUnparsable
+		}
+		return nil, errNoMessages
+	}
+	var doc postDocument
+	if err := json.Unmarshal(body, &doc); err != nil {
+		return nil, decodeErr(err)
+	}
+	if doc.Messages == nil {
+		return nil, errNoMessages
+	}
+	posted := *doc.Messages
+	if len(posted) == 0 {
+		return nil, errEmptyPost
+	}
+	out := make([]storage.NewMessage, len(posted))
+	ttls := make([]int64, len(posted))
+	delays := make([]int64, len(posted))
+	for i := range posted {
+		p := &posted[i]
+		if p.Body == nil {
+			return nil, errMissingBody
+		}
+		ttls[i] = int64(qs.ttl / time.Second)
+		if p.TTL != nil && !isNull(p.TTL) {
+			n, ok := jsonInt(p.TTL)
+			if !ok {
+				return nil, typeErr("ttl")
+			}
+			ttls[i] = n
+		}
+		delays[i] = int64(qs.delay / time.Second)
+		if p.Delay != nil && !isNull(p.Delay) {
+			n, ok := jsonInt(p.Delay)
+			if !ok {
+				return nil, typeErr("delay")
+			}
+			delays[i] = n
+		}
+	}
+	maxTTL := int64(lim.maxTTL / time.Second)
+	for i := range posted {
+		if ttls[i] < minMessageTTL || ttls[i] > maxTTL {
+			return nil, badRequest("The TTL for a message may not exceed " + strconv.FormatInt(maxTTL, 10) +
+				" seconds, and must be at least 60 seconds long.")
+		}
+		if delays[i] < 0 || delays[i] > maxDelay {
+			return nil, badRequest("The Delay TTL for a message may not exceed 900 seconds,and must be at least 0 seconds long.")
+		}
+		out[i] = storage.NewMessage{
+			TTL:   time.Duration(ttls[i]) * time.Second,
+			Delay: time.Duration(delays[i]) * time.Second,
+			Body:  posted[i].Body,
+		}
+	}
+	return out, nil
+}
+
+func isNull(raw json.RawMessage) bool { return string(raw) == "null" }
+
+// claimLimits are the bounds and defaults of claim bodies.
+type claimLimits struct {
+	defTTL, defGrace time.Duration
+	maxTTL, maxGrace time.Duration
+}
+
+// parseClaimBody reads {"ttl", "grace"} of a claim create (ttlRequired
+// false: an empty body means the defaults) or update (ttl required).
+func parseClaimBody(body []byte, lim claimLimits, update bool) (ttl, grace time.Duration, e *apiError) {
+	ttlS, graceS := int64(lim.defTTL/time.Second), int64(lim.defGrace/time.Second)
+	if len(bytes.TrimSpace(body)) == 0 {
+		if update {
+			return 0, 0, errUnparsable
+		}
+		return lim.defTTL, lim.defGrace, nil
+	}
+	var doc map[string]json.RawMessage
+	if err := json.Unmarshal(body, &doc); err != nil {
+		return 0, 0, decodeErr(err)
+	}
+	if doc == nil {
+		return 0, 0, errDocType
+	}
+	if raw, ok := doc["ttl"]; ok {
+		n, ok := jsonInt(raw)
+		if !ok {
+			return 0, 0, typeErr("ttl")
+		}
+		ttlS = n
+	} else if update {
+		return 0, 0, badBody(`Missing "ttl" field.`)
+	}
+	if raw, ok := doc["grace"]; ok {
+		n, ok := jsonInt(raw)
+		if !ok {
+			return 0, 0, typeErr("grace")
+		}
+		graceS = n
+	}
+	maxTTL, maxGrace := int64(lim.maxTTL/time.Second), int64(lim.maxGrace/time.Second)
+	if ttlS < minClaimTTL || ttlS > maxTTL {
+		return 0, 0, badRequest("The TTL for a claim may not exceed " + strconv.FormatInt(maxTTL, 10) +
+			" seconds, and must be at least 60 seconds long.")
+	}
+	// Zaqar checks the grace of a new claim only; an update may shorten it.
+	minGrace := int64(minClaimGrace)
+	if update {
+		minGrace = 0
+	}
+	if graceS < minGrace || graceS > maxGrace {
+		return 0, 0, badRequest("The grace for a claim may not exceed " + strconv.FormatInt(maxGrace, 10) +
+			" seconds, and must be at least " + strconv.FormatInt(minGrace, 10) + " seconds long.")
+	}
+	return time.Duration(ttlS) * time.Second, time.Duration(graceS) * time.Second, nil
+}
+
+// parseJSONDocument decodes a JSON body keeping numbers exact (json.Number),
+// so integers stay integers in stored metadata.
+func parseJSONDocument(body []byte) (any, *apiError) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, errUnparsable
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errUnparsable
+	}
+	return v, nil
+}

@@ -1,0 +1,300 @@
+package api
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"sluice.dev/server/internal/storage"
+)
+
+func (c *Call) ref() storage.QueueRef { return storage.QueueRef{Project: c.Project, Name: c.queue} }
+
+// queuePath is "/v2/queues/<name>", the base of every href.
+func queuePath(name string) string { return "/v2/queues/" + name }
+
+// appendMessage encodes {"id","href","ttl","age","body"}; the href carries
+// the claim id while a live claim holds the message, as Zaqar's does.
+func appendMessage(b []byte, base string, m *storage.Message, now time.Time) []byte {
+	b = append(b, `{"id":`...)
+	b = appendString(b, m.ID)
+	b = append(b, `,"href":"`...)
+	b = appendHref(b, base, m.ID, m.ClaimID)
+	b = append(b, `","ttl":`...)
+	b = appendInt(b, int64(m.TTL/time.Second))
+	b = append(b, `,"age":`...)
+	b = appendInt(b, age(now, m.Created))
+	b = append(b, `,"body":`...)
+	b = appendBody(b, m.Body)
+	return append(b, '}')
+}
+
+func appendHref(b []byte, base, id, claimID string) []byte {
+	b = appendEscaped(b, base)
+	b = append(b, "/messages/"...)
+	b = appendEscaped(b, id)
+	if claimID != "" {
+		b = append(b, "?claim_id="...)
+		b = appendEscaped(b, claimID)
+	}
+	return b
+}
+
+func appendBody(b []byte, body []byte) []byte {
+	if len(body) == 0 {
+		return append(b, "null"...)
+	}
+	return append(b, body...)
+}
+
+func age(now, created time.Time) int64 {
+	if a := int64(now.Sub(created) / time.Second); a > 0 {
+		return a
+	}
+	return 0
+}
+
+func (s *Server) messageLimits() messageLimits {
+	return messageLimits{maxTTL: s.opts.MaxMessageTTL}
+}
+
+// postMessages: POST /v2/queues/{queue_name}/messages.
+func (s *Server) postMessages(w http.ResponseWriter, r *http.Request, c *Call) {
+	body, e := s.readBody(r, c.w)
+	if e != nil {
+		s.fail(w, e)
+		return
+	}
+	q := c.ref()
+	qs, err := s.queueSettings(c.ctx, q)
+	if err != nil {
+		s.fail(w, storageErr(err, "Messages could not be enqueued.", ""))
+		return
+	}
+	msgs, e := parsePostMessages(body, qs, s.messageLimits())
+	if e != nil {
+		s.fail(w, e)
+		return
+	}
+	ids, err := s.drv.Messages().Post(c.ctx, q, c.ClientID, msgs)
+	if err != nil {
+		s.fail(w, storageErr(err, "Messages could not be enqueued.", ""))
+		return
+	}
+	base := queuePath(c.queue)
+	loc := make([]byte, 0, len(base)+14+37*len(ids))
+	loc = append(loc, base...)
+	loc = append(loc, "/messages?ids="...)
+	b := c.w.out[:0]
+	b = append(b, `{"resources":[`...)
+	for i, id := range ids {
+		if i > 0 {
+			loc = append(loc, ',')
+			b = append(b, ',')
+		}
+		loc = append(loc, id...)
+		b = append(b, '"')
+		b = appendHref(b, base, id, "")
+		b = append(b, '"')
+	}
+	b = append(b, "]}"...)
+	c.w.out = b
+	w.Header()["Location"] = []string{string(loc)}
+	writeRaw(w, http.StatusCreated, b)
+}
+
+// listMessages: GET /v2/queues/{queue_name}/messages[?ids=...].
+func (s *Server) listMessages(w http.ResponseWriter, r *http.Request, c *Call) {
+	query := r.URL.Query()
+	if _, has := query["ids"]; has {
+		s.getMessages(w, c, queryList(query, "ids"))
+		return
+	}
+	lq, e := parseListMessages(query, s.opts.MaxMessagesPerPage)
+	if e != nil {
+		s.fail(w, e)
+		return
+	}
+	q := c.ref()
+	if !lq.delayedGiven {
+		qs, err := s.queueSettings(c.ctx, q)
+		if err != nil {
+			s.fail(w, storageErr(err, "Messages could not be listed.", ""))
+			return
+		}
+		// As Zaqar: a queue without a default delay lists delayed messages too.
+		if !qs.hasDelay {
+			lq.delayed = true
+			lq.link.add("include_delayed", "true")
+		}
+	}
+	msgs, next, err := s.drv.Messages().List(c.ctx, q, storage.ListMessagesOptions{
+		Marker: lq.marker, Limit: lq.limit, ClientID: c.ClientID,
+		Echo: lq.echo, IncludeClaimed: lq.claimed, IncludeDelayed: lq.delayed,
+	})
+	if err != nil {
+		s.fail(w, storageErr(err, "Messages could not be listed.", ""))
+		return
+	}
+	b := c.w.out[:0]
+	if len(msgs) == 0 {
+		writeRaw(w, http.StatusOK, append(b, `{"messages":[],"links":[]}`...))
+		return
+	}
+	if next == "" {
+		next = msgs[len(msgs)-1].ID
+	}
+	lq.link.setMarker(next)
+	base := queuePath(c.queue)
+	now := time.Now()
+	b = append(b, `{"messages":[`...)
+	for i := range msgs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendMessage(b, base, &msgs[i], now)
+	}
+	b = append(b, `],"links":[{"rel":"next","href":`...)
+	b = appendString(b, r.URL.Path+lq.link.String())
+	b = append(b, "}]}"...)
+	c.w.out = b
+	writeRaw(w, http.StatusOK, b)
+}
+
+// getMessages: GET .../messages?ids=a,b (unknown ids skipped; none found 404).
+func (s *Server) getMessages(w http.ResponseWriter, c *Call, ids []string) {
+	if len(ids) == 0 || len(ids) > s.opts.MaxMessagesPerPage {
+		s.fail(w, limitErr(s.opts.MaxMessagesPerPage))
+		return
+	}
+	msgs, err := s.drv.Messages().GetMany(c.ctx, c.ref(), ids)
+	if err != nil {
+		s.fail(w, storageErr(err, "Message could not be retrieved.", ""))
+		return
+	}
+	if len(msgs) == 0 {
+		s.fail(w, notFound("No messages with IDs: "+strings.Join(ids, ", ")+" found in the queue "+
+			c.queue+" for project "+c.Project+"."))
+		return
+	}
+	base := queuePath(c.queue)
+	now := time.Now()
+	b := append(c.w.out[:0], `{"messages":[`...)
+	for i := range msgs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendMessage(b, base, &msgs[i], now)
+	}
+	b = append(b, "]}"...)
+	c.w.out = b
+	writeRaw(w, http.StatusOK, b)
+}
+
+func messageMissing(id string, c *Call) string {
+	return "Message " + id + " does not exist in queue " + c.queue + " for project " + c.Project
+}
+
+// getMessage: GET /v2/queues/{queue_name}/messages/{message_id}.
+func (s *Server) getMessage(w http.ResponseWriter, r *http.Request, c *Call) {
+	id := r.PathValue("message_id")
+	m, err := s.drv.Messages().Get(c.ctx, c.ref(), id)
+	if err != nil {
+		s.fail(w, storageErr(err, "Message could not be retrieved.", messageMissing(id, c)))
+		return
+	}
+	b := appendMessage(c.w.out[:0], queuePath(c.queue), &m, time.Now())
+	c.w.out = b
+	writeRaw(w, http.StatusOK, b)
+}
+
+// deleteMessage: DELETE /v2/queues/{queue_name}/messages/{message_id}[?claim_id=].
+func (s *Server) deleteMessage(w http.ResponseWriter, r *http.Request, c *Call) {
+	id := r.PathValue("message_id")
+	claimID := r.URL.Query().Get("claim_id")
+	err := s.drv.Messages().Delete(c.ctx, c.ref(), id, claimID)
+	switch {
+	case err == nil, storage.Is(err, storage.NotFound):
+		writeEmpty(w, http.StatusNoContent)
+	case storage.Is(err, storage.Forbidden):
+		s.fail(w, &apiError{http.StatusForbidden, "Unable to delete",
+			"This message is claimed; it cannot be deleted without a valid claim ID."})
+	case storage.Is(err, storage.Invalid):
+		s.fail(w, &apiError{http.StatusBadRequest, "Unable to delete",
+			"The specified claim does not exist or has expired."})
+	default:
+		s.fail(w, storageErr(err, "Message could not be deleted.", ""))
+	}
+}
+
+// deleteMessages: DELETE .../messages?ids=a,b or ?pop=N.
+func (s *Server) deleteMessages(w http.ResponseWriter, r *http.Request, c *Call) {
+	query := r.URL.Query()
+	ids := queryList(query, "ids")
+	pop, popGiven, e := queryInt(query, "pop")
+	if e != nil {
+		s.fail(w, e)
+		return
+	}
+	switch {
+	case len(ids) > 0 && popGiven:
+		s.fail(w, badRequest("pop and id params cannot be present together in the delete request."))
+		return
+	case len(ids) == 0 && !popGiven:
+		s.fail(w, badRequest(`The request should have either "ids" or "pop" parameter in the request, to be able to delete.`))
+		return
+	case popGiven && (pop < 1 || pop > s.opts.MaxMessagesPerClaim):
+		s.fail(w, badRequest("Pop value must be at least 1 and may not be greater than "+
+			strconv.Itoa(s.opts.MaxMessagesPerClaim)+"."))
+		return
+	case len(ids) > s.opts.MaxMessagesPerPage:
+		s.fail(w, badRequest("ids parameter should have at least 1 and not greater than "+
+			strconv.Itoa(s.opts.MaxMessagesPerPage)+" values."))
+		return
+	}
+	if !popGiven {
+		if err := s.drv.Messages().DeleteMany(c.ctx, c.ref(), ids, query.Get("claim_id")); err != nil {
+			s.fail(w, storageErr(err, "Messages could not be deleted.", ""))
+			return
+		}
+		writeEmpty(w, http.StatusNoContent)
+		return
+	}
+	msgs, err := s.drv.Messages().Pop(c.ctx, c.ref(), pop)
+	if err != nil {
+		s.fail(w, storageErr(err, "Messages could not be popped.", ""))
+		return
+	}
+	now := time.Now()
+	b := append(c.w.out[:0], `{"messages":[`...)
+	for i := range msgs {
+		m := &msgs[i]
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"id":`...)
+		b = appendString(b, m.ID)
+		b = append(b, `,"age":`...)
+		b = appendInt(b, age(now, m.Created))
+		b = append(b, `,"ttl":`...)
+		b = appendInt(b, int64(m.TTL/time.Second))
+		b = append(b, `,"body":`...)
+		b = appendBody(b, m.Body)
+		b = append(b, `,"claim_id":`...)
+		b = appendNullableString(b, m.ClaimID)
+		b = append(b, `,"claim_count":`...)
+		b = appendInt(b, int64(m.ClaimCount))
+		b = append(b, '}')
+	}
+	b = append(b, "]}"...)
+	c.w.out = b
+	writeRaw(w, http.StatusOK, b)
+}
+
+func appendNullableString(b []byte, s string) []byte {
+	if s == "" {
+		return append(b, "null"...)
+	}
+	return appendString(b, s)
+}

@@ -1,0 +1,203 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"sort"
+	"strings"
+
+	"sluice.dev/server/internal/metrics"
+)
+
+// Access says which request headers a route needs.
+type Access int
+
+const (
+	// Public routes need no headers ("/", /metrics, /healthz).
+	Public Access = iota
+	// Project routes need Client-ID and a project (X-Project-ID or a token).
+	Project
+	// Admin routes need the admin role as well.
+	Admin
+)
+
+// HandlerFunc serves one route. Call carries what the checks resolved.
+type HandlerFunc func(w http.ResponseWriter, r *http.Request, c *Call)
+
+// Call is what the server resolved about a request before its handler runs.
+type Call struct {
+	Project   string
+	ClientID  string // canonical dashed UUID
+	RequestID string
+	Admin     bool
+	queue     string
+	ctx       context.Context
+	w         *respWriter
+}
+
+// Context bounds storage calls by the storage timeout.
+func (c *Call) Context() context.Context { return c.ctx }
+
+// Handle mounts a handler for a method on a path pattern in net/http's
+// ServeMux syntax ("/v2/pools/{pool_name}"). It is the extension point for
+// the admin API (pools, flavors): access Admin runs the admin check before
+// h. A {queue_name} wildcard is validated before h runs. Handle may be
+// called until the server starts serving.
+func (s *Server) Handle(method, pattern string, access Access, h HandlerFunc) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rt := s.routes[pattern]
+	if rt == nil {
+		label := strings.TrimSuffix(pattern, "{$}")
+		rt = &route{s: s, label: label, hasQueue: strings.Contains(pattern, "{queue_name}")}
+		rt.other = s.m.Endpoint("other", label)
+		s.routes[pattern] = rt
+		s.mux.Handle(pattern, rt)
+	}
+	i := methodIndex(method)
+	if i < 0 {
+		panic("api: unsupported method " + method)
+	}
+	rt.eps[i] = &endpoint{access: access, h: h, m: s.m.Endpoint(method, rt.label)}
+	rt.allow = rt.allowHeader()
+}
+
+var methods = [...]string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"}
+
+func methodIndex(m string) int {
+	switch m {
+	case "GET":
+		return 0
+	case "HEAD":
+		return 1
+	case "POST":
+		return 2
+	case "PUT":
+		return 3
+	case "PATCH":
+		return 4
+	case "DELETE":
+		return 5
+	}
+	return -1
+}
+
+type endpoint struct {
+	access Access
+	h      HandlerFunc
+	m      *metrics.Endpoint
+}
+
+// route holds the handlers of one path pattern by method, so that a known
+// path with the wrong method gets 405 with an Allow header, as Zaqar does.
+type route struct {
+	s        *Server
+	label    string // route template used in metrics and logs
+	hasQueue bool
+	eps      [len(methods)]*endpoint
+	allow    string
+	other    *metrics.Endpoint // 405 and OPTIONS
+}
+
+func (rt *route) allowHeader() string {
+	var names []string
+	for i, ep := range rt.eps {
+		if ep != nil {
+			names = append(names, methods[i])
+		}
+	}
+	sort.Strings(names)
+	return strings.Join(append(names, "OPTIONS"), ", ")
+}
+
+var errNotAllowed = &apiError{http.StatusMethodNotAllowed, "405 Method Not Allowed", ""}
+
+func (rt *route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rw := w.(*respWriter)
+	rw.route = rt.label
+	i := methodIndex(r.Method)
+	var ep *endpoint
+	if i >= 0 {
+		ep = rt.eps[i]
+	}
+	if ep == nil {
+		rw.ep = rt.other
+		w.Header()["Allow"] = []string{rt.allow}
+		if r.Method == http.MethodOptions {
+			writeEmpty(w, http.StatusOK)
+			return
+		}
+		writeErr(w, errNotAllowed, 0)
+		return
+	}
+	rw.ep = ep.m
+	s := rt.s
+	c := &rw.call
+	c.w = rw
+	if ep.access == Public {
+		c.ctx = r.Context()
+		ep.h(w, r, c)
+		return
+	}
+	if e := s.checkHeaders(r, c, ep.access); e != nil {
+		if e == errNotAcceptable {
+			// Zaqar cannot encode an error the client would accept: no body.
+			w.Header()["Vary"] = varyAccept
+			w.Header()["Content-Type"] = ctJSON
+			writeEmpty(w, http.StatusNotAcceptable)
+			return
+		}
+		s.fail(w, e)
+		return
+	}
+	if rt.hasQueue {
+		c.queue = r.PathValue("queue_name")
+		if !validQueueName(c.queue) {
+			s.fail(w, errBadQueue)
+			return
+		}
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), s.opts.StorageTimeout)
+	c.ctx = ctx
+	ep.h(w, r, c)
+	cancel()
+}
+
+var errNotAcceptable = &apiError{status: http.StatusNotAcceptable}
+
+// checkHeaders runs Zaqar's request hooks in its order: form-encoded bodies,
+// Accept, Client-ID, project, then the admin role.
+func (s *Server) checkHeaders(r *http.Request, c *Call, access Access) *apiError {
+	h := r.Header
+	if ct := h["Content-Type"]; len(ct) > 0 && r.ContentLength != 0 &&
+		mediaType(ct[0]) == "application/x-www-form-urlencoded" {
+		return errFormEncoded
+	}
+	if a := h["Accept"]; len(a) > 0 && !acceptsJSON(strings.Join(a, ",")) {
+		return errNotAcceptable
+	}
+	cid := h["Client-Id"]
+	if len(cid) == 0 {
+		return errNoClientID
+	}
+	id, ok := parseClientID(cid[0])
+	if !ok {
+		return errBadClientID
+	}
+	c.ClientID = id
+	if e := s.authorize(r, c); e != nil {
+		return e
+	}
+	if len(c.Project) > maxProjectLen {
+		return errBadQueue
+	}
+	if access == Admin && !c.Admin {
+		return errNotAdmin
+	}
+	return nil
+}
+
+// notFound answers paths no route matches, as falcon does.
+func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
+	writeErr(w, &apiError{http.StatusNotFound, "404 Not Found", ""}, 0)
+}

@@ -1,0 +1,112 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"sluice.dev/server/internal/config"
+	"sluice.dev/server/internal/metrics"
+	"sluice.dev/server/internal/storage"
+)
+
+// Extension mounts extra routes on a server (the admin API for pools and
+// flavors) once storage is open. It may type-assert s.Driver().
+type Extension func(s *Server) error
+
+var (
+	extMu      sync.Mutex
+	extensions []Extension
+)
+
+// Extend registers an extension that Run applies to every server it builds;
+// packages call it from init.
+func Extend(e Extension) {
+	extMu.Lock()
+	extensions = append(extensions, e)
+	extMu.Unlock()
+}
+
+// Ready is told the bound address once the server accepts connections.
+type Ready func(addr net.Addr)
+
+// Run opens storage, serves until ctx is done, then drains: health answers
+// 503 for the drain delay, the listener closes, and in-flight requests get
+// up to the shutdown timeout to finish.
+func Run(ctx context.Context, opts config.Options, log *slog.Logger, ready Ready) error {
+	m := metrics.New()
+	openCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	drv, err := storage.Open(openCtx, opts.Store, storage.Options{Events: m})
+	cancel()
+	if err != nil {
+		return fmt.Errorf("open store %s: %w", opts.Store, err)
+	}
+	defer drv.Close()
+	if opts.Metrics {
+		m.WatchStorage(drv, opts.StorageTimeout)
+	}
+	s := New(opts, drv, log, m)
+	extMu.Lock()
+	exts := append([]Extension(nil), extensions...)
+	extMu.Unlock()
+	for _, e := range exts {
+		if err := e(s); err != nil {
+			return err
+		}
+	}
+	ln, err := net.Listen("tcp", opts.Listen)
+	if err != nil {
+		return err
+	}
+	return s.Serve(ctx, ln, ready)
+}
+
+// Serve answers on ln until ctx is done, then shuts down gracefully.
+func (s *Server) Serve(ctx context.Context, ln net.Listener, ready Ready) error {
+	srv := &http.Server{
+		Handler:           s,
+		ReadHeaderTimeout: s.opts.ReadHeaderTimeout,
+		IdleTimeout:       s.opts.IdleTimeout,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	s.log.Info("listening", "addr", ln.Addr().String(), "store", redactURI(s.opts.Store))
+	if ready != nil {
+		ready(ln.Addr())
+	}
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	s.SetDraining(true)
+	s.log.Info("draining", "delay", s.opts.DrainDelay.String())
+	time.Sleep(s.opts.DrainDelay)
+	sctx, cancel := context.WithTimeout(context.Background(), s.opts.ShutdownTimeout)
+	defer cancel()
+	err := srv.Shutdown(sctx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		s.log.Warn("shutdown timeout: closing remaining connections")
+		srv.Close()
+	}
+	if serr := <-errc; serr != nil && !errors.Is(serr, http.ErrServerClosed) {
+		return serr
+	}
+	s.log.Info("stopped")
+	return err
+}
+
+// redactURI hides a password in a store URI before it is logged.
+func redactURI(uri string) string {
+	u, err := parseURL(uri)
+	if err != nil || u.User == nil {
+		return uri
+	}
+	return u.Redacted()
+}

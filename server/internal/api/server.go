@@ -1,0 +1,202 @@
+// Package api is sluice-server's HTTP side: the Zaqar v2 routes, header and
+// body validation, the mapping of storage errors to statuses, metrics and
+// the access log. Handlers are plain functions over net/http; the hot path
+// allocates little and encodes its answers by hand.
+package api
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+
+	"sluice.dev/server/internal/config"
+	"sluice.dev/server/internal/metrics"
+	"sluice.dev/server/internal/storage"
+)
+
+// Server answers the Zaqar v2 API over one storage driver.
+type Server struct {
+	opts config.Options
+	drv  storage.Driver
+	log  *slog.Logger
+	m    *metrics.Metrics
+
+	mux       *http.ServeMux
+	mu        sync.Mutex
+	routes    map[string]*route
+	unmatched *metrics.Endpoint
+	draining  atomic.Bool
+	cache     *settingsCache
+
+	retryAfter   int
+	authRequired bool
+	tokens       map[string]string
+	adminToken   string
+	trustRoles   bool
+}
+
+// New builds a server over an open driver. m may be nil (no metrics); log
+// may be nil (no logs).
+func New(opts config.Options, drv storage.Driver, log *slog.Logger, m *metrics.Metrics) *Server {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if m == nil {
+		m = metrics.New()
+		opts.Metrics = false
+	}
+	s := &Server{
+		opts:         opts,
+		drv:          drv,
+		log:          log,
+		m:            m,
+		mux:          http.NewServeMux(),
+		routes:       map[string]*route{},
+		cache:        newSettingsCache(opts.MetadataCacheTTL),
+		retryAfter:   int((opts.RetryAfter + time.Second - 1) / time.Second),
+		authRequired: len(opts.Tokens) > 0,
+		tokens:       opts.Tokens,
+		adminToken:   opts.AdminToken,
+		trustRoles:   opts.TrustRolesHeader,
+	}
+	s.unmatched = m.Endpoint("other", "unmatched")
+	s.mux.Handle("/", http.HandlerFunc(s.notFound))
+	// Without this, ServeMux would redirect /v2 to /v2/; Zaqar answers 404.
+	s.mux.Handle("/v2", http.HandlerFunc(s.notFound))
+	s.routesV2()
+	if opts.Metrics {
+		mh := m.Handler()
+		s.Handle("GET", "/metrics", Public, func(w http.ResponseWriter, r *http.Request, _ *Call) { mh.ServeHTTP(w, r) })
+	}
+	return s
+}
+
+// Driver is the storage driver the server was built over; extensions (the
+// admin API for pools) type-assert it to reach what they manage.
+func (s *Server) Driver() storage.Driver { return s.drv }
+
+// Options are the server's options.
+func (s *Server) Options() config.Options { return s.opts }
+
+// SetDraining makes ping and health answer 503 (shutdown drain) or not.
+func (s *Server) SetDraining(v bool) { s.draining.Store(v) }
+
+// ServeHTTP routes one request, then records its metrics and access log line.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rw := rwPool.Get().(*respWriter)
+	rw.reset(w)
+	start := time.Now()
+	id := newRequestID()
+	rw.call.RequestID = id
+	w.Header()["X-Openstack-Request-Id"] = []string{id}
+	inFlight := s.m.InFlight()
+	inFlight.Inc()
+	s.mux.ServeHTTP(rw, r)
+	inFlight.Dec()
+	if !rw.wrote {
+		rw.WriteHeader(http.StatusOK)
+	}
+	d := time.Since(start)
+	ep, route := rw.ep, rw.route
+	if ep == nil {
+		ep, route = s.unmatched, "unmatched"
+	}
+	ep.Observe(rw.status, d)
+	if s.opts.AccessLog {
+		s.log.LogAttrs(context.Background(), slog.LevelInfo, "request",
+			slog.Int("status", rw.status),
+			slog.String("method", r.Method),
+			slog.String("route", route),
+			slog.String("path", r.URL.Path),
+			slog.Float64("duration_ms", float64(d.Microseconds())/1000),
+			slog.String("request_id", id))
+	}
+	rw.release()
+}
+
+// newRequestID returns "req-<uuid4>" as Zaqar's x-openstack-request-id.
+func newRequestID() string {
+	u := uuid.New()
+	var b [40]byte
+	copy(b[:], "req-")
+	hexUUID(b[4:], u)
+	return string(b[:])
+}
+
+func hexUUID(dst []byte, u uuid.UUID) {
+	j := 0
+	for i, c := range u {
+		if i == 4 || i == 6 || i == 8 || i == 10 {
+			dst[j] = '-'
+			j++
+		}
+		dst[j] = hexDigits[c>>4]
+		dst[j+1] = hexDigits[c&0xF]
+		j += 2
+	}
+}
+
+// respWriter records the status for metrics and the log, and carries the
+// per-request state and reusable buffers; it is pooled.
+type respWriter struct {
+	http.ResponseWriter
+	status int
+	wrote  bool
+	ep     *metrics.Endpoint
+	route  string
+	call   Call
+	in     []byte // request body
+	out    []byte // encoded answer
+}
+
+var rwPool = sync.Pool{New: func() any {
+	return &respWriter{in: make([]byte, 0, 4096), out: make([]byte, 0, 4096)}
+}}
+
+func (w *respWriter) reset(inner http.ResponseWriter) {
+	w.ResponseWriter = inner
+	w.status = 0
+	w.wrote = false
+	w.ep = nil
+	w.route = ""
+	w.call = Call{}
+}
+
+// maxPooledBuf keeps one huge request from pinning its buffer for good.
+const maxPooledBuf = 64 << 10
+
+func (w *respWriter) release() {
+	w.ResponseWriter = nil
+	w.call = Call{}
+	if cap(w.in) > maxPooledBuf {
+		w.in = make([]byte, 0, 4096)
+	}
+	if cap(w.out) > maxPooledBuf {
+		w.out = make([]byte, 0, 4096)
+	}
+	rwPool.Put(w)
+}
+
+func (w *respWriter) WriteHeader(code int) {
+	if w.wrote {
+		return
+	}
+	w.status = code
+	w.wrote = true
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *respWriter) Write(b []byte) (int, error) {
+	if !w.wrote {
+		w.WriteHeader(http.StatusOK)
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (w *respWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

@@ -1,0 +1,148 @@
+// Package metrics is sluice-server's Prometheus instrumentation, kept on the
+// project's own registry. Labels are bounded: HTTP metrics are labelled by
+// route template (never the URL), method and status code; queue depth is a
+// total over all queues, computed at scrape time.
+package metrics
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"sluice.dev/server/internal/storage"
+)
+
+// Metrics holds every collector the server updates.
+type Metrics struct {
+	Registry *prometheus.Registry
+
+	requests      *prometheus.CounterVec
+	duration      *prometheus.HistogramVec
+	inFlight      prometheus.Gauge
+	claimsExpired prometheus.Counter
+	deadLettered  prometheus.Counter
+}
+
+// New registers the server's metrics, plus Go runtime and process metrics,
+// on a fresh registry.
+func New() *Metrics {
+	m := &Metrics{Registry: prometheus.NewRegistry()}
+	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_http_requests_total",
+		Help: "HTTP requests answered, by method, route template and status code.",
+	}, []string{"method", "route", "code"})
+	m.duration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "sluice_http_request_duration_seconds",
+		Help: "Time from request routing to the last byte of the answer, by method and route template.",
+		Buckets: []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
+			0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10},
+	}, []string{"method", "route"})
+	m.inFlight = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "sluice_http_requests_in_flight",
+		Help: "HTTP requests being served now.",
+	})
+	m.claimsExpired = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "sluice_claims_expired_total",
+		Help: "Claims that lapsed without being released, counted when the storage driver notices.",
+	})
+	m.deadLettered = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "sluice_dead_letter_moves_total",
+		Help: "Messages moved to a dead-letter queue (or dropped) after reaching _max_claim_count.",
+	})
+	m.Registry.MustRegister(m.requests, m.duration, m.inFlight, m.claimsExpired, m.deadLettered,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// Handler serves the registry in the Prometheus text format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{Registry: m.Registry})
+}
+
+// ClaimsExpired implements storage.Events.
+func (m *Metrics) ClaimsExpired(n int) { m.claimsExpired.Add(float64(n)) }
+
+// DeadLettered implements storage.Events.
+func (m *Metrics) DeadLettered(n int) { m.deadLettered.Add(float64(n)) }
+
+// InFlight is the gauge of requests being served.
+func (m *Metrics) InFlight() prometheus.Gauge { return m.inFlight }
+
+// Endpoint is the pre-resolved metrics of one method on one route, so the
+// request path never looks labels up in a map.
+type Endpoint struct {
+	m             *Metrics
+	method, route string
+	dur           prometheus.Observer
+	codes         [500]atomic.Pointer[prometheus.Counter] // index: code-100
+}
+
+// Endpoint returns the children for a method and route template.
+func (m *Metrics) Endpoint(method, route string) *Endpoint {
+	return &Endpoint{m: m, method: method, route: route, dur: m.duration.WithLabelValues(method, route)}
+}
+
+// Observe counts one answered request and its duration.
+func (e *Endpoint) Observe(code int, d time.Duration) {
+	e.dur.Observe(d.Seconds())
+	if code < 100 || code > 599 {
+		code = 599
+	}
+	slot := &e.codes[code-100]
+	c := slot.Load()
+	if c == nil {
+		cc := e.m.requests.WithLabelValues(e.method, e.route, strconv.Itoa(code))
+		c = &cc
+		slot.Store(c)
+	}
+	(*c).Inc()
+}
+
+// WatchStorage registers scrape-time collectors for the driver: whether it
+// answers a ping, and total queue depth when it can report one.
+func (m *Metrics) WatchStorage(d storage.Driver, timeout time.Duration) {
+	m.Registry.MustRegister(&storageCollector{d: d, timeout: timeout})
+}
+
+var (
+	upDesc = prometheus.NewDesc("sluice_storage_up",
+		"1 when the storage backend answered a ping at scrape time, else 0.", nil, nil)
+	depthDesc = prometheus.NewDesc("sluice_queue_messages",
+		"Live messages over all queues at scrape time, by state (free or claimed).", []string{"state"}, nil)
+)
+
+type storageCollector struct {
+	d       storage.Driver
+	timeout time.Duration
+}
+
+func (c *storageCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- upDesc
+	ch <- depthDesc
+}
+
+func (c *storageCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	defer cancel()
+	up := 1.0
+	if err := c.d.Ping(ctx); err != nil {
+		up = 0
+	}
+	ch <- prometheus.MustNewConstMetric(upDesc, prometheus.GaugeValue, up)
+	dr, ok := c.d.(storage.DepthReporter)
+	if !ok || up == 0 {
+		return
+	}
+	depth, err := dr.Depth(ctx)
+	if err != nil {
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(depthDesc, prometheus.GaugeValue, float64(depth.Free), "free")
+	ch <- prometheus.MustNewConstMetric(depthDesc, prometheus.GaugeValue, float64(depth.Claimed), "claimed")
+}
