@@ -85,12 +85,8 @@ func startFerretDB(bin, dir string) (*FerretDB, error) {
 		return nil, err
 	}
 	cmd := exec.Command(bin,
-		"--handler=sqlite",
-		"--sqlite-url=file:"+data+"/",
 		"--listen-addr="+addr,
-		"--debug-addr=-",
-		"--state-dir="+dir,
-		"--telemetry=disable",
+		"--sqlite-url=file:"+data+"/",
 		"--log-level=warn",
 	)
 	cmd.Stdout, cmd.Stderr = logf, logf

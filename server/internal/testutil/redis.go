@@ -33,7 +33,6 @@ type Redis struct {
 	URL  string // redis://127.0.0.1:port/0
 	Dir  string
 
-	t    testing.TB
 	bin  string
 	opts RedisOptions
 	argv func() []string // the command line, built anew for each (re)start
@@ -62,30 +61,82 @@ func (b *syncBuffer) String() string {
 }
 
 // StartRedis starts a redis-server from the system's packages (Debian:
-// redis-server) on a free port and waits until it answers PING.
+// redis-server) on a free port and waits until it answers PING. It is
+// stopped when the test ends. Without redis-server the test fails under
+// CI=true and is skipped otherwise.
 func StartRedis(t testing.TB, opts RedisOptions) *Redis {
 	t.Helper()
-	r := &Redis{
-		t:    t,
-		bin:  RequireBinary(t, "redis-server", "the Debian package redis-server (make deps-apt)"),
-		Dir:  t.TempDir(),
-		opts: opts,
-	}
-	r.argv = r.args
-	var err error
-	for attempt := 0; attempt < 5; attempt++ {
-		r.Port = FreePort(t)
-		if err = r.start(); err == nil {
-			break
-		}
-	}
+	bin := RequireBinary(t, "redis-server", redisHint)
+	r, err := newRedis(bin, t.TempDir(), opts)
 	if err != nil {
 		t.Fatalf("starting redis-server: %v", err)
 	}
-	r.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(r.Port))
-	r.URL = "redis://" + r.Addr + "/0"
 	t.Cleanup(r.Stop)
 	return r
+}
+
+const redisHint = "the Debian package redis-server (make deps-apt)"
+
+// newRedis starts a server in dir, retrying on another port if the chosen
+// one was taken meanwhile.
+func newRedis(bin, dir string, opts RedisOptions) (*Redis, error) {
+	r := &Redis{bin: bin, Dir: dir, opts: opts}
+	r.argv = r.args
+	var err error
+	for attempt := 0; attempt < 5; attempt++ {
+		if r.Port, err = freePort(); err != nil {
+			return nil, err
+		}
+		if err = r.start(); err == nil {
+			r.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(r.Port))
+			r.URL = "redis://" + r.Addr + "/0"
+			return r, nil
+		}
+	}
+	return nil, err
+}
+
+// RunWithRedis is a TestMain body for packages whose tests share one
+// redis-server: it starts the server into *r, runs the tests, stops the
+// server and exits. Without redis-server it exits with failure under
+// CI=true; otherwise it leaves *r nil, and tests call NoRedis to skip.
+func RunWithRedis(m *testing.M, r **Redis) {
+	os.Exit(runWithRedis(m, r))
+}
+
+func runWithRedis(m *testing.M, r **Redis) int {
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		if InCI() {
+			fmt.Fprintf(os.Stderr, "redis-server not found (%v); install %s\n", err, redisHint)
+			return 1
+		}
+		return m.Run()
+	}
+	dir, err := os.MkdirTemp("", "sluice-redis-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	srv, err := newRedis(bin, dir, RedisOptions{})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "starting redis-server: %v\n", err)
+		return 1
+	}
+	defer srv.Stop()
+	*r = srv
+	return m.Run()
+}
+
+// NoRedis ends a test that needed the RunWithRedis server but has none:
+// skipped, saying why (RunWithRedis already failed the run under CI).
+func NoRedis(t testing.TB) {
+	t.Helper()
+	if InCI() {
+		t.Fatal("redis-server is required under CI=true")
+	}
+	t.Skipf("redis-server not found; install %s to run this test", redisHint)
 }
 
 func (r *Redis) args() []string {
@@ -190,11 +241,11 @@ func (r *Redis) signal(sig syscall.Signal) {
 
 // Restart starts a stopped or killed server again on the same port and
 // directory (with Persistent, its data comes back from the AOF).
-func (r *Redis) Restart() {
-	r.t.Helper()
+func (r *Redis) Restart(t testing.TB) {
+	t.Helper()
 	r.Stop()
 	if err := r.start(); err != nil {
-		r.t.Fatalf("restarting redis-server on %s: %v", r.Addr, err)
+		t.Fatalf("restarting redis-server on %s: %v", r.Addr, err)
 	}
 }
 

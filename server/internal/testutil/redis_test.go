@@ -16,7 +16,7 @@ func TestRedisLifecycle(t *testing.T) {
 	if err := ping(r.Addr); err == nil {
 		t.Fatal("killed server still answers")
 	}
-	r.Restart()
+	r.Restart(t)
 	if err := ping(r.Addr); err != nil {
 		t.Fatalf("after restart: %v\n%s", err, r.Logs())
 	}

@@ -14,7 +14,6 @@ import (
 func StartSentinel(t testing.TB, master *Redis, masterName string) *Redis {
 	t.Helper()
 	s := &Redis{
-		t:   t,
 		bin: RequireBinary(t, "redis-server", "the Debian package redis-server (make deps-apt)"),
 		Dir: t.TempDir(),
 	}

@@ -1,0 +1,28 @@
+-- KEYS: scope. ARGV: now, claim id, ttl ms, grace ms.
+-- Renews a live claim from now and keeps its messages alive past it.
+-- Returns {lapsed claims, 1 renewed or 0 no such claim}.
+local now, cid, ttl, grace = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+local lapsed = advance(now)
+local ck = ckey(cid)
+local h = redis.call('HMGET', ck, 'e', 'i')
+if not h[1] or tonumber(h[1]) <= now then return {lapsed, 0} end
+local cexp = now + ttl
+local mexp = cexp + grace
+redis.call('HSET', ck, 't', ttl, 'g', grace, 'e', cexp)
+redis.call('PEXPIRE', ck, ttl)
+redis.call('ZADD', CL, cexp, cid)
+for _, id in ipairs(split(h[2])) do
+  local mk = mkey(id)
+  local f = redis.call('HMGET', mk, 'k', 'e')
+  if f[1] == cid and tonumber(f[2]) > now then
+    redis.call('HSET', mk, 'x', cexp)
+    redis.call('ZADD', HELD, cexp, id)
+    if tonumber(f[2]) < mexp then
+      redis.call('HSET', mk, 'e', mexp)
+      redis.call('ZADD', EXP, mexp, id)
+      redis.call('PEXPIRE', mk, mexp - now)
+    end
+  end
+end
+keepalive(Q, now, mexp, HELD, CL, EXP)
+return {lapsed, 1}

@@ -1,0 +1,122 @@
+package redis
+
+import (
+	"context"
+	_ "embed"
+	"time"
+
+	"sluice.dev/server/internal/storage"
+)
+
+type claimStore struct{ d *Driver }
+
+var (
+	//go:embed claim_create.lua
+	claimCreateSrc string
+	claimCreate    = register(claimCreateSrc)
+)
+
+func (s claimStore) Create(ctx context.Context, q storage.QueueRef, opts storage.ClaimOptions) (storage.Claim, error) {
+	if opts.Limit <= 0 || opts.TTL.Milliseconds() <= 0 || opts.Grace < 0 {
+		return storage.Claim{}, storage.E("claims.create", storage.Invalid, "claim limit and ttl must be positive")
+	}
+	now := s.d.nowMS()
+	id := storage.NewID()
+	keys := []string{scope(q), "", indexKey(q.Project), registryKey}
+	var maxcc, dlTTL int64
+	dlq := ""
+	if dl := opts.DeadLetter; dl != nil && dl.MaxClaimCount > 0 {
+		maxcc, dlq, dlTTL = int64(dl.MaxClaimCount), dl.Queue, dl.TTL.Milliseconds()
+	}
+	if dlq != "" {
+		keys[1] = scope(storage.QueueRef{Project: q.Project, Name: dlq})
+	}
+	res, err := claimCreate.Run(ctx, s.d.c, keys, now, id, opts.TTL.Milliseconds(), opts.Grace.Milliseconds(),
+		opts.Limit, maxcc, dlq, dlTTL, keys[1]).Slice()
+	if err != nil {
+		return storage.Claim{}, wrap("claims.create", err)
+	}
+	if len(res) < 2 {
+		return storage.Claim{}, storage.E("claims.create", storage.Internal, "malformed script reply")
+	}
+	s.d.lapsed(toInt(res[0]))
+	if n := toInt(res[1]); n > 0 {
+		s.d.events.DeadLettered(int(n))
+	}
+	if len(res) == 2 {
+		return storage.Claim{}, nil
+	}
+	return storage.Claim{ID: id, TTL: opts.TTL, Created: msTime(now), Messages: parseMessages(res[2:])}, nil
+}
+
+var (
+	//go:embed claim_get.lua
+	claimGetSrc string
+	claimGet    = register(claimGetSrc)
+)
+
+func (s claimStore) Get(ctx context.Context, q storage.QueueRef, id string) (storage.Claim, error) {
+	if id == "" {
+		return storage.Claim{}, storage.E("claims.get", storage.NotFound, "no such claim")
+	}
+	res, err := claimGet.Run(ctx, s.d.c, []string{scope(q)}, s.d.nowMS(), id).Slice()
+	if err != nil {
+		return storage.Claim{}, wrap("claims.get", err)
+	}
+	if len(res) < 2 {
+		return storage.Claim{}, storage.E("claims.get", storage.NotFound, "no such claim")
+	}
+	return storage.Claim{
+		ID:       id,
+		TTL:      time.Duration(toInt(res[0])) * time.Millisecond,
+		Created:  msTime(toInt(res[1])),
+		Messages: parseMessages(res[2:]),
+	}, nil
+}
+
+var (
+	//go:embed claim_update.lua
+	claimUpdateSrc string
+	claimUpdate    = register(claimUpdateSrc)
+)
+
+func (s claimStore) Update(ctx context.Context, q storage.QueueRef, id string, ttl, grace time.Duration) error {
+	if ttl.Milliseconds() <= 0 || grace < 0 {
+		return storage.E("claims.update", storage.Invalid, "claim ttl must be positive")
+	}
+	if id == "" {
+		return storage.E("claims.update", storage.NotFound, "no such claim")
+	}
+	res, err := claimUpdate.Run(ctx, s.d.c, []string{scope(q)}, s.d.nowMS(), id, ttl.Milliseconds(), grace.Milliseconds()).Slice()
+	if err != nil {
+		return wrap("claims.update", err)
+	}
+	if len(res) != 2 {
+		return storage.E("claims.update", storage.Internal, "malformed script reply")
+	}
+	s.d.lapsed(toInt(res[0]))
+	if toInt(res[1]) == 0 {
+		return storage.E("claims.update", storage.NotFound, "no such claim")
+	}
+	return nil
+}
+
+var (
+	//go:embed claim_release.lua
+	claimReleaseSrc string
+	claimRelease    = register(claimReleaseSrc)
+)
+
+func (s claimStore) Delete(ctx context.Context, q storage.QueueRef, id string) error {
+	if id == "" {
+		return nil
+	}
+	res, err := claimRelease.Run(ctx, s.d.c, []string{scope(q)}, s.d.nowMS(), id).Slice()
+	if err != nil {
+		return wrap("claims.delete", err)
+	}
+	if len(res) > 0 {
+		s.d.lapsed(toInt(res[0]))
+	}
+	return nil
+}

@@ -1,0 +1,111 @@
+-- Shared prelude of every sluice script; scripts.go prepends it to each.
+-- KEYS[1] is the queue's key prefix: every key of one queue starts with it
+-- (see keys.go), so a script only ever needs that prefix to find them.
+-- Times are integer milliseconds from the server's injected clock (ARGV),
+-- never Redis' own TIME, so tests can move time and replicas replay the
+-- same effects.
+local P = KEYS[1]
+local Q = P .. ':q'         -- hash: m = metadata JSON, s = last seq, x = index keys' keepalive horizon
+local IDS = P .. ':ids'     -- zset id -> seq: every message, in posting order
+local EXP = P .. ':exp'     -- zset id -> expiry
+local RDY = P .. ':rdy'     -- zset id -> seq: free, visible messages (what claims and pops take)
+local DLY = P .. ':dly'     -- zset id -> end of delay
+local CL = P .. ':cl'       -- zset claim id -> claim expiry
+local HELD = P .. ':held'   -- zset id -> expiry of the claim holding it
+-- Work one call may spend on cleanup; what is left waits for the next call
+-- (reads filter by time meanwhile, so nothing expired is ever returned).
+local BUDGET = 500
+-- Index keys get a Redis TTL this far beyond the newest message expiry, so
+-- an abandoned queue's indexes vanish on their own while most posts need not
+-- renew the TTLs.
+local SLACK = 600000
+
+local function mkey(id) return P .. ':m:' .. id end
+local function ckey(id) return P .. ':c:' .. id end
+
+-- drop deletes a message and every index entry of it.
+local function drop(id)
+  redis.call('DEL', mkey(id))
+  redis.call('ZREM', IDS, id)
+  redis.call('ZREM', EXP, id)
+  redis.call('ZREM', RDY, id)
+  redis.call('ZREM', DLY, id)
+  redis.call('ZREM', HELD, id)
+end
+
+-- keepalive makes the listed index keys of queue hash q outlive expiry e.
+local function keepalive(q, now, e, ...)
+  local x = tonumber(redis.call('HGET', q, 'x') or '0')
+  local renew = e > x
+  if renew then
+    x = e + SLACK
+    redis.call('HSET', q, 'x', x)
+  end
+  for _, key in ipairs({...}) do
+    if renew or redis.call('PTTL', key) == -1 then
+      redis.call('PEXPIRE', key, x - now)
+    end
+  end
+end
+
+-- advance applies what fell due by now, within BUDGET per step: lapsed
+-- claims free their messages, delays end, expired messages go. It returns
+-- how many claims lapsed (reported as claim expirations).
+local function advance(now)
+  local lapsed = redis.call('ZRANGEBYSCORE', CL, '-inf', now, 'LIMIT', 0, BUDGET)
+  for _, cid in ipairs(lapsed) do
+    redis.call('DEL', ckey(cid))
+  end
+  if #lapsed > 0 then redis.call('ZREM', CL, unpack(lapsed)) end
+
+  local held = redis.call('ZRANGEBYSCORE', HELD, '-inf', now, 'LIMIT', 0, BUDGET)
+  for _, id in ipairs(held) do
+    local mk = mkey(id)
+    local f = redis.call('HMGET', mk, 's', 'e')
+    if f[1] and tonumber(f[2]) > now then
+      redis.call('HDEL', mk, 'k', 'x')
+      redis.call('ZADD', RDY, f[1], id)
+    end
+  end
+  if #held > 0 then redis.call('ZREM', HELD, unpack(held)) end
+
+  local due = redis.call('ZRANGEBYSCORE', DLY, '-inf', now, 'LIMIT', 0, BUDGET)
+  for _, id in ipairs(due) do
+    local s = redis.call('ZSCORE', IDS, id)
+    if s then redis.call('ZADD', RDY, s, id) end
+  end
+  if #due > 0 then redis.call('ZREM', DLY, unpack(due)) end
+
+  local dead = redis.call('ZRANGEBYSCORE', EXP, '-inf', now, 'LIMIT', 0, BUDGET)
+  for _, id in ipairs(dead) do drop(id) end
+  return #lapsed
+end
+
+-- load returns a live message as {id, body, created, expires, delay,
+-- client, claim id, claim expiry, claim count}, or nil. A lapsed claim
+-- reads as no claim even before advance has cleared it.
+local function load(id, now)
+  local h = redis.call('HMGET', mkey(id), 'b', 'c', 'e', 'd', 'u', 'k', 'x', 'n')
+  if not h[1] or tonumber(h[3]) <= now then return nil end
+  local k, x = h[6] or '', h[7] or '0'
+  if k ~= '' and tonumber(x) <= now then k, x = '', '0' end
+  return {id, h[1], h[2], h[3], h[4] or '0', h[5] or '', k, x, h[8] or '0'}
+end
+
+-- ensure records a queue (hash q) in its project's index and the registry
+-- the first time anything creates it.
+local function ensure(q, index, registry, name, member, meta)
+  if redis.call('HSETNX', q, 'm', meta) == 1 then
+    redis.call('ZADD', index, 0, name)
+    redis.call('SADD', registry, member)
+    return 1
+  end
+  return 0
+end
+
+-- split turns the space-separated id list of a claim into a table.
+local function split(s)
+  local out = {}
+  for id in string.gmatch(s or '', '%S+') do out[#out + 1] = id end
+  return out
+end

@@ -1,0 +1,189 @@
+package redis
+
+import (
+	"context"
+	_ "embed"
+	"strconv"
+
+	"sluice.dev/server/internal/storage"
+)
+
+type messageStore struct{ d *Driver }
+
+var (
+	//go:embed post.lua
+	postSrc    string
+	postScript = register(postSrc)
+)
+
+func (s messageStore) Post(ctx context.Context, q storage.QueueRef, clientID string, msgs []storage.NewMessage) ([]string, error) {
+	if len(msgs) == 0 {
+		return nil, storage.E("messages.post", storage.Invalid, "no messages")
+	}
+	keys := queueKeys(q)
+	args := make([]any, 0, 4+4*len(msgs))
+	args = append(args, s.d.nowMS(), clientID, q.Name, keys[0])
+	ids := make([]string, len(msgs))
+	for i, m := range msgs {
+		ttl := m.TTL.Milliseconds()
+		if ttl <= 0 {
+			return nil, storage.E("messages.post", storage.Invalid, "message ttl must be at least 1ms")
+		}
+		ids[i] = storage.NewID()
+		// The body goes out as []byte: go-redis writes it without a copy.
+		args = append(args, ids[i], ttl, m.Delay.Milliseconds(), []byte(m.Body))
+	}
+	res, err := postScript.Run(ctx, s.d.c, keys, args...).Slice()
+	if err != nil {
+		return nil, wrap("messages.post", err)
+	}
+	if len(res) > 0 {
+		s.d.lapsed(toInt(res[0]))
+	}
+	return ids, nil
+}
+
+var (
+	//go:embed list.lua
+	listSrc    string
+	listScript = register(listSrc)
+)
+
+func flag(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}
+
+func (s messageStore) List(ctx context.Context, q storage.QueueRef, opts storage.ListMessagesOptions) ([]storage.Message, string, error) {
+	if opts.Limit <= 0 {
+		return nil, "", storage.E("messages.list", storage.Invalid, "limit must be positive")
+	}
+	marker := "0"
+	if opts.Marker != "" {
+		if _, err := strconv.ParseUint(opts.Marker, 10, 63); err != nil {
+			return nil, "", storage.E("messages.list", storage.Invalid, "malformed marker")
+		}
+		marker = opts.Marker
+	}
+	res, err := listScript.Run(ctx, s.d.c, []string{scope(q)}, s.d.nowMS(), marker, opts.Limit, opts.ClientID,
+		flag(opts.Echo), flag(opts.IncludeClaimed), flag(opts.IncludeDelayed)).Slice()
+	if err != nil {
+		return nil, "", wrap("messages.list", err)
+	}
+	if len(res) == 0 {
+		return nil, "", storage.E("messages.list", storage.Internal, "malformed script reply")
+	}
+	return parseMessages(res[1:]), toString(res[0]), nil
+}
+
+var (
+	//go:embed get.lua
+	getSrc    string
+	getScript = register(getSrc)
+)
+
+func (s messageStore) Get(ctx context.Context, q storage.QueueRef, id string) (storage.Message, error) {
+	msgs, err := s.GetMany(ctx, q, []string{id})
+	if err != nil {
+		return storage.Message{}, err
+	}
+	if len(msgs) == 0 {
+		return storage.Message{}, storage.E("messages.get", storage.NotFound, "no such message")
+	}
+	return msgs[0], nil
+}
+
+func (s messageStore) GetMany(ctx context.Context, q storage.QueueRef, ids []string) ([]storage.Message, error) {
+	args := make([]any, 0, 1+len(ids))
+	args = append(args, s.d.nowMS())
+	for _, id := range ids {
+		if id != "" {
+			args = append(args, id)
+		}
+	}
+	if len(args) == 1 {
+		return nil, nil
+	}
+	res, err := getScript.Run(ctx, s.d.c, []string{scope(q)}, args...).Slice()
+	if err != nil {
+		return nil, wrap("messages.get", err)
+	}
+	return parseMessages(res), nil
+}
+
+var (
+	//go:embed delete.lua
+	deleteSrc    string
+	deleteScript = register(deleteSrc)
+)
+
+func (s messageStore) Delete(ctx context.Context, q storage.QueueRef, id, claimID string) error {
+	if id == "" {
+		return nil
+	}
+	res, err := deleteScript.Run(ctx, s.d.c, []string{scope(q)}, s.d.nowMS(), id, claimID).Slice()
+	if err != nil {
+		return wrap("messages.delete", err)
+	}
+	if len(res) != 2 {
+		return storage.E("messages.delete", storage.Internal, "malformed script reply")
+	}
+	s.d.lapsed(toInt(res[0]))
+	switch toInt(res[1]) {
+	case 1:
+		return storage.E("messages.delete", storage.Forbidden, "message is claimed; a claim id is required")
+	case 2:
+		return storage.E("messages.delete", storage.Invalid, "message is not held by this claim")
+	}
+	return nil
+}
+
+var (
+	//go:embed delete_many.lua
+	deleteManySrc    string
+	deleteManyScript = register(deleteManySrc)
+)
+
+func (s messageStore) DeleteMany(ctx context.Context, q storage.QueueRef, ids []string, claimID string) error {
+	args := make([]any, 0, 2+len(ids))
+	args = append(args, s.d.nowMS(), claimID)
+	for _, id := range ids {
+		if id != "" {
+			args = append(args, id)
+		}
+	}
+	if len(args) == 2 {
+		return nil
+	}
+	res, err := deleteManyScript.Run(ctx, s.d.c, []string{scope(q)}, args...).Slice()
+	if err != nil {
+		return wrap("messages.delete_many", err)
+	}
+	if len(res) > 0 {
+		s.d.lapsed(toInt(res[0]))
+	}
+	return nil
+}
+
+var (
+	//go:embed pop.lua
+	popSrc    string
+	popScript = register(popSrc)
+)
+
+func (s messageStore) Pop(ctx context.Context, q storage.QueueRef, limit int) ([]storage.Message, error) {
+	if limit <= 0 {
+		return nil, storage.E("messages.pop", storage.Invalid, "limit must be positive")
+	}
+	res, err := popScript.Run(ctx, s.d.c, []string{scope(q)}, s.d.nowMS(), limit).Slice()
+	if err != nil {
+		return nil, wrap("messages.pop", err)
+	}
+	if len(res) == 0 {
+		return nil, storage.E("messages.pop", storage.Internal, "malformed script reply")
+	}
+	s.d.lapsed(toInt(res[0]))
+	return parseMessages(res[1:]), nil
+}

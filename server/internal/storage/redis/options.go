@@ -1,0 +1,183 @@
+package redis
+
+import (
+	"crypto/tls"
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+)
+
+// Defaults chosen so that an unreachable Redis turns into a fast 503 rather
+// than a request hanging (Zaqar's Redis driver retried for minutes):
+// connection attempts and replies are bounded, and a failed command is never
+// retried by the client, because a retried script might apply twice.
+const (
+	defaultDialTimeout  = time.Second
+	defaultReadTimeout  = 2 * time.Second
+	defaultWriteTimeout = 2 * time.Second
+)
+
+// clientConfig is what a store URI says. Forms:
+//
+//	redis://[user:password@]host[:port][/db][?options]
+//	rediss://...                                   (TLS)
+//	redis://[:password@]h1:26379,h2:26379[/db]?master=mymaster[&sentinel_password=...]
+//
+// Options: dial_timeout, read_timeout, write_timeout (Go durations such as
+// 500ms, or seconds), pool_size, master, sentinel_password, sentinel_username.
+type clientConfig struct {
+	addrs            []string
+	master           string
+	username         string
+	password         string
+	sentinelUser     string
+	sentinelPassword string
+	db               int
+	tls              bool
+	dialTimeout      time.Duration
+	readTimeout      time.Duration
+	writeTimeout     time.Duration
+	poolSize         int
+}
+
+func parseURI(u *url.URL) (clientConfig, error) {
+	cfg := clientConfig{
+		dialTimeout:  defaultDialTimeout,
+		readTimeout:  defaultReadTimeout,
+		writeTimeout: defaultWriteTimeout,
+		tls:          u.Scheme == "rediss",
+	}
+	if u.Scheme != "redis" && u.Scheme != "rediss" {
+		return cfg, fmt.Errorf("scheme %q is not redis or rediss", u.Scheme)
+	}
+	if u.User != nil {
+		cfg.username = u.User.Username()
+		cfg.password, _ = u.User.Password()
+	}
+	q := u.Query()
+	cfg.master = q.Get("master")
+	defPort := "6379"
+	if cfg.master != "" {
+		defPort = "26379"
+	}
+	for _, h := range strings.Split(u.Host, ",") {
+		if h == "" {
+			continue
+		}
+		host, port, err := net.SplitHostPort(h)
+		if err != nil {
+			host, port = h, defPort
+		}
+		if host == "" {
+			host = "127.0.0.1"
+		}
+		cfg.addrs = append(cfg.addrs, net.JoinHostPort(host, port))
+	}
+	if len(cfg.addrs) == 0 {
+		cfg.addrs = []string{net.JoinHostPort("127.0.0.1", defPort)}
+	}
+	if len(cfg.addrs) > 1 && cfg.master == "" {
+		return cfg, fmt.Errorf("several hosts are only meaningful for Sentinel: add ?master=<name>")
+	}
+	if p := strings.Trim(u.Path, "/"); p != "" {
+		db, err := strconv.Atoi(p)
+		if err != nil || db < 0 {
+			return cfg, fmt.Errorf("database %q is not a non-negative number", p)
+		}
+		cfg.db = db
+	}
+	for key, vals := range q {
+		v := vals[0]
+		var err error
+		switch key {
+		case "master":
+		case "sentinel_password":
+			cfg.sentinelPassword = v
+		case "sentinel_username":
+			cfg.sentinelUser = v
+		case "dial_timeout":
+			cfg.dialTimeout, err = parseDuration(v)
+		case "read_timeout":
+			cfg.readTimeout, err = parseDuration(v)
+		case "write_timeout":
+			cfg.writeTimeout, err = parseDuration(v)
+		case "pool_size":
+			cfg.poolSize, err = strconv.Atoi(v)
+			if err == nil && cfg.poolSize < 1 {
+				err = fmt.Errorf("must be at least 1")
+			}
+		default:
+			return cfg, fmt.Errorf("unknown option %q", key)
+		}
+		if err != nil {
+			return cfg, fmt.Errorf("option %s=%q: %v", key, v, err)
+		}
+	}
+	return cfg, nil
+}
+
+// parseDuration takes "500ms", "2s" or a bare number of seconds.
+func parseDuration(s string) (time.Duration, error) {
+	if secs, err := strconv.ParseFloat(s, 64); err == nil {
+		if secs <= 0 {
+			return 0, fmt.Errorf("must be positive")
+		}
+		return time.Duration(secs * float64(time.Second)), nil
+	}
+	d, err := time.ParseDuration(s)
+	if err == nil && d <= 0 {
+		err = fmt.Errorf("must be positive")
+	}
+	return d, err
+}
+
+// client builds the go-redis client: a failover client (which asks the
+// sentinels for the current master and follows failovers) when a master
+// name is given, a plain one otherwise.
+func (cfg clientConfig) client() *goredis.Client {
+	var tlsConf *tls.Config
+	if cfg.tls {
+		host, _, _ := net.SplitHostPort(cfg.addrs[0])
+		tlsConf = &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12}
+	}
+	if cfg.master != "" {
+		return goredis.NewFailoverClient(&goredis.FailoverOptions{
+			MasterName:       cfg.master,
+			SentinelAddrs:    cfg.addrs,
+			SentinelUsername: cfg.sentinelUser,
+			SentinelPassword: cfg.sentinelPassword,
+			Username:         cfg.username,
+			Password:         cfg.password,
+			DB:               cfg.db,
+			Protocol:         2,
+			DisableIdentity:  true,
+			MaxRetries:       -1,
+			DialTimeout:      cfg.dialTimeout,
+			ReadTimeout:      cfg.readTimeout,
+			WriteTimeout:     cfg.writeTimeout,
+			PoolSize:         cfg.poolSize,
+			TLSConfig:        tlsConf,
+		})
+	}
+	return goredis.NewClient(&goredis.Options{
+		Addr:     cfg.addrs[0],
+		Username: cfg.username,
+		Password: cfg.password,
+		DB:       cfg.db,
+		// RESP2 and no CLIENT SETINFO: a new connection is ready after the
+		// TCP handshake (plus AUTH/SELECT when configured).
+		Protocol:        2,
+		DisableIdentity: true,
+		MaxRetries:      -1,
+		DialTimeout:     cfg.dialTimeout,
+		ReadTimeout:     cfg.readTimeout,
+		WriteTimeout:    cfg.writeTimeout,
+		PoolSize:        cfg.poolSize,
+		TLSConfig:       tlsConf,
+	})
+}

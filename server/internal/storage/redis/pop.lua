@@ -1,0 +1,14 @@
+-- KEYS: scope. ARGV: now, limit. Removes and returns the oldest free,
+-- visible messages. Returns {lapsed claims, messages...}.
+local now, limit = tonumber(ARGV[1]), tonumber(ARGV[2])
+local out = {advance(now)}
+while #out <= limit do
+  local ids = redis.call('ZRANGE', RDY, 0, limit - #out)
+  if #ids == 0 then break end
+  for _, id in ipairs(ids) do
+    local m = load(id, now)
+    if m then out[#out + 1] = m end
+    drop(id)
+  end
+end
+return out

@@ -1,0 +1,32 @@
+-- KEYS: scope, project index, registry.
+-- ARGV: now, client id, queue name, scope, then per message: id, ttl ms,
+-- delay ms, body. All messages are written in this one script, so a batch
+-- is stored whole or (on error before the first write) not at all.
+-- Returns {lapsed claims}.
+local now = tonumber(ARGV[1])
+local lapsed = advance(now)
+ensure(Q, KEYS[2], KEYS[3], ARGV[3], ARGV[4], '{}')
+local n = (#ARGV - 4) / 4
+local seq = redis.call('HINCRBY', Q, 's', n) - n
+local client = ARGV[2]
+local maxe = 0
+for i = 0, n - 1 do
+  local b = 5 + i * 4
+  local id, ttl, delay, body = ARGV[b], tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2]), ARGV[b + 3]
+  seq = seq + 1
+  local e = now + ttl
+  local mk = mkey(id)
+  if delay > 0 then
+    redis.call('HSET', mk, 'b', body, 'c', now, 'e', e, 's', seq, 'u', client, 'd', now + delay)
+    redis.call('ZADD', DLY, now + delay, id)
+  else
+    redis.call('HSET', mk, 'b', body, 'c', now, 'e', e, 's', seq, 'u', client)
+    redis.call('ZADD', RDY, seq, id)
+  end
+  redis.call('PEXPIRE', mk, ttl)
+  redis.call('ZADD', IDS, seq, id)
+  redis.call('ZADD', EXP, e, id)
+  if e > maxe then maxe = e end
+end
+keepalive(Q, now, maxe, IDS, EXP, RDY, DLY)
+return {lapsed}

@@ -1,0 +1,5 @@
+-- KEYS: scope, project index, registry. ARGV: metadata JSON, name, scope.
+if ensure(Q, KEYS[2], KEYS[3], ARGV[2], ARGV[3], ARGV[1]) == 0 then
+  redis.call('HSET', Q, 'm', ARGV[1])
+end
+return 1

@@ -1,0 +1,20 @@
+-- KEYS: scope. ARGV: now.
+-- Returns {lapsed claims, total, claimed, oldest or {}, newest or {}}.
+local now = tonumber(ARGV[1])
+local lapsed = advance(now)
+local total = redis.call('ZCOUNT', EXP, '(' .. now, '+inf')
+local claimed = redis.call('ZCOUNT', HELD, '(' .. now, '+inf')
+local function first(rev)
+  if total == 0 then return {} end
+  local cmd = rev and 'ZREVRANGE' or 'ZRANGE'
+  for start = 0, BUDGET, 50 do
+    local ids = redis.call(cmd, IDS, start, start + 49)
+    if #ids == 0 then break end
+    for _, id in ipairs(ids) do
+      local m = load(id, now)
+      if m then return m end
+    end
+  end
+  return {}
+end
+return {lapsed, total, claimed, first(false), first(true)}

@@ -1,0 +1,36 @@
+package redis
+
+import (
+	"context"
+	_ "embed"
+
+	goredis "github.com/redis/go-redis/v9"
+)
+
+//go:embed lib.lua
+var libSrc string
+
+// script is one Lua script with the shared prelude. go-redis runs it with
+// EVALSHA and falls back to EVAL once after a Redis restart flushed the
+// script cache, so each call is one round trip in the steady state.
+type script struct{ *goredis.Script }
+
+func newScript(src string) script { return script{goredis.NewScript(libSrc + "\n" + src)} }
+
+// allScripts is filled by the files that declare scripts, so Open can load
+// them ahead of the first request.
+var allScripts []script
+
+func register(src string) script {
+	s := newScript(src)
+	allScripts = append(allScripts, s)
+	return s
+}
+
+// preload loads every script into the server's cache; errors are ignored
+// because a missing script is loaded on first use anyway.
+func preload(ctx context.Context, c goredis.Scripter) {
+	for _, s := range allScripts {
+		_ = s.Load(ctx, c).Err()
+	}
+}
