@@ -1,0 +1,128 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"sort"
+
+	"sluice.dev/bench/internal/load"
+	"sluice.dev/bench/internal/report"
+	"sluice.dev/bench/internal/result"
+)
+
+// cmdReport renders plots and report.html into a run directory.
+func cmdReport(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("sluice-bench report", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	if err := fs.Parse(args); err != nil {
+		return usageError{err}
+	}
+	if fs.NArg() != 1 {
+		return usageError{fmt.Errorf("usage: sluice-bench report RUN_DIR")}
+	}
+	dir := fs.Arg(0)
+	res, err := result.Load(dir)
+	if err != nil {
+		return err
+	}
+	if err := res.Summarize(); err != nil {
+		return err
+	}
+	paths, err := report.Render(dir, res)
+	if err != nil {
+		return err
+	}
+	for _, p := range paths {
+		fmt.Fprintln(stdout, p)
+	}
+	return nil
+}
+
+// cmdCompare prints two runs side by side.
+func cmdCompare(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("sluice-bench compare", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	if err := fs.Parse(args); err != nil {
+		return usageError{err}
+	}
+	if fs.NArg() != 2 {
+		return usageError{fmt.Errorf("usage: sluice-bench compare A B (run directories, summaries or termination logs)")}
+	}
+	var rs [2]*result.Result
+	for i := range rs {
+		r, err := result.Load(fs.Arg(i))
+		if err != nil {
+			return err
+		}
+		if err := r.Summarize(); err != nil {
+			return err
+		}
+		rs[i] = r
+	}
+	report.Compare(stdout, fs.Arg(0), fs.Arg(1), rs[0], rs[1])
+	return nil
+}
+
+// cmdMerge merges pods' results exactly and re-checks thresholds.
+func cmdMerge(args []string, stdout, stderr io.Writer) (int, error) {
+	fs := flag.NewFlagSet("sluice-bench merge", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	out := fs.String("out", "", "write the merged run directory here (summary.json + CSV)")
+	asJSON := fs.Bool("json", true, "print the merged summary as JSON (false: a table)")
+	termLog := fs.String("termination-log", "", "also write the merged <= 4 KB summary here")
+	minRPS := fs.Float64("min-rps", 0, "threshold: minimum req/s")
+	maxP99 := fs.Float64("max-p99", 0, "threshold: maximum p99 ms")
+	maxLost := fs.Int64("max-lost", -1, "threshold: maximum lost messages")
+	if err := fs.Parse(args); err != nil {
+		return exitUsage, usageError{err}
+	}
+	if fs.NArg() == 0 {
+		return exitUsage, usageError{fmt.Errorf("usage: sluice-bench merge [--out DIR] INPUT... (run directories, summary.json or termination logs)")}
+	}
+	var rs []*result.Result
+	for _, p := range fs.Args() {
+		r, err := result.Load(p)
+		if err != nil {
+			return exitFailure, err
+		}
+		rs = append(rs, r)
+	}
+	merged, err := result.Merge(rs)
+	if err != nil {
+		return exitFailure, err
+	}
+	v := &result.Verdict{MinRPS: *minRPS, MaxP99: *maxP99}
+	if *maxLost >= 0 {
+		v.MaxLost = maxLost
+	}
+	if v.Any() {
+		v.Check(merged)
+	}
+	if err := writeOutputs(merged, *out, *termLog); err != nil {
+		return exitFailure, err
+	}
+	if *asJSON {
+		err = writeJSON(stdout, merged, false)
+	} else {
+		writeTable(stdout, merged)
+	}
+	if err != nil {
+		return exitFailure, err
+	}
+	if merged.Verdict != nil && !merged.Verdict.Pass {
+		return exitThreshold, nil
+	}
+	return exitOK, nil
+}
+
+// cmdScenarios lists the presets and where their parameters come from.
+func cmdScenarios(w io.Writer) error {
+	names := load.PresetNames()
+	sort.Strings(names)
+	for _, n := range names {
+		p := load.Presets[n]
+		fmt.Fprintf(w, "%-30s %s\n%-30s seed: %s\n", n, p.Description, "", p.Seed)
+	}
+	return nil
+}

@@ -1,0 +1,56 @@
+package load
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"sluice.dev/bench/internal/result"
+)
+
+// drain lets the consumers finish the backlog after the timed run so that
+// "lost" means lost, not "still queued". Drain requests are reported apart
+// (extra drain_* counters) and never count toward the run's rates.
+func (r *run) drain(ctx context.Context, res *result.Result) {
+	p := r.cfg.Params
+	workers := p.Consumer.Total()
+	if workers == 0 || r.cfg.Drain <= 0 {
+		return
+	}
+	o := newOps("claim", "delete")
+	deadline := time.Now().Add(r.cfg.Drain)
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		s := r.cl.NewSession(NewUUID())
+		wg.Go(func() {
+			var resp listed
+			// Each queue is drained until a claim comes back empty twice in
+			// a row (a just-expired claim can make one empty answer early).
+			for qi := w % len(r.queues); ; {
+				empty := 0
+				for empty < 2 && time.Now().Before(deadline) && ctx.Err() == nil {
+					if r.claimOnce(s, o, &r.queues[qi], &resp) == 0 {
+						empty++
+					} else {
+						empty = 0
+					}
+				}
+				qi = (qi + 1) % len(r.queues)
+				if qi == w%len(r.queues) || !time.Now().Before(deadline) {
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	d := o.results()
+	for name, op := range d {
+		if cur := res.Ops[name]; cur != nil {
+			if cur.Extra == nil {
+				cur.Extra = map[string]int64{}
+			}
+			cur.Extra["drain_requests"] += op.Requests
+			cur.Extra["drain_ok"] += op.OK
+		}
+	}
+}

@@ -1,0 +1,229 @@
+package load
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"sluice.dev/bench/internal/metrics"
+	"sluice.dev/bench/internal/result"
+	"sluice.dev/bench/internal/zaqar"
+)
+
+// ops is the set of recorders one phase (or sweep step) writes into.
+type ops struct {
+	post, postLarge, claim, del, list, get *metrics.Op
+	all                                    []*metrics.Op
+}
+
+func newOps(names ...string) *ops {
+	o := &ops{}
+	for _, n := range names {
+		op := metrics.NewOp(n)
+		switch n {
+		case "post", "post_small":
+			o.post = op
+		case "post_large":
+			o.postLarge = op
+		case "claim":
+			o.claim = op
+		case "delete":
+			o.del = op
+		case "list":
+			o.list = op
+		case "get":
+			o.get = op
+		}
+		o.all = append(o.all, op)
+	}
+	return o
+}
+
+func (o *ops) results() map[string]*result.OpResult {
+	m := map[string]*result.OpResult{}
+	for _, op := range o.all {
+		m[op.Name] = result.FromSnapshot(op.Finish())
+	}
+	return m
+}
+
+// queue holds the pre-built URLs of one queue, so workers build nothing
+// per request.
+type queue struct {
+	name              string
+	post, claim, list *url.URL
+	listPath          string
+}
+
+// run is the state of one invocation.
+type run struct {
+	cfg     *Config
+	cl      *zaqar.Client
+	queues  []queue
+	del     *metrics.Delivery
+	bodies  *Bodies
+	dropped atomic.Int64
+	budget  atomic.Int64 // remaining requests when bounded by count; <0 = unbounded
+	samples *sampleLog
+	live    []*metrics.Op // what the progress line sums
+	liveMu  sync.Mutex
+}
+
+// Run executes the configured scenario and returns its summarized result.
+func Run(ctx context.Context, cfg *Config) (*result.Result, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	p := cfg.Params
+	conns := p.Producer.Total() + p.Consumer.Total() + p.Observer.Total() + 1
+	for _, v := range p.Sweep {
+		conns = max(conns, int(v)+1)
+	}
+	cl, err := zaqar.New(zaqar.Options{BaseURL: cfg.Target, ProjectID: cfg.ProjectID, Token: cfg.Token, Conns: conns, Timeout: cfg.Timeout})
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	r := &run{cfg: cfg, cl: cl}
+	r.budget.Store(-1)
+	if p.Requests > 0 {
+		r.budget.Store(p.Requests)
+	}
+	if cfg.Samples != nil {
+		r.samples = newSampleLog(cfg.Samples)
+		defer r.samples.flush()
+	}
+	for i := 0; i < p.NumQueues; i++ {
+		name := p.QueuePrefix + "-" + strconv.Itoa(i)
+		qp := zaqar.QueuePath(name)
+		r.queues = append(r.queues, queue{name: name,
+			post:     cl.URL(qp+"/messages", ""),
+			claim:    cl.URL(qp+"/claims", zaqar.Limit(p.MessagesPerClaim)),
+			list:     cl.URL(qp+"/messages", zaqar.Limit(p.MessagesPerList)+"&include_claimed=true"),
+			listPath: qp + "/messages"})
+	}
+	origin := ""
+	if cfg.Verify {
+		origin = newOrigin()
+		r.del = metrics.NewDelivery(origin)
+	}
+	docs := cfg.Docs
+	if len(docs) == 0 {
+		docs = DefaultDocs
+	}
+	if r.bodies, err = NewBodies(docs, origin); err != nil {
+		return nil, err
+	}
+
+	res := &result.Result{Scenario: cfg.Scenario, Target: cl.BaseURL(), Params: p}
+	setup := metrics.NewOp("queue_setup")
+	if cfg.Kind != KindHTTP {
+		r.resetQueues(setup)
+	}
+	if !cfg.StartAt.IsZero() {
+		select {
+		case <-time.After(time.Until(cfg.StartAt)):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	stopProgress := r.progress(time.Now(), time.Duration(p.Time)*time.Second*time.Duration(max(1, len(p.Sweep))))
+	start := time.Now()
+	switch cfg.Kind {
+	case KindZaqar, KindHTTP, KindFairness:
+		o := r.phaseOps()
+		r.phase(ctx, o, start, start.Add(time.Duration(p.Time)*time.Second))
+		res.Ops = o.results()
+	case KindFlood, KindPacking:
+		res.Steps, res.Ops, err = r.sweep(ctx)
+		if err != nil {
+			stopProgress()
+			return nil, err
+		}
+	default:
+		stopProgress()
+		return nil, fmt.Errorf("unknown scenario kind %q", cfg.Kind)
+	}
+	end := time.Now()
+	stopProgress()
+	res.Start, res.End = start.UnixMilli(), end.UnixMilli()
+	if r.del != nil {
+		r.drain(ctx, res)
+		res.Delivery = result.DeliveryFrom(r.del.Finish())
+	}
+	if s := setup.Finish(); s.Requests > s.OK {
+		res.Ops["queue_setup"] = result.FromSnapshot(s)
+	}
+	res.Dropped = r.dropped.Load()
+	return res, res.Summarize()
+}
+
+// phaseOps names the recorders a single-phase scenario needs.
+func (r *run) phaseOps() *ops {
+	p := r.cfg.Params
+	var names []string
+	switch r.cfg.Kind {
+	case KindHTTP:
+		names = []string{"get"}
+	case KindFairness:
+		names = []string{"post_small", "post_large"}
+	default:
+		if p.Producer.Total() > 0 {
+			names = append(names, "post")
+		}
+		if p.Consumer.Total() > 0 {
+			names = append(names, "claim", "delete")
+		}
+		if p.Observer.Total() > 0 {
+			names = append(names, "list")
+		}
+	}
+	o := newOps(names...)
+	r.liveMu.Lock()
+	r.live = o.all
+	r.liveMu.Unlock()
+	return o
+}
+
+// resetQueues deletes (unless skipped) and creates every queue, as
+// zaqar-bench does before it starts the clock. Failures are recorded, not
+// fatal: an unreachable server still yields a summary with reasons.
+func (r *run) resetQueues(op *metrics.Op) {
+	s := r.cl.NewSession(NewUUID())
+	for _, q := range r.queues {
+		u := r.cl.URL(zaqar.QueuePath(q.name), "")
+		if !r.cfg.SkipReset {
+			st, err := s.Do("DELETE", u, nil)
+			record(op, time.Now(), time.Now(), st, err, 204)
+		}
+		t0 := time.Now()
+		st, err := s.Do("PUT", u, nil)
+		record(op, t0, time.Now(), st, err, 201, 204)
+	}
+}
+
+// record files one response under op: success if the status is one of ok.
+func record(op *metrics.Op, start, end time.Time, status int, err error, ok ...int) bool {
+	if err == nil {
+		for _, c := range ok {
+			if status == c {
+				op.Success(end, end.Sub(start))
+				return true
+			}
+		}
+	}
+	op.Failure(end, zaqar.Reason(status, err))
+	return false
+}
+
+// take consumes one request from the count budget, if any.
+func (r *run) take() bool {
+	if r.budget.Load() < 0 {
+		return true
+	}
+	return r.budget.Add(-1) >= 0
+}

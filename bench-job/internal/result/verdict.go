@@ -1,0 +1,42 @@
+package result
+
+import "fmt"
+
+// Verdict holds the thresholds of a run and whether they were met; a
+// missed threshold makes sluice-bench exit 99.
+type Verdict struct {
+	MinRPS   float64  `json:"min_rps,omitempty"`
+	MaxP99   float64  `json:"max_p99_ms,omitempty"`
+	MaxLost  *int64   `json:"max_lost,omitempty"`
+	Pass     bool     `json:"pass"`
+	Failures []string `json:"failures,omitempty"`
+}
+
+// Any reports whether any threshold is set.
+func (v *Verdict) Any() bool { return v != nil && (v.MinRPS > 0 || v.MaxP99 > 0 || v.MaxLost != nil) }
+
+// Check evaluates the thresholds against a summarized result: req/s over
+// all operations, the worst operation's p99, and lost messages.
+func (v *Verdict) Check(r *Result) {
+	v.Pass, v.Failures = true, nil
+	fail := func(f string, a ...any) { v.Pass = false; v.Failures = append(v.Failures, fmt.Sprintf(f, a...)) }
+	if r.Total == nil {
+		r.Total = &Totals{}
+	}
+	if v.MinRPS > 0 && r.Total.ReqsPerSec < v.MinRPS {
+		fail("reqs_per_sec %.1f < min %.1f", r.Total.ReqsPerSec, v.MinRPS)
+	}
+	if v.MaxP99 > 0 && r.Total.P99 > v.MaxP99 {
+		fail("p99 %.3f ms > max %.3f ms", r.Total.P99, v.MaxP99)
+	}
+	if v.MaxLost != nil {
+		var lost int64
+		if r.Delivery != nil {
+			lost = r.Delivery.Lost
+		}
+		if lost > *v.MaxLost {
+			fail("lost %d > max %d", lost, *v.MaxLost)
+		}
+	}
+	r.Verdict = v
+}

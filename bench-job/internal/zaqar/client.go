@@ -1,0 +1,151 @@
+// Package zaqar is a small, allocation-conscious client for the Zaqar v2
+// messaging API: just the calls a load generator makes, over a keep-alive
+// connection pool sized to the number of workers.
+package zaqar
+
+import (
+	"bytes"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Options configure a Client.
+type Options struct {
+	BaseURL   string        // e.g. http://127.0.0.1:8888
+	ProjectID string        // X-Project-ID (noauth deployments require it)
+	Token     string        // sent as X-Auth-Token and Authorization: Bearer
+	Conns     int           // keep-alive pool size; one per concurrent worker
+	Timeout   time.Duration // whole-request timeout
+}
+
+// Client holds the shared transport. It is safe for concurrent use; each
+// worker talks through its own Session so buffers are reused without locks.
+type Client struct {
+	base *url.URL
+	tr   *http.Transport
+	opts Options
+}
+
+// New validates the base URL and builds a transport whose idle pool holds
+// one connection per worker, so steady-state load never re-dials.
+func New(o Options) (*Client, error) {
+	u, err := url.Parse(strings.TrimRight(o.BaseURL, "/"))
+	if err != nil {
+		return nil, err
+	}
+	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
+		return nil, &url.Error{Op: "parse", URL: o.BaseURL, Err: errBadURL}
+	}
+	if o.Conns < 1 {
+		o.Conns = 1
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 30 * time.Second
+	}
+	tr := &http.Transport{
+		Proxy:               nil, // load goes straight to the target
+		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:        o.Conns,
+		MaxIdleConnsPerHost: o.Conns,
+		IdleConnTimeout:     90 * time.Second,
+		DisableCompression:  true,
+		ForceAttemptHTTP2:   false,
+		WriteBufferSize:     16 << 10,
+		ReadBufferSize:      16 << 10,
+		// Requests go straight to RoundTrip (no redirects, no per-request
+		// context), so the timeout is the transport's header deadline.
+		ResponseHeaderTimeout: o.Timeout,
+	}
+	return &Client{base: u, tr: tr, opts: o}, nil
+}
+
+// Close drops idle connections.
+func (c *Client) Close() { c.tr.CloseIdleConnections() }
+
+// BaseURL returns the endpoint the client targets.
+func (c *Client) BaseURL() string { return c.base.String() }
+
+// Session is one worker's view of the client: fixed headers (its Client-ID),
+// a reusable body reader and response buffer.
+type Session struct {
+	c    *Client
+	hdr  http.Header
+	hdrJ http.Header // same plus Content-Type: application/json
+	body bytes.Reader
+	Resp bytes.Buffer // body of the last response, valid until the next call
+}
+
+// NewSession returns a session that identifies itself with clientID.
+func (c *Client) NewSession(clientID string) *Session {
+	h := http.Header{}
+	h.Set("Client-ID", clientID)
+	h.Set("Accept", "application/json")
+	if c.opts.ProjectID != "" {
+		h.Set("X-Project-ID", c.opts.ProjectID)
+	}
+	if c.opts.Token != "" {
+		h.Set("X-Auth-Token", c.opts.Token)
+		h.Set("Authorization", "Bearer "+c.opts.Token)
+	}
+	hj := h.Clone()
+	hj.Set("Content-Type", "application/json")
+	return &Session{c: c, hdr: h, hdrJ: hj}
+}
+
+// URL builds an absolute URL for a path (with optional query), reusing the
+// client's scheme and host.
+func (c *Client) URL(path, rawQuery string) *url.URL {
+	return &url.URL{Scheme: c.base.Scheme, Host: c.base.Host, Path: c.base.Path + path, RawQuery: rawQuery}
+}
+
+// Href resolves an href returned by the server ("/v2/queues/q/messages/id?claim_id=c").
+func (c *Client) Href(href string) *url.URL {
+	path, query, _ := strings.Cut(href, "?")
+	if c.base.Path != "" && !strings.HasPrefix(path, c.base.Path+"/") {
+		path = c.base.Path + path
+	}
+	return &url.URL{Scheme: c.base.Scheme, Host: c.base.Host, Path: path, RawQuery: query}
+}
+
+// Do sends one request and reads the whole response into s.Resp. A non-nil
+// error means no HTTP status was received; status codes are the caller's
+// to judge (see Reason).
+func (s *Session) Do(method string, u *url.URL, body []byte) (int, error) {
+	req := &http.Request{
+		Method:     method,
+		URL:        u,
+		Proto:      "HTTP/1.1",
+		ProtoMajor: 1,
+		ProtoMinor: 1,
+		Header:     s.hdr,
+		Host:       u.Host,
+	}
+	if body != nil {
+		s.body.Reset(body)
+		req.Body = io.NopCloser(&s.body)
+		req.ContentLength = int64(len(body))
+		req.Header = s.hdrJ
+	}
+	resp, err := s.c.tr.RoundTrip(req)
+	if err != nil {
+		return 0, err
+	}
+	s.Resp.Reset()
+	_, err = s.Resp.ReadFrom(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return 0, err
+	}
+	return resp.StatusCode, nil
+}
+
+// QueuePath returns /v2/queues/{name}.
+func QueuePath(name string) string { return "/v2/queues/" + url.PathEscape(name) }
+
+// Limit renders ?limit=N.
+func Limit(n int) string { return "limit=" + strconv.Itoa(n) }
