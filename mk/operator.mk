@@ -1,0 +1,31 @@
+# sluice-operator (Python/Kopf, operator/) and the CRDs (crds/).
+APT_PACKAGES  += redis-server
+TEST_TARGETS  += test-operator
+
+OPERATOR_VENV := $(BUILD)/venv-operator
+OPERATOR_PY   := $(OPERATOR_VENV)/bin/python
+# The venv is rebuilt when the pinned requirements change.
+OPERATOR_STAMP := $(OPERATOR_VENV)/.stamp-$(shell cat $(ROOT)/operator/requirements*.txt $(ROOT)/operator/pyproject.toml 2>/dev/null | md5sum | cut -c1-12)
+
+.PHONY: venv-operator test-operator lint-operator test-operator-integration run-operator
+
+venv-operator: $(OPERATOR_STAMP) ## virtualenv for the operator and its tests (build/venv-operator)
+$(OPERATOR_STAMP):
+	rm -rf $(OPERATOR_VENV)
+	$(PYTHON) -m venv $(OPERATOR_VENV)
+	$(OPERATOR_PY) -m pip install -q --disable-pip-version-check -r operator/requirements-dev.txt
+	$(OPERATOR_PY) -m pip install -q --disable-pip-version-check --no-deps -e operator
+	@touch $@
+
+lint-operator: venv-operator ## ruff and mypy on the operator
+	cd operator && $(OPERATOR_VENV)/bin/ruff check . && $(OPERATOR_VENV)/bin/ruff format --check . && $(OPERATOR_VENV)/bin/mypy
+
+test-operator: deps-apt venv-operator lint-operator ## operator unit tests (builders, logic, CRD schemas, probes on a real redis-server)
+	cd operator && $(OPERATOR_PY) -m pytest -q tests/unit
+
+# Needs the control-plane-only cluster (make controlplane-up) and its kubeconfig.
+test-operator-integration: venv-operator ## operator against a real apiserver + scheduler + kwok nodes
+	cd operator && KUBECONFIG=$(BUILD)/kube/kubeconfig $(OPERATOR_PY) -m pytest -q tests/integration
+
+run-operator: venv-operator ## run the operator locally against build/kube/kubeconfig
+	KUBECONFIG=$(BUILD)/kube/kubeconfig $(OPERATOR_VENV)/bin/sluice-operator

@@ -1,0 +1,1 @@
+"""Manifest builders: pure functions from (spec, config) to Kubernetes object dicts."""

@@ -1,0 +1,149 @@
+"""Names, labels, placement and security settings shared by every builder."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from .. import API_VERSION
+from ..config import Config
+
+MANAGED_BY = "sluice-operator"
+LABEL_POOL = "sluice.dev/pool"
+LABEL_SHARD = "sluice.dev/shard"
+LABEL_COMPONENT = "app.kubernetes.io/component"
+
+SERVER_NAME = "sluice-server"
+CATALOG_NAME = "sluice-catalog"
+ADMIN_SECRET = "sluice-server-admin"
+
+
+def shard_name(pool: str, index: int) -> str:
+    """shard_name names shard `index` of `pool`: its workload, Service and server-side pool."""
+    return f"{pool}-{index}"
+
+
+def labels(cfg: Config, component: str, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """labels are the common labels on everything the operator creates."""
+    out = dict(cfg.common_labels)
+    out.update(
+        {
+            "app.kubernetes.io/name": "sluice",
+            "app.kubernetes.io/managed-by": MANAGED_BY,
+            LABEL_COMPONENT: component,
+        }
+    )
+    out.update(extra or {})
+    return out
+
+
+def shard_labels(cfg: Config, pool: str, index: int) -> dict[str, str]:
+    """shard_labels select exactly the pods of one shard."""
+    return labels(cfg, "backend", {LABEL_POOL: pool, LABEL_SHARD: str(index)})
+
+
+def selector(lbls: dict[str, str]) -> dict[str, str]:
+    """selector keeps only the labels that identify pods (never commonLabels, which may change)."""
+    keep = ("app.kubernetes.io/name", LABEL_COMPONENT, LABEL_POOL, LABEL_SHARD)
+    return {k: v for k, v in lbls.items() if k in keep}
+
+
+def owner_ref(owner: dict[str, Any], controller: bool = True) -> dict[str, Any]:
+    """owner_ref points at a sluice.dev object (Pool, Queue, Benchmark) by uid."""
+    meta = owner["metadata"]
+    return {
+        "apiVersion": owner.get("apiVersion", API_VERSION),
+        "kind": owner["kind"],
+        "name": meta["name"],
+        "uid": meta["uid"],
+        "controller": controller,
+        "blockOwnerDeletion": True,
+    }
+
+
+def affinity(cfg: Config, placement: dict[str, Any], pod_labels: dict[str, str] | None = None) -> dict[str, Any]:
+    """affinity turns a placement (nodeClass + policy) into node affinity, plus soft
+    anti-affinity between pods with the same labels so replicas land on different nodes."""
+    out: dict[str, Any] = {}
+    node_class = placement.get("nodeClass", "metal")
+    if node_class != "any":
+        term = {"matchExpressions": [{"key": cfg.metal_label_key, "operator": "In", "values": [node_class]}]}
+        if placement.get("policy", "preferred") == "required":
+            out["nodeAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}
+        else:
+            out["nodeAffinity"] = {
+                "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100, "preference": term}]
+            }
+    if pod_labels:
+        out["podAntiAffinity"] = {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "weight": 50,
+                    "podAffinityTerm": {
+                        "topologyKey": "kubernetes.io/hostname",
+                        "labelSelector": {"matchLabels": selector(pod_labels)},
+                    },
+                }
+            ]
+        }
+    return out
+
+
+def placement_pod_fields(
+    cfg: Config, placement: dict[str, Any], pod_labels: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """placement_pod_fields are the pod-spec fields (affinity, nodeSelector, tolerations,
+    topologySpreadConstraints) a placement asks for."""
+    out: dict[str, Any] = {}
+    aff = affinity(cfg, placement, pod_labels)
+    if aff:
+        out["affinity"] = aff
+    if placement.get("nodeSelector"):
+        out["nodeSelector"] = dict(placement["nodeSelector"])
+    if placement.get("tolerations"):
+        out["tolerations"] = copy.deepcopy(placement["tolerations"])
+    spread = []
+    for c in placement.get("topologySpreadConstraints") or []:
+        c = copy.deepcopy(c)
+        if "labelSelector" not in c and pod_labels:
+            c["labelSelector"] = {"matchLabels": selector(pod_labels)}
+        spread.append(c)
+    if spread:
+        out["topologySpreadConstraints"] = spread
+    return out
+
+
+def pod_security(uid: int = 999) -> dict[str, Any]:
+    """pod_security runs pods as non-root with the default seccomp profile."""
+    return {
+        "runAsNonRoot": True,
+        "runAsUser": uid,
+        "runAsGroup": uid,
+        "fsGroup": uid,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+def container_security() -> dict[str, Any]:
+    """container_security: read-only root filesystem, no privilege escalation, no capabilities."""
+    return {
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "capabilities": {"drop": ["ALL"]},
+    }
+
+
+def pull_secrets(cfg: Config) -> list[dict[str, str]]:
+    """pull_secrets lists the configured imagePullSecrets."""
+    return [{"name": n} for n in cfg.image_pull_secrets]
+
+
+def volume_claim(name: str, storage: dict[str, Any], lbls: dict[str, str]) -> dict[str, Any]:
+    """volume_claim is a StatefulSet volumeClaimTemplate for a Pool's storage settings."""
+    spec: dict[str, Any] = {
+        "accessModes": ["ReadWriteOnce"],
+        "resources": {"requests": {"storage": storage.get("size", "1Gi")}},
+    }
+    if storage.get("storageClassName"):
+        spec["storageClassName"] = storage["storageClassName"]
+    return {"metadata": {"name": name, "labels": selector(lbls)}, "spec": spec}

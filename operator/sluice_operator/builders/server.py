@@ -1,0 +1,198 @@
+"""The namespace's queue server: sluice-server Deployment, Service,
+PodDisruptionBudget, optional ServiceMonitor, the admin-token Secret, and the
+catalog store (a small persistent Redis) when no external catalog is configured.
+
+Every object is owned by all of the namespace's Pools (non-controller owner
+references), so the garbage collector removes it with the last Pool.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..config import Config
+from . import common
+
+CATALOG_PORT = 6379
+
+
+def catalog_uri(cfg: Config, namespace: str) -> str:
+    """catalog_uri is the management store the server keeps pools, flavors and placements in."""
+    if cfg.catalog_uri:
+        return cfg.catalog_uri.format(namespace=namespace)
+    return f"redis://{common.CATALOG_NAME}.{namespace}.svc:{CATALOG_PORT}/0"
+
+
+def store_uri(cfg: Config, namespace: str) -> str:
+    """store_uri is the server's default store, used until the first pool is registered."""
+    if cfg.server_store:
+        return cfg.server_store.format(namespace=namespace)
+    if cfg.catalog_uri:
+        return catalog_uri(cfg, namespace)
+    return f"redis://{common.CATALOG_NAME}.{namespace}.svc:{CATALOG_PORT}/1"
+
+
+def _meta(name: str, ns: str, lbls: dict[str, str], owners: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"name": name, "namespace": ns, "labels": dict(lbls), "ownerReferences": owners}
+
+
+def admin_secret(cfg: Config, ns: str, token: str, owners: list[dict[str, Any]]) -> dict[str, Any]:
+    """admin_secret holds the server's admin token, shared by the server and the operator."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": _meta(common.ADMIN_SECRET, ns, common.labels(cfg, "server"), owners),
+        "type": "Opaque",
+        "stringData": {"token": token},
+    }
+
+
+def deployment(cfg: Config, ns: str, owners: list[dict[str, Any]]) -> dict[str, Any]:
+    """deployment runs sluice-server with the catalog URI and the admin token from its Secret."""
+    lbls = common.labels(cfg, "server")
+    env = [
+        {"name": "SLUICE_LISTEN", "value": f"0.0.0.0:{cfg.server_port}"},
+        {"name": "SLUICE_STORE", "value": store_uri(cfg, ns)},
+        {"name": cfg.catalog_env, "value": catalog_uri(cfg, ns)},
+        {"name": "SLUICE_METRICS", "value": "true"},
+        {
+            "name": "SLUICE_ADMIN_TOKEN",
+            "valueFrom": {"secretKeyRef": {"name": common.ADMIN_SECRET, "key": "token"}},
+        },
+    ]
+    container: dict[str, Any] = {
+        "name": "sluice-server",
+        "image": cfg.server_image,
+        "imagePullPolicy": cfg.image_pull_policy,
+        "env": env,
+        "ports": [{"name": "http", "containerPort": cfg.server_port}],
+        "readinessProbe": {"httpGet": {"path": "/", "port": "http"}, "periodSeconds": 5},
+        "livenessProbe": {"httpGet": {"path": "/", "port": "http"}, "periodSeconds": 10, "failureThreshold": 6},
+        "securityContext": common.container_security(),
+    }
+    if cfg.server_resources:
+        container["resources"] = cfg.server_resources
+    pod_spec: dict[str, Any] = {
+        "containers": [container],
+        "securityContext": common.pod_security(65532),
+        "enableServiceLinks": False,
+        "terminationGracePeriodSeconds": 30,
+        **common.placement_pod_fields(cfg, cfg.server_placement, lbls),
+    }
+    if cfg.image_pull_secrets:
+        pod_spec["imagePullSecrets"] = common.pull_secrets(cfg)
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": _meta(common.SERVER_NAME, ns, lbls, owners),
+        "spec": {
+            "replicas": cfg.server_replicas,
+            "selector": {"matchLabels": common.selector(lbls)},
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}},
+            "template": {"metadata": {"labels": lbls}, "spec": pod_spec},
+        },
+    }
+
+
+def service(cfg: Config, ns: str, owners: list[dict[str, Any]]) -> dict[str, Any]:
+    """service is the stable address clients, Benchmarks and the operator use."""
+    lbls = common.labels(cfg, "server")
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _meta(common.SERVER_NAME, ns, lbls, owners),
+        "spec": {
+            "selector": common.selector(lbls),
+            "ports": [{"name": "http", "port": cfg.server_port, "targetPort": "http"}],
+        },
+    }
+
+
+def pdb(cfg: Config, ns: str, owners: list[dict[str, Any]]) -> dict[str, Any]:
+    """pdb keeps at least one server replica up through voluntary disruptions."""
+    lbls = common.labels(cfg, "server")
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": _meta(common.SERVER_NAME, ns, lbls, owners),
+        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": common.selector(lbls)}},
+    }
+
+
+def service_monitor(cfg: Config, ns: str, owners: list[dict[str, Any]]) -> dict[str, Any]:
+    """service_monitor lets a Prometheus operator scrape every server replica."""
+    lbls = common.labels(cfg, "server")
+    return {
+        "apiVersion": "monitoring.coreos.com/v1",
+        "kind": "ServiceMonitor",
+        "metadata": _meta(common.SERVER_NAME, ns, lbls, owners),
+        "spec": {
+            "selector": {"matchLabels": common.selector(lbls)},
+            "endpoints": [{"port": "http", "path": "/metrics", "interval": "30s"}],
+        },
+    }
+
+
+def catalog_statefulset(cfg: Config, ns: str, owners: list[dict[str, Any]]) -> dict[str, Any]:
+    """catalog_statefulset is a single persistent Redis (AOF) holding the server's catalog."""
+    lbls = common.labels(cfg, "catalog")
+    container = {
+        "name": "redis",
+        "image": cfg.redis_image,
+        "imagePullPolicy": cfg.image_pull_policy,
+        "command": [
+            "redis-server",
+            "--port",
+            str(CATALOG_PORT),
+            "--bind",
+            "0.0.0.0",
+            "--protected-mode",
+            "no",
+            "--dir",
+            "/data",
+            "--appendonly",
+            "yes",
+            "--appendfsync",
+            "always",
+        ],
+        "ports": [{"name": "redis", "containerPort": CATALOG_PORT}],
+        "volumeMounts": [{"name": "data", "mountPath": "/data"}, {"name": "tmp", "mountPath": "/tmp"}],
+        "readinessProbe": {"tcpSocket": {"port": CATALOG_PORT}, "periodSeconds": 5},
+        "securityContext": common.container_security(),
+    }
+    pod_spec: dict[str, Any] = {
+        "containers": [container],
+        "volumes": [{"name": "tmp", "emptyDir": {}}],
+        "securityContext": common.pod_security(),
+        "enableServiceLinks": False,
+        **common.placement_pod_fields(cfg, cfg.server_placement),
+    }
+    if cfg.image_pull_secrets:
+        pod_spec["imagePullSecrets"] = common.pull_secrets(cfg)
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": _meta(common.CATALOG_NAME, ns, lbls, owners),
+        "spec": {
+            "serviceName": common.CATALOG_NAME,
+            "replicas": 1,
+            "selector": {"matchLabels": common.selector(lbls)},
+            "template": {"metadata": {"labels": lbls}, "spec": pod_spec},
+            "volumeClaimTemplates": [common.volume_claim("data", {"size": cfg.catalog_storage_size}, lbls)],
+            "persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Retain", "whenScaled": "Retain"},
+        },
+    }
+
+
+def catalog_service(cfg: Config, ns: str, owners: list[dict[str, Any]]) -> dict[str, Any]:
+    """catalog_service addresses the catalog Redis."""
+    lbls = common.labels(cfg, "catalog")
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _meta(common.CATALOG_NAME, ns, lbls, owners),
+        "spec": {
+            "selector": common.selector(lbls),
+            "ports": [{"name": "redis", "port": CATALOG_PORT, "targetPort": CATALOG_PORT}],
+        },
+    }

@@ -1,0 +1,129 @@
+"""Operator configuration, read once from SLUICE_OPERATOR_* environment variables.
+
+The Helm chart sets these from its values; every field has a default that
+works on the repository's local cluster.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+PROVISIONERS = ("auto", "redis-operator", "mongodb-community", "builtin", "external")
+
+
+class ConfigError(ValueError):
+    """A configuration value that cannot be used; the message names the variable."""
+
+
+def _int(env: dict[str, str], name: str, default: int, lo: int, hi: int) -> int:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError as exc:
+        raise ConfigError(f"{name}={raw!r} is not an integer") from exc
+    if not lo <= value <= hi:
+        raise ConfigError(f"{name}={value} is outside {lo}..{hi}")
+    return value
+
+
+def _json_obj(env: dict[str, str], name: str, default: Any) -> Any:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{name} is not valid JSON: {exc}") from exc
+
+
+@dataclass(frozen=True)
+class Config:
+    """Config holds everything the operator needs besides the cluster's own state."""
+
+    metal_label_key: str = "sluice.dev/node-class"
+    server_image: str = "sluice.dev/sluice-server:dev"
+    redis_image: str = "sluice.dev/redis:dev"
+    image_pull_policy: str = "IfNotPresent"
+    server_replicas: int = 2
+    server_port: int = 8888
+    server_resources: dict[str, Any] = field(default_factory=dict)
+    # Placement of the sluice-server pods, in the same shape as Pool.spec.placement.
+    server_placement: dict[str, Any] = field(default_factory=lambda: {"nodeClass": "metal", "policy": "preferred"})
+    default_provisioner: str = "auto"
+    # Empty: the operator runs a small persistent Redis per namespace as the catalog.
+    catalog_uri: str = ""
+    catalog_storage_size: str = "1Gi"
+    # sluice-server's default store (queues created before any pool exists).
+    # Empty: database 1 of the builtin catalog Redis, or the external catalog URI.
+    server_store: str = ""
+    # Environment variable through which sluice-server receives the catalog URI.
+    catalog_env: str = "SLUICE_CATALOG"
+    # Template for the server URL the operator calls; {namespace} and {service}
+    # are filled in. Overridden when the operator runs outside the cluster.
+    server_url_template: str = "http://{service}.{namespace}.svc:{port}"
+    probe_timeout: float = 2.0
+    pool_interval: float = 10.0
+    queue_interval: float = 15.0
+    metrics_port: int = 9090
+    liveness_port: int = 8080
+    watch_namespaces: tuple[str, ...] = ()
+    image_pull_secrets: tuple[str, ...] = ()
+    common_labels: dict[str, str] = field(default_factory=dict)
+    # Retries of a Queue deletion against an unreachable server before the
+    # finalizer is released anyway (with an event saying so).
+    delete_retries: int = 3
+
+    @classmethod
+    def from_env(cls, env: dict[str, str] | None = None) -> Config:
+        """from_env builds a Config from SLUICE_OPERATOR_* variables, raising ConfigError on bad values."""
+        e = dict(os.environ if env is None else env)
+        p = "SLUICE_OPERATOR_"
+        d = cls()
+        provisioner = e.get(p + "DEFAULT_PROVISIONER", d.default_provisioner)
+        if provisioner not in PROVISIONERS:
+            raise ConfigError(f"{p}DEFAULT_PROVISIONER={provisioner!r} is not one of {', '.join(PROVISIONERS)}")
+        policy = e.get(p + "IMAGE_PULL_POLICY", d.image_pull_policy)
+        if policy not in ("Always", "IfNotPresent", "Never"):
+            raise ConfigError(f"{p}IMAGE_PULL_POLICY={policy!r} is not Always, IfNotPresent or Never")
+        placement = _json_obj(e, p + "SERVER_PLACEMENT", d.server_placement)
+        if not isinstance(placement, dict) or placement.get("nodeClass", "any") not in ("metal", "virtual", "any"):
+            raise ConfigError(f"{p}SERVER_PLACEMENT needs nodeClass metal, virtual or any")
+        resources = _json_obj(e, p + "SERVER_RESOURCES", {})
+        labels = _json_obj(e, p + "COMMON_LABELS", {})
+        if not isinstance(resources, dict) or not isinstance(labels, dict):
+            raise ConfigError(f"{p}SERVER_RESOURCES and {p}COMMON_LABELS must be JSON objects")
+        split = lambda s: tuple(x.strip() for x in s.split(",") if x.strip())  # noqa: E731
+        return cls(
+            metal_label_key=e.get(p + "METAL_LABEL_KEY", d.metal_label_key),
+            server_image=e.get(p + "SERVER_IMAGE", d.server_image),
+            redis_image=e.get(p + "REDIS_IMAGE", d.redis_image),
+            image_pull_policy=policy,
+            server_replicas=_int(e, p + "SERVER_REPLICAS", d.server_replicas, 1, 100),
+            server_port=_int(e, p + "SERVER_PORT", d.server_port, 1, 65535),
+            server_resources=resources,
+            server_placement=placement,
+            default_provisioner=provisioner,
+            catalog_uri=e.get(p + "CATALOG_URI", d.catalog_uri),
+            catalog_storage_size=e.get(p + "CATALOG_STORAGE_SIZE", d.catalog_storage_size),
+            server_store=e.get(p + "SERVER_STORE", d.server_store),
+            catalog_env=e.get(p + "CATALOG_ENV", d.catalog_env),
+            server_url_template=e.get(p + "SERVER_URL_TEMPLATE", d.server_url_template),
+            probe_timeout=float(_int(e, p + "PROBE_TIMEOUT_MS", int(d.probe_timeout * 1000), 50, 60000)) / 1000,
+            pool_interval=float(_int(e, p + "POOL_INTERVAL", int(d.pool_interval), 1, 3600)),
+            queue_interval=float(_int(e, p + "QUEUE_INTERVAL", int(d.queue_interval), 1, 3600)),
+            metrics_port=_int(e, p + "METRICS_PORT", d.metrics_port, 0, 65535),
+            liveness_port=_int(e, p + "LIVENESS_PORT", d.liveness_port, 0, 65535),
+            watch_namespaces=split(e.get(p + "WATCH_NAMESPACES", "")),
+            image_pull_secrets=split(e.get(p + "IMAGE_PULL_SECRETS", "")),
+            common_labels={str(k): str(v) for k, v in labels.items()},
+            delete_retries=_int(e, p + "DELETE_RETRIES", d.delete_retries, 0, 100),
+        )
+
+    def server_url(self, namespace: str, service: str = "sluice-server") -> str:
+        """server_url is where the operator reaches the namespace's sluice-server."""
+        return self.server_url_template.format(namespace=namespace, service=service, port=self.server_port)

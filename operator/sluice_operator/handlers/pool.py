@@ -1,0 +1,242 @@
+"""Pool reconciliation: provision shards, probe them, register them with the
+namespace's server, scale down safely, and report it all in status."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import kopf
+
+from .. import conditions as cond
+from .. import events, kube, metrics, probes
+from ..builders import builtin, common, thirdparty
+from ..config import Config
+from ..serverapi import ServerError, Unavailable
+from . import provisioning, scheduling, server, shards
+
+log = logging.getLogger(__name__)
+
+
+def phase_of(wanted: int, ready: int, registered: int, draining: int, failed: bool) -> str:
+    """phase_of summarises a Pool in one word."""
+    if failed:
+        return "Failed"
+    if draining:
+        return "Draining"
+    if ready == wanted and registered == wanted:
+        return "Ready"
+    if registered:
+        return "Degraded"
+    return "Provisioning"
+
+
+def _resolve(cfg: Config, spec: dict[str, Any], status: dict[str, Any]) -> tuple[str, str]:
+    # The choice is sticky: installing redis-operator later must not move running shards.
+    if status.get("provisioner"):
+        return status["provisioner"], status.get("provisionerReason", "")
+    return provisioning.choose_provisioner(
+        spec["backend"],
+        spec.get("provisioner", "auto"),
+        cfg.default_provisioner,
+        kube.group_served(f"{thirdparty.REDIS_GROUP}/{thirdparty.REDIS_VERSION}"),
+        kube.group_served(f"{thirdparty.MONGO_GROUP}/{thirdparty.MONGO_VERSION}"),
+        bool(spec.get("image")),
+    )
+
+
+def _provision_shard(
+    cfg: Config, body: dict[str, Any], prov: str, index: int, external: list[str] | None
+) -> tuple[dict[str, Any], str | None]:
+    meta, spec = body["metadata"], body["spec"]
+    owner = common.owner_ref(body)
+    if prov == "mongodb-community":
+        provisioning.ensure_mongo_password(cfg, body, index, owner)
+    for obj in provisioning.shard_objects(cfg, body, prov, index):
+        obj["metadata"]["ownerReferences"] = [owner]
+        kube.apply(obj)
+    name = common.shard_name(meta["name"], index)
+    uri = provisioning.shard_uri(body, prov, index, external)
+    entry: dict[str, Any] = {"index": index, "name": name, "ready": False, "registered": False}
+    if uri is None:
+        entry["message"] = "waiting for the shard's connection URI"
+        return entry, None
+    entry["endpoint"] = probes.endpoint(uri)
+    ok, msg = probes.probe(uri, cfg.probe_timeout)
+    replicas = int(spec.get("replicas", 1))
+    if not ok and prov == "builtin" and spec["backend"] == "mongodb" and replicas > 1:
+        hosts = [
+            f"{name}-{i}.{builtin.headless_name(name)}.{meta['namespace']}.svc:{builtin.MONGO_PORT}"
+            for i in range(replicas)
+        ]
+        msg += "; " + probes.initiate_replica_set(hosts, name, cfg.probe_timeout)
+    entry.update(ready=ok, message=msg)
+    return entry, uri
+
+
+def reconcile(cfg: Config, body: dict[str, Any], patch: Any, logger: Any = log) -> None:
+    """reconcile converges one Pool and writes its status; safe to run any number of times."""
+    meta, spec = body["metadata"], body["spec"]
+    status = dict(body.get("status") or {})
+    ns, name, gen = meta["namespace"], meta["name"], meta.get("generation")
+    conds = status.get("conditions") or []
+    metrics.RECONCILES.labels("Pool").inc()
+    try:
+        prov, why = _resolve(cfg, spec, status)
+    except provisioning.NotProvisionable as exc:
+        conds = cond.set_condition(conds, "Provisioned", False, "NotProvisionable", str(exc), gen)
+        conds = cond.set_condition(conds, "Ready", False, "NotProvisionable", str(exc), gen)
+        patch.status.update(phase="Failed", conditions=conds, observedGeneration=gen)
+        metrics.POOL_READY.labels(ns, name).set(0)
+        return
+    summary = server.ensure(cfg, ns, body)
+    logger.debug("server objects: %s", summary)
+
+    wanted = int(spec.get("shards", 1))
+    external = None
+    entries: list[dict[str, Any]] = []
+    uris: dict[str, str] = {}
+    prov_error = ""
+    try:
+        if prov == "external":
+            external = provisioning.external_uris(ns, spec["external"]["secretRef"])
+            if len(external) < wanted:
+                prov_error = f"Secret lists {len(external)} URIs for {wanted} shards"
+        for i in range(wanted):
+            entry, uri = _provision_shard(cfg, body, prov, i, external)
+            entries.append(entry)
+            if uri:
+                uris[entry["name"]] = uri
+    except provisioning.NotProvisionable as exc:
+        prov_error = str(exc)
+    if prov_error:
+        conds = cond.set_condition(conds, "Provisioned", False, "NotProvisionable", prov_error, gen)
+    else:
+        conds = cond.set_condition(conds, "Provisioned", True, "Provisioned", f"{wanted} shards by {prov}", gen)
+
+    # Scheduling, as the scheduler sees it.
+    shard_names = [common.shard_name(name, i) for i in range(wanted)]
+    placement = spec.get("placement") or {}
+    pods = scheduling.shard_pods(kube.list_objects("Pod", ns), shard_names)
+    node_class = placement.get("nodeClass", "metal")
+    class_nodes = kube.node_count(cfg.metal_label_key, node_class) if node_class != "any" else None
+    if prov != "external":
+        s_ok, s_reason, s_msg = scheduling.schedulable(pods, placement, cfg.metal_label_key, class_nodes)
+        conds = cond.set_condition(conds, "Schedulable", s_ok, s_reason, s_msg, gen)
+
+    # Shards leaving the Pool, then registration of the rest.
+    queue_crs = [q for q in kube.list_objects("Queue", ns) if q.get("spec", {}).get("pool") == name]
+    old = {int(s["index"]): s for s in status.get("shards") or [] if "index" in s}
+    statefulsets = kube.list_objects("StatefulSet", ns, f"{common.LABEL_POOL}={name}")
+    _, leaving = shards.plan(wanted, shards.known_indices(name, list(old.values()), statefulsets))
+    api = server.api(cfg, ns)
+    blocked: list[str] = []
+    try:
+        for i in leaving:
+            entry = dict(old.get(i) or {"index": i, "name": common.shard_name(name, i)})
+            entry["ready"] = bool(entry.get("ready"))
+            removed, count, qnames = shards.drain(api, name, entry, queue_crs)
+            if removed:
+                gone = shards.delete_workloads(ns, prov, entry["name"])
+                events.info(body, reason="ShardRemoved", message=f"shard {entry['name']} drained and removed: {gone}")
+                continue
+            entry.update(queues=count, queueNames=qnames[:20])
+            which = ", ".join(qnames[:10]) or "reported by the server"
+            blocked.append(f"{entry['name']} holds {count} queue(s) ({which})")
+            entries.append(entry)
+        shards.register(api, name, entries, uris, int(spec.get("weight", 100)))
+        detail_ok = True
+        conds = cond.set_condition(
+            conds,
+            "Registered",
+            all(e.get("registered") for e in entries[:wanted]) and bool(entries),
+            "Registered" if all(e.get("registered") for e in entries[:wanted]) else "ShardsNotReady",
+            f"{sum(1 for e in entries if e.get('registered'))} shard(s) registered in flavor {name}",
+            gen,
+        )
+    except (Unavailable, ServerError) as exc:
+        detail_ok = False
+        conds = cond.set_condition(conds, "Registered", False, "ServerUnavailable", str(exc)[:400], gen)
+    if blocked:
+        conds = cond.set_condition(
+            conds,
+            "ScaledDown",
+            False,
+            "ShardsHoldQueues",
+            "drained to weight 0 but not removed: "
+            + "; ".join(blocked)
+            + ". Delete those queues (or their Queue resources) to finish scaling down",
+            gen,
+        )
+    elif leaving or cond.get_condition(conds, "ScaledDown"):
+        conds = cond.set_condition(conds, "ScaledDown", True, "Done", f"{wanted} shard(s) remain", gen)
+
+    for e in entries:
+        if e.get("draining"):
+            continue
+        e["queues"], names = shards.queues_on_shard(None, queue_crs, name, e["name"])
+        e.setdefault("queueNames", names[:20])
+    ready = sum(1 for e in entries[:wanted] if e["ready"])
+    registered = sum(1 for e in entries[:wanted] if e.get("registered"))
+    is_ready = ready == wanted and registered == wanted and not prov_error
+    msg = f"{ready}/{wanted} shards answer, {registered}/{wanted} registered"
+    conds = cond.set_condition(conds, "Ready", is_ready, "Ready" if is_ready else "NotReady", msg, gen)
+    patch.status.update(
+        phase=phase_of(wanted, ready, registered, len(blocked), False),
+        provisioner=prov,
+        provisionerReason=why,
+        flavor=name,
+        server=cfg.server_url(ns),
+        readyShards=f"{ready}/{wanted}",
+        queues=len(queue_crs),
+        shards=entries,
+        conditions=conds,
+        observedGeneration=gen,
+    )
+    metrics.POOL_READY.labels(ns, name).set(1 if is_ready else 0)
+    metrics.POOL_SHARDS_READY.labels(ns, name).set(ready)
+    if not detail_ok:
+        metrics.ERRORS.labels("Pool", "ServerUnavailable").inc()
+
+
+def namespace_terminating(ns: str) -> bool:
+    """namespace_terminating: during namespace deletion nothing may block."""
+    try:
+        data = kube._call("GET", f"/api/v1/namespaces/{ns}")
+    except Exception:
+        return False
+    return bool(data.get("metadata", {}).get("deletionTimestamp"))
+
+
+def delete(cfg: Config, body: dict[str, Any], patch: Any, retry: int, logger: Any = log) -> None:
+    """delete refuses while queues remain (Queue resources, or the server's 409), then
+    unregisters the shards and the flavor. The workloads go with their owner."""
+    meta = body["metadata"]
+    ns, name, gen = meta["namespace"], meta["name"], meta.get("generation")
+    status = body.get("status") or {}
+    conds = status.get("conditions") or []
+    terminating = namespace_terminating(ns)
+    queue_crs = [q for q in kube.list_objects("Queue", ns) if q.get("spec", {}).get("pool") == name]
+    if queue_crs and not terminating:
+        names = sorted(q["metadata"]["name"] for q in queue_crs)
+        msg = f"{len(names)} Queue(s) still use this Pool: {', '.join(names[:10])}; delete them first"
+        patch.status["conditions"] = cond.set_condition(conds, "Deleting", False, "QueuesRemain", msg, gen)
+        raise kopf.TemporaryError(msg, delay=10)
+    api = server.api(cfg, ns)
+    try:
+        for s in status.get("shards") or []:
+            try:
+                api.delete_pool(s["name"])
+            except ServerError as exc:
+                if exc.status == 409 and not terminating:
+                    msg = f"shard {s['name']} still holds queues on the server: {exc.description}"
+                    patch.status["conditions"] = cond.set_condition(
+                        conds, "Deleting", False, "ShardsHoldQueues", msg, gen
+                    )
+                    raise kopf.TemporaryError(msg, delay=10) from exc
+        api.delete_flavor(name)
+    except Unavailable as exc:
+        if retry < cfg.delete_retries and not terminating:
+            raise kopf.TemporaryError(f"server unavailable: {exc}", delay=5) from exc
+        events.warn(body, reason="ServerGone", message=f"server unreachable, shards left registered: {exc}")
+    metrics.forget_pool(ns, name)

@@ -1,0 +1,120 @@
+"""Which provisioner runs a Pool's shards, the objects it needs per shard,
+and the URI each shard is reached at."""
+
+from __future__ import annotations
+
+import base64
+import secrets
+from typing import Any
+
+from .. import kube
+from ..builders import builtin, common, thirdparty
+from ..config import Config
+
+
+class NotProvisionable(Exception):
+    """NotProvisionable: the spec cannot work with what the cluster has; the message says why."""
+
+
+def choose_provisioner(
+    backend: str, requested: str, default: str, redis_operator: bool, mongodb_community: bool, has_image: bool
+) -> tuple[str, str]:
+    """choose_provisioner resolves `auto` (the Pool's, then the operator's default) and
+    returns the provisioner with the reason for the choice."""
+    if requested == "auto" and default != "auto":
+        requested, via = default, "operator default"
+    else:
+        via = "spec.provisioner"
+    if requested == "auto":
+        if backend == "redis":
+            if redis_operator:
+                return "redis-operator", "auto: redis.redis.opstreelabs.in CRDs are installed"
+            return "builtin", "auto: redis-operator CRDs are not installed, running builtin StatefulSets"
+        if mongodb_community:
+            return "mongodb-community", "auto: mongodbcommunity.mongodb.com CRDs are installed"
+        if not has_image:
+            raise NotProvisionable(
+                "auto: mongodb-community CRDs are not installed and builtin MongoDB needs spec.image"
+            )
+        return "builtin", "auto: mongodb-community CRDs are not installed, running builtin StatefulSets"
+    if requested == "redis-operator":
+        if backend != "redis":
+            raise NotProvisionable(f"{via} redis-operator cannot run a {backend} Pool")
+        if not redis_operator:
+            raise NotProvisionable(f"{via} redis-operator: redis.redis.opstreelabs.in CRDs are not installed")
+    if requested == "mongodb-community":
+        if backend != "mongodb":
+            raise NotProvisionable(f"{via} mongodb-community cannot run a {backend} Pool")
+        if not mongodb_community:
+            raise NotProvisionable(f"{via} mongodb-community: mongodbcommunity.mongodb.com CRDs are not installed")
+    if requested == "builtin" and backend == "mongodb" and not has_image:
+        raise NotProvisionable("builtin MongoDB needs spec.image")
+    return requested, f"{via} asks for {requested}"
+
+
+def shard_objects(cfg: Config, pool: dict[str, Any], provisioner: str, index: int) -> list[dict[str, Any]]:
+    """shard_objects are the objects (besides generated Secrets) that make up one shard."""
+    if provisioner == "builtin":
+        return [builtin.statefulset(cfg, pool, index), *builtin.services(cfg, pool, index)]
+    if provisioner == "redis-operator":
+        return thirdparty.redis_objects(cfg, pool, index)
+    if provisioner == "mongodb-community":
+        return [thirdparty.mongodb_community(cfg, pool, index)]
+    return []
+
+
+def _secret_value(secret: dict[str, Any] | None, key: str) -> str | None:
+    if not secret:
+        return None
+    raw = (secret.get("data") or {}).get(key)
+    return base64.b64decode(raw).decode() if raw else None
+
+
+def external_uris(namespace: str, ref: dict[str, Any]) -> list[str]:
+    """external_uris reads one URI per line (blank lines and # comments skipped) from a Secret."""
+    secret = kube.get("Secret", namespace, ref["name"])
+    if secret is None:
+        raise NotProvisionable(f"Secret {ref['name']} (spec.external.secretRef) does not exist")
+    text = _secret_value(secret, ref.get("key", "uris"))
+    if text is None:
+        raise NotProvisionable(f"Secret {ref['name']} has no key {ref.get('key', 'uris')!r}")
+    return parse_uris(text)
+
+
+def parse_uris(text: str) -> list[str]:
+    """parse_uris splits a URI list on newlines and commas outside query strings."""
+    out = []
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            out.append(line)
+    return out
+
+
+def ensure_mongo_password(cfg: Config, pool: dict[str, Any], index: int, owner: dict[str, Any]) -> None:
+    """ensure_mongo_password creates the shard user's password Secret once (never rotated)."""
+    ns = pool["metadata"]["namespace"]
+    shard = common.shard_name(pool["metadata"]["name"], index)
+    if kube.get("Secret", ns, f"{shard}-password") is None:
+        secret = thirdparty.mongo_password_secret(cfg, pool, index, secrets.token_urlsafe(24))
+        secret["metadata"]["ownerReferences"] = [owner]
+        kube.apply(secret)
+
+
+def shard_uri(pool: dict[str, Any], provisioner: str, index: int, external: list[str] | None) -> str | None:
+    """shard_uri is the URI the server is given for a shard; None while it is not known yet
+    (mongodb-community writes its connection-string Secret once the replica set is up)."""
+    meta, spec = pool["metadata"], pool["spec"]
+    ns = meta["namespace"]
+    shard = common.shard_name(meta["name"], index)
+    replicas = int(spec.get("replicas", 1))
+    if provisioner == "builtin":
+        return builtin.shard_uri(spec["backend"], shard, ns, replicas)
+    if provisioner == "redis-operator":
+        return thirdparty.redis_uri(shard, ns, replicas)
+    if provisioner == "mongodb-community":
+        secret = kube.get("Secret", ns, thirdparty.mongo_connection_secret_name(shard))
+        return _secret_value(secret, "connectionString.standard")
+    if external is not None and index < len(external):
+        return external[index]
+    return None

@@ -1,0 +1,64 @@
+"""The namespace's sluice-server and catalog: created with the first Pool,
+owned by every Pool of the namespace, gone with the last one."""
+
+from __future__ import annotations
+
+import base64
+import secrets
+from typing import Any
+
+from .. import kube
+from ..builders import common
+from ..builders import server as sb
+from ..config import Config
+from ..serverapi import ServerAPI
+
+
+def owners(pools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """owners are non-controller references to every live Pool of the namespace."""
+    live = [p for p in pools if not p["metadata"].get("deletionTimestamp")]
+    live.sort(key=lambda p: p["metadata"]["name"])
+    return [common.owner_ref({**p, "kind": "Pool"}, controller=False) for p in live]
+
+
+def desired(cfg: Config, ns: str, refs: list[dict[str, Any]], monitoring: bool) -> list[dict[str, Any]]:
+    """desired lists the server's objects (without the admin Secret, which is created once)."""
+    objs = [sb.deployment(cfg, ns, refs), sb.service(cfg, ns, refs), sb.pdb(cfg, ns, refs)]
+    if not cfg.catalog_uri:
+        objs += [sb.catalog_statefulset(cfg, ns, refs), sb.catalog_service(cfg, ns, refs)]
+    if monitoring:
+        objs.append(sb.service_monitor(cfg, ns, refs))
+    return objs
+
+
+def admin_token(ns: str) -> str | None:
+    """admin_token reads the server's admin token, None before the Secret exists."""
+    secret = kube.get("Secret", ns, common.ADMIN_SECRET)
+    raw = ((secret or {}).get("data") or {}).get("token")
+    return base64.b64decode(raw).decode() if raw else None
+
+
+def ensure(cfg: Config, ns: str, pool: dict[str, Any]) -> str:
+    """ensure creates or updates the namespace's server with `pool` among its owners,
+    and returns a one-line summary of what changed."""
+    pools = kube.list_objects("Pool", ns)
+    if not any(p["metadata"]["uid"] == pool["metadata"]["uid"] for p in pools):
+        pools.append(pool)
+    refs = owners(pools)
+    if not refs:
+        return "no live Pool owns the server"
+    changed = []
+    if admin_token(ns) is None:
+        kube.apply(sb.admin_secret(cfg, ns, secrets.token_urlsafe(32), refs))
+        changed.append("Secret/" + common.ADMIN_SECRET)
+    monitoring = kube.group_served("monitoring.coreos.com/v1")
+    for obj in desired(cfg, ns, refs, monitoring):
+        _, what = kube.apply(obj)
+        if what != "unchanged":
+            changed.append(f"{obj['kind']}/{obj['metadata']['name']} {what}")
+    return ", ".join(changed) or "unchanged"
+
+
+def api(cfg: Config, ns: str) -> ServerAPI:
+    """api is a client for the namespace's server, with its admin token."""
+    return ServerAPI(cfg.server_url(ns), admin_token(ns) or "", timeout=10.0)

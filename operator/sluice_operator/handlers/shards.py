@@ -1,0 +1,111 @@
+"""Registering shards with the server, and scaling down safely: a shard
+leaving the Pool is first drained (weight 0), and is only unregistered and
+removed once it holds no queue."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from .. import kube
+from ..builders import common
+from ..serverapi import ServerAPI, ServerError, queue_count_from
+
+log = logging.getLogger(__name__)
+
+
+def queues_on_shard(
+    detail: dict[str, Any] | None, queue_crs: list[dict[str, Any]], pool: str, shard: str
+) -> tuple[int, list[str]]:
+    """queues_on_shard counts the queues a shard holds: the server's own count when its
+    pool detail reports one, and at least the Queue resources placed on the shard."""
+    names = sorted(
+        q["metadata"]["name"]
+        for q in queue_crs
+        if q.get("spec", {}).get("pool") == pool and (q.get("status") or {}).get("shard") == shard
+    )
+    count = len(names)
+    if detail:
+        reported = detail.get("queues", detail.get("queue_count"))
+        if isinstance(reported, list):
+            names = sorted(set(names) | {str(x) for x in reported})
+            count = len(names)
+        elif isinstance(reported, int):
+            count = max(count, reported)
+    return count, names
+
+
+def register(api: ServerAPI, flavor: str, shards: list[dict[str, Any]], uris: dict[str, str], weight: int) -> None:
+    """register makes every ready shard a server pool in the Pool's flavor with the Pool's weight,
+    then sets the flavor's pool list; it marks each shard's `registered` in place."""
+    for s in shards:
+        uri = uris.get(s["name"])
+        if not s["ready"] or not uri:
+            s["registered"] = bool(s.get("registered"))
+            continue
+        current = api.get_pool(s["name"])
+        want = 0 if s.get("draining") else weight
+        if current is None:
+            api.put_pool(s["name"], uri, want, flavor)
+        elif current.get("uri") != uri or current.get("weight") != want or current.get("flavor") != flavor:
+            api.patch_pool(s["name"], uri=uri, weight=want, flavor=flavor)
+        s["registered"], s["weight"] = True, want
+    members = [s["name"] for s in shards if s.get("registered")]
+    if members:
+        api.put_flavor(flavor, members)
+
+
+def drain(
+    api: ServerAPI, pool: str, shard: dict[str, Any], queue_crs: list[dict[str, Any]]
+) -> tuple[bool, int, list[str]]:
+    """drain sets a leaving shard's weight to 0 and unregisters it when empty.
+    Returns (removed, queue count, queue names)."""
+    name = shard["name"]
+    detail = api.get_pool(name)
+    if detail is not None and detail.get("weight") != 0:
+        api.patch_pool(name, weight=0)
+    shard.update(draining=True, weight=0)
+    count, names = queues_on_shard(detail, queue_crs, pool, name)
+    if count:
+        return False, count, names
+    if detail is not None:
+        try:
+            api.delete_pool(name)
+        except ServerError as exc:
+            if exc.status != 409:
+                raise
+            return False, queue_count_from(exc.description) or 1, names
+    return True, 0, []
+
+
+def delete_workloads(ns: str, provisioner: str, shard: str) -> list[str]:
+    """delete_workloads removes a drained shard's objects (volumes stay: data is never
+    deleted implicitly). Returns what was deleted."""
+    kinds = {
+        "builtin": [("StatefulSet", shard), ("Service", shard), ("Service", f"{shard}-headless")],
+        "redis-operator": [("Redis", shard), ("RedisReplication", shard), ("RedisSentinel", shard)],
+        "mongodb-community": [("MongoDBCommunity", shard), ("Secret", f"{shard}-password")],
+    }.get(provisioner, [])
+    out = []
+    for kind, obj in kinds:
+        try:
+            if kube.delete(kind, ns, obj):
+                out.append(f"{kind}/{obj}")
+        except Exception as exc:  # a kind whose CRD is gone: nothing left to delete
+            log.debug("delete %s/%s: %s", kind, obj, exc)
+    return out
+
+
+def plan(wanted: int, known: set[int]) -> tuple[list[int], list[int]]:
+    """plan splits shard indices into those to keep (0..wanted-1) and those to remove."""
+    return list(range(wanted)), sorted(i for i in known if i >= wanted)
+
+
+def known_indices(pool: str, status_shards: list[dict[str, Any]], statefulsets: list[dict[str, Any]]) -> set[int]:
+    """known_indices are the shards that exist: from status and from labelled StatefulSets."""
+    out = {int(s["index"]) for s in status_shards if "index" in s}
+    for sts in statefulsets:
+        lbl = sts["metadata"].get("labels", {})
+        if lbl.get(common.LABEL_POOL) == pool and lbl.get(common.LABEL_SHARD, "").isdigit():
+            out.add(int(lbl[common.LABEL_SHARD]))
+    return out

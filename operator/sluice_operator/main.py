@@ -1,0 +1,90 @@
+"""Every Kopf decorator of the operator, in one place; the bodies are in handlers/.
+
+Handlers are registered only on sluice.dev kinds. Third-party objects
+(Redis, RedisReplication, MongoDBCommunity) are created and read from these
+handlers but never watched, so Kopf writes nothing onto them.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from typing import Any
+
+import kopf
+
+from . import GROUP, VERSION
+from .config import Config
+from .handlers import pool, queue
+
+CONFIG = Config.from_env()
+POOLS = (GROUP, VERSION, "pools")
+QUEUES = (GROUP, VERSION, "queues")
+
+
+@kopf.on.startup()
+def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
+    """configure keeps Kopf's own state under sluice.dev and bounds every watch."""
+    settings.persistence.finalizer = f"{GROUP}/finalizer"
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix=GROUP, key="last-handled-configuration"
+    )
+    # The apiserver closes the watch after server_timeout; the client gives up
+    # a little later, so a silently dead connection never stalls the operator.
+    settings.watching.server_timeout = 300
+    settings.watching.client_timeout = 330
+    settings.watching.connect_timeout = 30
+    settings.networking.request_timeout = 60
+    settings.execution.max_workers = 8
+    settings.posting.level = logging.INFO
+
+
+def _plain(body: Any) -> dict[str, Any]:
+    # Handlers and builders work on plain dicts, never on Kopf's live views.
+    return copy.deepcopy(dict(body))
+
+
+@kopf.on.create(*POOLS)
+@kopf.on.update(*POOLS, field="spec")
+@kopf.on.resume(*POOLS)
+def pool_changed(body: Any, patch: kopf.Patch, logger: Any, **_: Any) -> None:
+    """A Pool appeared or its spec changed: converge now rather than at the next tick."""
+    pool.reconcile(CONFIG, _plain(body), patch, logger)
+
+
+@kopf.timer(*POOLS, interval=CONFIG.pool_interval, initial_delay=1)
+def pool_tick(body: Any, patch: kopf.Patch, logger: Any, **_: Any) -> None:
+    """Probe shards, follow scheduling and scale-down, keep status current."""
+    pool.reconcile(CONFIG, _plain(body), patch, logger)
+
+
+@kopf.on.delete(*POOLS)
+def pool_deleted(body: Any, patch: kopf.Patch, retry: int, logger: Any, **_: Any) -> None:
+    """A Pool is being deleted: refuse while it holds queues, else unregister its shards."""
+    pool.delete(CONFIG, _plain(body), patch, retry, logger)
+
+
+@kopf.on.create(*QUEUES)
+@kopf.on.update(*QUEUES, field="spec")
+@kopf.on.resume(*QUEUES)
+def queue_changed(body: Any, patch: kopf.Patch, logger: Any, **_: Any) -> None:
+    """A Queue appeared or changed: create or update it on the server, retrying soon until Ready."""
+    plain = _plain(body)
+    queue.reconcile(CONFIG, plain, patch, logger)
+    conds = patch.get("status", {}).get("conditions") or (plain.get("status") or {}).get("conditions") or []
+    ready = next((c for c in conds if c.get("type") == "Ready"), None)
+    if not ready or ready.get("status") != "True":
+        raise kopf.TemporaryError((ready or {}).get("message", "not ready"), delay=2)
+
+
+@kopf.timer(*QUEUES, interval=CONFIG.queue_interval, initial_delay=CONFIG.queue_interval)
+def queue_tick(body: Any, patch: kopf.Patch, logger: Any, **_: Any) -> None:
+    """Refresh message counts (and heal a queue that disappeared from the server)."""
+    queue.reconcile(CONFIG, _plain(body), patch, logger)
+
+
+@kopf.on.delete(*QUEUES)
+def queue_deleted(body: Any, retry: int, logger: Any, **_: Any) -> None:
+    """A Queue is being deleted: remove it from the server unless Retain; never hang."""
+    queue.delete(CONFIG, _plain(body), retry, logger)

@@ -1,0 +1,95 @@
+"""Shard readiness, decided by talking to the shard itself (PING / hello),
+never by trusting a third-party operator's status fields."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import redis
+from pymongo import MongoClient
+from pymongo.errors import OperationFailure, PyMongoError
+from redis.sentinel import Sentinel
+
+
+def _hosts(netloc: str, default_port: int) -> list[tuple[str, int]]:
+    out = []
+    for part in netloc.rsplit("@", 1)[-1].split(","):
+        host, _, port = part.partition(":")
+        out.append((host, int(port) if port else default_port))
+    return out
+
+
+def probe_redis(uri: str, timeout: float) -> tuple[bool, str]:
+    """probe_redis PINGs a Redis URI; the Sentinel form (?master=) asks the sentinels for the primary first."""
+    parts = urlsplit(uri)
+    master = parse_qs(parts.query).get("master", [None])[0]
+    try:
+        if master:
+            sentinel = Sentinel(_hosts(parts.netloc, 26379), socket_timeout=timeout)
+            host, port = sentinel.discover_master(master)
+            conn = redis.Redis(host=host, port=port, socket_timeout=timeout, socket_connect_timeout=timeout)
+        else:
+            conn = redis.Redis.from_url(uri, socket_timeout=timeout, socket_connect_timeout=timeout)
+        try:
+            conn.ping()
+        finally:
+            conn.close()
+        return True, "PING answered"
+    except (redis.RedisError, OSError, ValueError) as exc:
+        return False, f"PING failed: {exc}"
+
+
+def probe_mongo(uri: str, timeout: float) -> tuple[bool, str]:
+    """probe_mongo runs hello and wants a writable primary."""
+    ms = int(timeout * 1000)
+    mc: MongoClient[dict[str, Any]]
+    try:
+        with MongoClient(uri, serverSelectionTimeoutMS=ms, connectTimeoutMS=ms, socketTimeoutMS=ms) as mc:
+            hello = mc.admin.command("hello")
+    except PyMongoError as exc:
+        return False, f"hello failed: {exc}"
+    if not hello.get("isWritablePrimary", hello.get("ismaster", False)):
+        return False, "hello: no writable primary yet"
+    return True, "hello: writable primary"
+
+
+def probe(uri: str, timeout: float) -> tuple[bool, str]:
+    """probe checks one shard URI by its scheme."""
+    if uri.startswith(("redis://", "rediss://")):
+        return probe_redis(uri, timeout)
+    if uri.startswith(("mongodb://", "mongodb+srv://")):
+        return probe_mongo(uri, timeout)
+    return False, f"unsupported URI scheme in {redact(uri)}"
+
+
+def initiate_replica_set(hosts: list[str], name: str, timeout: float) -> str:
+    """initiate_replica_set starts a builtin MongoDB replica set once; returns what it did."""
+    ms = int(timeout * 1000)
+    mc: MongoClient[dict[str, Any]]
+    try:
+        with MongoClient(f"mongodb://{hosts[0]}/?directConnection=true", serverSelectionTimeoutMS=ms) as mc:
+            try:
+                mc.admin.command("replSetGetStatus")
+                return "replica set already initiated"
+            except OperationFailure as exc:
+                if exc.code != 94:  # NotYetInitialized
+                    return f"replSetGetStatus: {exc}"
+            members = [{"_id": i, "host": h} for i, h in enumerate(hosts)]
+            mc.admin.command("replSetInitiate", {"_id": name, "members": members})
+            return "replica set initiated"
+    except PyMongoError as exc:
+        return f"replica set not initiated yet: {exc}"
+
+
+def redact(uri: str) -> str:
+    """redact drops credentials from a URI so it can go into status and events."""
+    parts = urlsplit(uri)
+    if "@" not in parts.netloc:
+        return uri
+    return parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]).geturl()
+
+
+def endpoint(uri: str) -> str:
+    """endpoint is host:port (first host) of a URI, without credentials."""
+    return urlsplit(redact(uri)).netloc

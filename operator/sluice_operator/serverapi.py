@@ -1,0 +1,150 @@
+"""Client for the sluice-server HTTP API the operator drives: the admin API
+for pools and flavors, and queues (create, update metadata, stats, delete)
+through the Zaqar v2 API. Shapes follow Zaqar v2 (see docs/operator.md)."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from typing import Any
+
+import requests
+
+# A fixed Client-ID: the operator is one client however many replicas it has.
+CLIENT_ID = str(uuid.uuid5(uuid.NAMESPACE_DNS, "operator.sluice.dev"))
+
+
+class ServerError(Exception):
+    """ServerError is a 4xx answer: status, and Zaqar's title/description."""
+
+    def __init__(self, status: int, title: str, description: str):
+        super().__init__(f"{status} {title}: {description}")
+        self.status, self.title, self.description = status, title, description
+
+
+class Unavailable(Exception):
+    """Unavailable: the server cannot be reached or answered 5xx; worth retrying."""
+
+
+def queue_count_from(description: str) -> int | None:
+    """queue_count_from reads "N queues" out of a 409 refusal to delete a pool."""
+    m = re.search(r"(\d+)\s+queue", description)
+    return int(m.group(1)) if m else None
+
+
+class ServerAPI:
+    """ServerAPI talks to one namespace's sluice-server with its admin token."""
+
+    def __init__(self, base_url: str, token: str = "", timeout: float = 10.0, session: Any = None):
+        self.base = base_url.rstrip("/")
+        self.token = token
+        self.timeout = timeout
+        self.http = session or requests.Session()
+
+    def _req(
+        self,
+        method: str,
+        path: str,
+        project: str = "sluice-admin",
+        body: Any = None,
+        content_type: str = "application/json",
+        params: dict[str, str] | None = None,
+    ) -> requests.Response:
+        headers = {"Client-ID": CLIENT_ID, "X-Project-ID": project, "Accept": "application/json"}
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
+        else:
+            headers["X-Roles"] = "admin"
+        if body is not None:
+            headers["Content-Type"] = content_type
+        try:
+            resp = self.http.request(
+                method, self.base + path, json=body, headers=headers, params=params, timeout=(3, self.timeout)
+            )
+        except requests.RequestException as exc:
+            raise Unavailable(f"{method} {path}: {exc}") from exc
+        if resp.status_code >= 500:
+            raise Unavailable(f"{method} {path}: {resp.status_code} {resp.text[:200]}")
+        if resp.status_code >= 400:
+            try:
+                err = resp.json()
+            except ValueError:
+                err = {}
+            raise ServerError(resp.status_code, str(err.get("title", resp.reason)), str(err.get("description", "")))
+        return resp
+
+    # -- pools and flavors (admin) ----------------------------------------
+
+    def get_pool(self, name: str) -> dict[str, Any] | None:
+        """get_pool returns the detailed pool, or None when it is not registered."""
+        try:
+            return self._req("GET", f"/v2/pools/{name}", params={"detailed": "true"}).json()
+        except ServerError as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def put_pool(self, name: str, uri: str, weight: int, flavor: str | None = None) -> None:
+        """put_pool registers (or re-registers) a shard; the server checks the URI is reachable."""
+        body: dict[str, Any] = {"uri": uri, "weight": weight, "options": {}}
+        if flavor:
+            body["flavor"] = flavor
+        self._req("PUT", f"/v2/pools/{name}", body=body)
+
+    def patch_pool(self, name: str, **fields: Any) -> dict[str, Any]:
+        """patch_pool changes a registered pool's weight, uri or flavor."""
+        return self._req("PATCH", f"/v2/pools/{name}", body=fields).json()
+
+    def delete_pool(self, name: str) -> None:
+        """delete_pool unregisters a shard; 409 (a ServerError) while it holds queues. Idempotent."""
+        try:
+            self._req("DELETE", f"/v2/pools/{name}")
+        except ServerError as exc:
+            if exc.status != 404:
+                raise
+
+    def put_flavor(self, name: str, pools: list[str], project: str = "sluice-admin") -> None:
+        """put_flavor makes flavor `name` group exactly `pools`."""
+        self._req("PUT", f"/v2/flavors/{name}", project=project, body={"pool_list": pools, "capabilities": {}})
+
+    def delete_flavor(self, name: str, project: str = "sluice-admin") -> None:
+        """delete_flavor removes a flavor. Idempotent."""
+        try:
+            self._req("DELETE", f"/v2/flavors/{name}", project=project)
+        except ServerError as exc:
+            if exc.status != 404:
+                raise
+
+    # -- queues (Zaqar v2) -------------------------------------------------
+
+    def put_queue(self, project: str, name: str, metadata: dict[str, Any]) -> bool:
+        """put_queue creates a queue with metadata; True when it was new (201)."""
+        return self._req("PUT", f"/v2/queues/{name}", project=project, body=metadata).status_code == 201
+
+    def get_queue(self, project: str, name: str) -> dict[str, Any]:
+        """get_queue returns the queue's metadata, reserved keys included."""
+        return self._req("GET", f"/v2/queues/{name}", project=project).json()
+
+    def patch_queue(self, project: str, name: str, changes: dict[str, Any], current: dict[str, Any]) -> None:
+        """patch_queue sets metadata keys with Zaqar's JSON-patch dialect."""
+        ops = [
+            {"op": "replace" if key in current else "add", "path": f"/metadata/{key}", "value": value}
+            for key, value in sorted(changes.items())
+        ]
+        if ops:
+            self._req(
+                "PATCH",
+                f"/v2/queues/{name}",
+                project=project,
+                body=ops,
+                content_type="application/openstack-messaging-v2.0-json-patch",
+            )
+
+    def queue_stats(self, project: str, name: str) -> dict[str, int]:
+        """queue_stats returns free, claimed and total message counts."""
+        msgs = self._req("GET", f"/v2/queues/{name}/stats", project=project).json().get("messages", {})
+        return {k: int(msgs.get(k, 0)) for k in ("free", "claimed", "total")}
+
+    def delete_queue(self, project: str, name: str) -> None:
+        """delete_queue deletes a queue and its messages (204 even when absent)."""
+        self._req("DELETE", f"/v2/queues/{name}", project=project)
