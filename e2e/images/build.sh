@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# `make images` without a Docker engine: builds the sluice images with buildah
+# and imports them into the local cluster's containerd when it runs (bring-up
+# imports them too). No registry is reachable, so nothing is pulled:
+#   sluice.dev/sluice-server:dev   FROM scratch, static sluice-server
+#   sluice.dev/sluice-bench:dev    FROM scratch, static sluice-bench
+#   sluice.dev/redis:dev           Debian rootfs (debootstrap) with Debian's redis-server
+#   sluice.dev/sluice-operator:dev Debian rootfs, Python 3.11 venv with operator/
+# Tarballs land in build/images/<name>.tar (docker-archive) with <name>.ref.
+# Usage: build.sh [server|bench|redis|operator]... (default: all)
+source "$(dirname "$0")/lib.sh"
+OUT=$BUILD/images
+mkdir -p "$OUT"
+NONROOT=65532
+
+static_go() { # static_go MODULE_DIR PACKAGE OUTPUT
+  (cd "$ROOT/$1" && CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "$3" "$2")
+}
+
+scratch_image() { # scratch_image REF BINARY NAME
+  local ref=$1 binary=$2 name=$3 c
+  c=$(bh from -q scratch)
+  bh copy -q "$c" "$binary" "/usr/local/bin/$name" >/dev/null
+  bh config --entrypoint "[\"/usr/local/bin/$name\"]" --user "$NONROOT:$NONROOT" \
+    --label org.opencontainers.image.source=sluice "$c"
+  bh commit -q --rm "$c" "$ref" >/dev/null
+}
+
+# debian_container: a working container holding the cached Debian rootfs.
+debian_container() {
+  local rootfs c
+  rootfs=$("$ROOT/e2e/images/rootfs.sh")
+  c=$(bh from -q scratch)
+  bh add -q "$c" "$rootfs" / >/dev/null
+  echo "$c"
+}
+
+build_server() {
+  [[ -d $ROOT/server/cmd/sluice-server ]] || { echo "    skipped: server/cmd/sluice-server not present"; return; }
+  static_go server ./cmd/sluice-server "$OUT/bin/sluice-server"
+  scratch_image sluice.dev/sluice-server:dev "$OUT/bin/sluice-server" sluice-server
+  finish sluice.dev/sluice-server:dev sluice-server
+}
+
+build_bench() {
+  [[ -d $ROOT/bench-job/cmd/sluice-bench ]] || { echo "    skipped: bench-job/cmd/sluice-bench not present"; return; }
+  static_go bench-job ./cmd/sluice-bench "$OUT/bin/sluice-bench"
+  scratch_image sluice.dev/sluice-bench:dev "$OUT/bin/sluice-bench" sluice-bench
+  finish sluice.dev/sluice-bench:dev sluice-bench
+}
+
+build_redis() {
+  local c
+  c=$(debian_container)
+  bh config --entrypoint '["redis-server"]' --cmd '["--bind", "0.0.0.0", "--protected-mode", "no", "--dir", "/data"]' \
+    --user "$(bh run --isolation chroot "$c" -- id -u redis):$(bh run --isolation chroot "$c" -- id -g redis)" --port 6379 --workingdir /data \
+    --label org.opencontainers.image.source=sluice "$c"
+  bh run --isolation chroot "$c" -- sh -c 'mkdir -p /data && chown redis:redis /data'
+  bh commit -q --rm "$c" sluice.dev/redis:dev >/dev/null
+  finish sluice.dev/redis:dev redis
+}
+
+# Wheels are made on the host (same Python 3.11 as the image) and cached by the
+# requirements' hash; the image installs them with no network.
+build_operator() {
+  [[ -f $ROOT/operator/pyproject.toml ]] || { echo "    skipped: operator/ not present yet"; return; }
+  local key wheels venv c
+  key=$(cat "$ROOT/operator/requirements.txt" | md5sum | cut -c1-10)
+  wheels=$CACHE/wheels/operator-$key
+  if [[ ! -f $wheels/.done ]]; then
+    venv=$BUILD/venv-images
+    [[ -x $venv/bin/pip ]] || python3 -m venv "$venv"
+    mkdir -p "$wheels"
+    "$venv/bin/pip" wheel -q --disable-pip-version-check -w "$wheels" -r "$ROOT/operator/requirements.txt"
+    touch "$wheels/.done"
+  fi
+  # The operator's own wheel, built from a copy so operator/ stays untouched.
+  rm -rf "$OUT/operator-src" "$OUT/operator-wheel" && mkdir -p "$OUT/operator-src"
+  (cd "$ROOT/operator" && cp -r pyproject.toml sluice_operator "$OUT/operator-src/")
+  [[ -f $ROOT/operator/README.md ]] && cp "$ROOT/operator/README.md" "$OUT/operator-src/"
+  find "$OUT/operator-src" -name __pycache__ -prune -exec rm -rf {} +
+  "$BUILD/venv-images/bin/pip" wheel -q --disable-pip-version-check --no-deps \
+    -w "$OUT/operator-wheel" "$OUT/operator-src"
+  c=$(debian_container)
+  bh copy -q "$c" "$wheels" /tmp/wheels >/dev/null
+  bh copy -q "$c" "$OUT/operator-wheel" /tmp/operator >/dev/null
+  bh run --isolation chroot "$c" -- sh -c '
+    python3 -m venv /opt/sluice-operator &&
+    /opt/sluice-operator/bin/pip install -q --no-index --disable-pip-version-check \
+      --find-links /tmp/wheels --find-links /tmp/operator sluice-operator &&
+    rm -rf /tmp/wheels /tmp/operator /root/.cache'
+  bh config --entrypoint '["/opt/sluice-operator/bin/sluice-operator"]' --user "$NONROOT:$NONROOT" \
+    --env PYTHONUNBUFFERED=1 --label org.opencontainers.image.source=sluice "$c"
+  bh commit -q --rm "$c" sluice.dev/sluice-operator:dev >/dev/null
+  finish sluice.dev/sluice-operator:dev sluice-operator
+}
+
+finish() { # finish REF NAME
+  save "$1" "$OUT/$2.tar"
+  import "$OUT/$2.tar"
+}
+
+targets=("$@")
+((${#targets[@]})) || targets=(server bench redis operator)
+for t in "${targets[@]}"; do
+  start=$SECONDS
+  echo "==> image $t"
+  "build_$t"
+  echo "    $t done in $((SECONDS - start))s"
+done

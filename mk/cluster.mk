@@ -1,0 +1,64 @@
+# Cluster bring-up (e2e/cluster, e2e/kind), images (e2e/images) and the
+# end-to-end smoke test (e2e/smoke). See docs/cluster.md.
+#   CLUSTER=local (default): a real single-node Kubernetes on this machine,
+#                            no Docker; needs root.
+#   CLUSTER=kind:            kind on Docker (same node labels, image names).
+APT_PACKAGES += etcd-server containerd runc containernetworking-plugins iptables \
+                buildah conntrack iproute2 debootstrap curl openssl util-linux \
+                procps gcc libc6-dev ca-certificates
+
+CLUSTER ?= local
+KUBECONFIG_PATH := $(BUILD)/kube/kubeconfig
+KUBECTL := $(BIN)/kubectl
+E2E_CLUSTER := $(ROOT)/e2e/cluster
+KIND_VERSION := v0.30.0
+
+.PHONY: cluster-binaries controlplane-binaries cluster-base-images cluster-up cluster-down \
+        controlplane-up controlplane-down images e2e-smoke test-e2e cluster-status
+
+controlplane-binaries: ## build Kubernetes and kwok (cached by pinned version in $(CACHE))
+	@$(E2E_CLUSTER)/build-kubernetes.sh
+	@$(E2E_CLUSTER)/build-tool.sh kwok sigs.k8s.io/kwok/cmd/kwok kwok
+
+cluster-binaries: controlplane-binaries ## also CoreDNS and the CRI reset tool
+	@$(E2E_CLUSTER)/build-tool.sh coredns github.com/coredns/coredns coredns
+	@cd e2e/k8s && CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/cri-reset ./cmd/cri-reset
+
+cluster-base-images: cluster-binaries ## pause (sandbox) and CoreDNS images, cached in $(CACHE)/images
+	@e2e/images/base-images.sh
+
+ifeq ($(CLUSTER),kind)
+cluster-up: ## bring up the cluster (CLUSTER=local|kind); kubeconfig in build/kube/kubeconfig
+	@e2e/kind/up.sh
+cluster-down: ## tear the cluster down, leaving nothing behind
+	@e2e/kind/down.sh
+images: ## build the sluice images and load them into the cluster
+	@e2e/kind/images.sh
+else
+cluster-up: deps-apt cluster-base-images
+	@$(E2E_CLUSTER)/up.sh full
+cluster-down:
+	@$(E2E_CLUSTER)/down.sh
+images: deps-apt cluster-binaries
+	@e2e/images/build.sh
+endif
+
+controlplane-up: deps-apt controlplane-binaries ## etcd, apiserver, controllers, scheduler, kwok nodes; no kubelet
+	@$(E2E_CLUSTER)/up.sh controlplane
+controlplane-down: ## tear down the control-plane-only cluster (the same as cluster-down)
+	@$(E2E_CLUSTER)/down.sh
+
+cluster-status: ## show the cluster's nodes and system pods
+	@$(KUBECTL) --kubeconfig $(KUBECONFIG_PATH) get nodes -L sluice.dev/node-class,sluice.dev/node-type
+	@$(KUBECTL) --kubeconfig $(KUBECONFIG_PATH) get pods -A -o wide
+
+e2e-smoke: ## server + redis + DNS client pod + sluice-bench Job on the running cluster
+	@e2e/smoke/run.sh
+e2e-smoke: images
+
+# The whole path, as CI runs it: the cluster is torn down even when a step fails.
+test-e2e: deps-apt ## cluster-up, e2e-smoke, cluster-down (local cluster)
+	@rc=0; $(MAKE) --no-print-directory cluster-up CLUSTER=$(CLUSTER) && \
+	  $(MAKE) --no-print-directory e2e-smoke CLUSTER=$(CLUSTER) || rc=$$?; \
+	$(MAKE) --no-print-directory cluster-down CLUSTER=$(CLUSTER) || { [ $$rc -ne 0 ] || rc=1; }; \
+	exit $$rc
