@@ -1,0 +1,218 @@
+"""Real processes for the compatibility tests and the server benchmark.
+
+Everything listens on 127.0.0.1 on a port picked free at start, logs to a
+file in a caller-owned directory, and is stopped by the object that started
+it (never by name): other people's redis-servers run on the same machine.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(os.environ.get("SLUICE_BIN", ROOT / "build" / "bin"))
+
+
+def free_port() -> int:
+    """Return a loopback port that was free a moment ago."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent(sig: int):
+    """preexec_fn: the kernel sends sig to the child if we die first, so a
+    crashed test run or benchmark never leaves servers behind."""
+    def set_pdeathsig() -> None:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, int(sig))
+    return set_pdeathsig
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+class ProcessError(RuntimeError):
+    """A managed process did not start or died; the message quotes its log."""
+
+
+class Process:
+    """One child process with a log file, stopped with SIGTERM then SIGKILL."""
+
+    name = "process"
+    stop_signal = signal.SIGTERM
+
+    def __init__(self, workdir: Path):
+        self.workdir = Path(workdir)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.log_path = self.workdir / f"{self.name}.log"
+        self.proc: subprocess.Popen | None = None
+        self.port = free_port()
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def command(self) -> list[str]:
+        raise NotImplementedError
+
+    def env(self) -> dict[str, str]:
+        return dict(os.environ)
+
+    def spawn(self) -> None:
+        log = open(self.log_path, "ab")
+        # A new session keeps our signals (Ctrl-C on pytest) from reaching
+        # the child twice, and lets stop() reach forked workers (uwsgi).
+        self.proc = subprocess.Popen(
+            self.command(), stdout=log, stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL, env=self.env(), cwd=self.workdir,
+            start_new_session=True, preexec_fn=_die_with_parent(self.stop_signal))
+        log.close()
+
+    def log_tail(self, lines: int = 30) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return "(no log)"
+        return "\n".join(text.splitlines()[-lines:])
+
+    def fail(self, why: str) -> ProcessError:
+        return ProcessError(f"{self.name}: {why}\n--- {self.log_path} ---\n{self.log_tail()}")
+
+    def wait_port(self, timeout: float = 20.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc is not None and self.proc.poll() is not None:
+                raise self.fail(f"exited with {self.proc.returncode} before listening")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                    return
+            except OSError:
+                time.sleep(0.05)
+        raise self.fail(f"not listening on 127.0.0.1:{self.port} after {timeout}s")
+
+    def wait_http(self, path: str = "/", timeout: float = 30.0) -> None:
+        """Wait until GET path answers with any HTTP status."""
+        url = f"http://127.0.0.1:{self.port}{path}"
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc is not None and self.proc.poll() is not None:
+                raise self.fail(f"exited with {self.proc.returncode} before answering")
+            try:
+                urllib.request.urlopen(url, timeout=2).close()
+                return
+            except urllib.error.HTTPError:
+                return
+            except OSError:
+                time.sleep(0.1)
+        raise self.fail(f"{url} did not answer after {timeout}s")
+
+    def stop(self, timeout: float = 10.0) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        try:
+            os.killpg(self.proc.pid, self.stop_signal)
+        except ProcessLookupError:
+            return
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout)
+
+    def __enter__(self):
+        self.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    def start(self) -> None:
+        raise NotImplementedError
+
+
+class RedisServer(Process):
+    """A throwaway redis-server without persistence."""
+
+    name = "redis-server"
+
+    def command(self) -> list[str]:
+        exe = shutil.which("redis-server")
+        if exe is None:
+            raise ProcessError("redis-server is not installed (make deps-apt installs it)")
+        return [exe, "--port", str(self.port), "--bind", "127.0.0.1",
+                "--save", "", "--appendonly", "no", "--dir", str(self.workdir),
+                "--protected-mode", "yes"]
+
+    def start(self) -> None:
+        self.spawn()
+        self.wait_port()
+
+    def url(self, db: int = 0) -> str:
+        return f"redis://127.0.0.1:{self.port}/{db}"
+
+
+class SluiceServer(Process):
+    """build/bin/sluice-server on a free port with the given --store."""
+
+    name = "sluice-server"
+
+    def __init__(self, workdir: Path, store: str, binary: Path | None = None,
+                 extra_args: list[str] | None = None):
+        super().__init__(workdir)
+        self.store = store
+        self.binary = Path(binary or BIN / "sluice-server")
+        self.extra_args = extra_args or []
+
+    def command(self) -> list[str]:
+        if not self.binary.is_file():
+            raise ProcessError(f"{self.binary} is missing (run make build-server)")
+        return [str(self.binary), "--listen", f"127.0.0.1:{self.port}",
+                "--store", self.store, *self.extra_args]
+
+    def start(self) -> None:
+        self.spawn()
+        self.wait_http("/")
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+
+def process_tree(pid: int) -> list[int]:
+    """pid and all its descendants (uwsgi master plus workers)."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        try:
+            for task in os.listdir(f"/proc/{p}/task"):
+                kids = Path(f"/proc/{p}/task/{task}/children").read_text().split()
+                todo.extend(int(k) for k in kids)
+        except OSError:
+            continue
+    return out
+
+
+def rss_kib(pid: int, field: str = "VmRSS") -> int:
+    """VmRSS (now) or VmHWM (peak) of one process, in KiB; 0 if it is gone."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0

@@ -1,0 +1,34 @@
+# Compatibility with OpenStack Zaqar: the unchanged python-zaqarclient and
+# zaqar-bench against sluice-server, and sluice-server vs the real Zaqar
+# 23.0.1 side by side (make bench-server). See docs/compat.md.
+APT_PACKAGES  += redis-server wrk gcc
+BENCH_TARGETS += bench-server
+
+COMPAT_VENV := $(BUILD)/venv-compat
+COMPAT_PY   := $(COMPAT_VENV)/bin/python
+COMPAT_REQ  := $(ROOT)/e2e/compat/requirements.txt
+# The stamp is keyed by the requirements file, so editing a pin reinstalls
+# and a second run with the same pins costs nothing.
+COMPAT_STAMP = $(COMPAT_VENV)/.installed-$(shell md5sum < $(COMPAT_REQ) | cut -c1-12)
+NOOP_BIN    := $(BIN)/noop-http
+
+.PHONY: venv-compat test-compat bench-server build-noop
+venv-compat: $(COMPAT_STAMP) ## python-zaqarclient, zaqar 23.0.1 (zaqar-bench, uwsgi), pytest in build/venv-compat
+
+$(COMPAT_STAMP): $(COMPAT_REQ)
+	@test -x $(COMPAT_PY) || $(PYTHON) -m venv $(COMPAT_VENV)
+	$(COMPAT_PY) -m pip install -q --disable-pip-version-check -r $(COMPAT_REQ)
+	@rm -f $(COMPAT_VENV)/.installed-*
+	@touch $@
+
+build-noop: ## the no-op Go HTTP handler used as the HTTP ceiling
+	@mkdir -p $(BIN)
+	cd e2e/bench/noop && $(GO) build -trimpath -o $(NOOP_BIN) .
+
+test-compat: deps-apt build-server venv-compat ## zaqarclient + zaqar-bench against sluice-server (memory and redis stores)
+	SLUICE_BIN=$(BIN) $(COMPAT_PY) -m pytest -q -p no:cacheprovider -rfEsxX e2e/compat
+
+# BENCH_ARGS passes options to the driver, e.g. BENCH_ARGS="--duration 5"
+# or BENCH_ARGS="--targets noop,sluice-redis,zaqar".
+bench-server: deps-apt build-server build-noop venv-compat ## sluice-server vs Zaqar 23.0.1 vs no-op HTTP (wrk), table into docs/benchmarks.md
+	SLUICE_BIN=$(BIN) $(COMPAT_PY) e2e/bench/bench_server.py --write-doc $(ROOT)/docs/benchmarks.md $(BENCH_ARGS)
