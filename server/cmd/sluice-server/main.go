@@ -12,6 +12,7 @@ import (
 	"sluice.dev/server/internal/api"
 	"sluice.dev/server/internal/config"
 	_ "sluice.dev/server/internal/storage/memory"
+	_ "sluice.dev/server/internal/storage/redis"
 )
 
 func main() { os.Exit(run()) }

@@ -142,10 +142,6 @@ func (s *Server) listMessages(w http.ResponseWriter, r *http.Request, c *Call) {
 		writeRaw(w, http.StatusOK, append(b, `{"messages":[],"links":[]}`...))
 		return
 	}
-	if next == "" {
-		next = msgs[len(msgs)-1].ID
-	}
-	lq.link.setMarker(next)
 	base := queuePath(c.queue)
 	now := time.Now()
 	b = append(b, `{"messages":[`...)
@@ -155,9 +151,16 @@ func (s *Server) listMessages(w http.ResponseWriter, r *http.Request, c *Call) {
 		}
 		b = appendMessage(b, base, &msgs[i], now)
 	}
-	b = append(b, `],"links":[{"rel":"next","href":`...)
-	b = appendString(b, r.URL.Path+lq.link.String())
-	b = append(b, "}]}"...)
+	b = append(b, `],"links":[`...)
+	// Markers are the driver's opaque positions; a driver that knows the
+	// page is the last one returns none, and then there is no next link.
+	if next != "" {
+		lq.link.setMarker(next)
+		b = append(b, `{"rel":"next","href":`...)
+		b = appendString(b, r.URL.Path+lq.link.String())
+		b = append(b, '}')
+	}
+	b = append(b, "]}"...)
 	c.w.out = b
 	writeRaw(w, http.StatusOK, b)
 }
