@@ -1,0 +1,176 @@
+package redis
+
+import (
+	"context"
+	"encoding/json"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"sluice.dev/server/internal/storage"
+	"sluice.dev/server/internal/storage/storagetest"
+	"sluice.dev/server/internal/testutil"
+)
+
+func queueRef(p, q string) storage.QueueRef { return storage.QueueRef{Project: p, Name: q} }
+
+func openAt(t *testing.T, uri string, clock storage.Clock) *Driver {
+	t.Helper()
+	u, err := url.Parse(uri)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := Open(context.Background(), u, storagetest.Options(clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Close() })
+	return d
+}
+
+func post(t *testing.T, d *Driver, q storage.QueueRef, n int, ttl time.Duration) ([]string, error) {
+	t.Helper()
+	msgs := make([]storage.NewMessage, n)
+	for i := range msgs {
+		msgs[i] = storage.NewMessage{TTL: ttl, Body: json.RawMessage(`{"n":1}`)}
+	}
+	return d.Messages().Post(context.Background(), q, "c", msgs)
+}
+
+// TestCleanupWithoutSweeper checks that scripts remove expired data as a
+// side effect of ordinary calls and that every key except the queue's own
+// hash carries a Redis TTL, so nothing outlives its data untouched.
+func TestCleanupWithoutSweeper(t *testing.T) {
+	r := testutil.StartRedis(t, testutil.RedisOptions{})
+	clock := storagetest.NewClock()
+	d := openAt(t, r.URL, clock)
+	ctx := context.Background()
+	q := queueRef("p", "q")
+	if _, err := post(t, d, q, 10, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Claims().Create(ctx, q, storage.ClaimOptions{TTL: time.Minute, Grace: time.Minute, Limit: 2}); err != nil {
+		t.Fatal(err)
+	}
+	keys, err := d.c.Keys(ctx, escapeGlob(scope(q))+"*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(keys) < 10 {
+		t.Fatalf("only %d keys for 10 messages: %v", len(keys), keys)
+	}
+	for _, k := range keys {
+		ttl, err := d.c.PTTL(ctx, k).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if k == scope(q)+":q" {
+			if ttl != -1 {
+				t.Errorf("queue hash %s has ttl %v; queues live until deleted", k, ttl)
+			}
+		} else if ttl <= 0 {
+			t.Errorf("key %s has no TTL (%v)", k, ttl)
+		}
+	}
+	// Past every expiry, the next write on the queue clears the old data.
+	clock.Advance(3 * time.Minute)
+	if _, err := post(t, d, q, 1, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := d.c.ZCard(ctx, scope(q)+":ids").Result(); n != 1 {
+		t.Errorf("%d message ids indexed after expiry, want 1", n)
+	}
+	msgKeys, _ := d.c.Keys(ctx, escapeGlob(scope(q)+":m:")+"*").Result()
+	claimKeys, _ := d.c.Keys(ctx, escapeGlob(scope(q)+":c:")+"*").Result()
+	if len(msgKeys) != 1 || len(claimKeys) != 0 {
+		t.Errorf("after expiry: message keys %v, claim keys %v", msgKeys, claimKeys)
+	}
+}
+
+func TestUnavailableAndRecovery(t *testing.T) {
+	r := testutil.StartRedis(t, testutil.RedisOptions{})
+	d := openAt(t, r.URL, storage.SystemClock{})
+	ctx := context.Background()
+	q := queueRef("p", "q")
+	if _, err := post(t, d, q, 1, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	r.Kill()
+	calls := map[string]func() error{
+		"ping":  func() error { return d.Ping(ctx) },
+		"post":  func() error { _, err := post(t, d, q, 1, time.Minute); return err },
+		"list":  func() error { _, _, err := d.Messages().List(ctx, q, storage.ListMessagesOptions{Limit: 1}); return err },
+		"claim": func() error { _, err := d.Claims().Create(ctx, q, storage.ClaimOptions{TTL: time.Minute, Limit: 1}); return err },
+		"stats": func() error { _, err := d.Queues().Stats(ctx, q); return err },
+		"meta":  func() error { _, err := d.Queues().GetMetadata(ctx, q); return err },
+		"depth": func() error { _, err := d.Depth(ctx); return err },
+	}
+	for name, call := range calls {
+		if err := call(); !storage.Is(err, storage.Unavailable) {
+			t.Errorf("%s with redis down: %v, want kind unavailable", name, err)
+		}
+	}
+	// A fresh server has an empty script cache: the driver must reload
+	// scripts by itself and serve again without being reopened.
+	r.Restart(t)
+	var err error
+	for i := 0; i < 50; i++ {
+		if _, err = post(t, d, q, 1, time.Minute); err == nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("driver did not recover after redis came back: %v", err)
+	}
+	if st, err := d.Queues().Stats(ctx, q); err != nil || st.Total != 1 {
+		t.Errorf("stats after recovery = %+v, %v", st, err)
+	}
+}
+
+func TestSentinelURI(t *testing.T) {
+	m := testutil.StartRedis(t, testutil.RedisOptions{})
+	s := testutil.StartSentinel(t, m, "mymaster")
+	d := openAt(t, s.URL, storage.SystemClock{})
+	q := queueRef("p", "via-sentinel")
+	var ids []string
+	var err error
+	// The sentinel may need a moment to learn the master's state.
+	for i := 0; i < 50; i++ {
+		if ids, err = post(t, d, q, 2, time.Minute); err == nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("post through sentinel: %v", err)
+	}
+	// The data landed on the master the sentinel monitors.
+	direct := openAt(t, m.URL, storage.SystemClock{})
+	if got, err := direct.Messages().GetMany(context.Background(), q, ids); err != nil || len(got) != 2 {
+		t.Errorf("messages on the master = %d, %v", len(got), err)
+	}
+}
+
+func TestLeftoversSeesStrayKeys(t *testing.T) {
+	r := testutil.StartRedis(t, testutil.RedisOptions{})
+	d := openAt(t, r.URL, storage.SystemClock{})
+	ctx := context.Background()
+	q := queueRef("p*", "q")
+	if _, err := post(t, d, q, 1, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Queues().Delete(ctx, q); err != nil {
+		t.Fatal(err)
+	}
+	if left, err := d.Leftovers(ctx, "p*"); err != nil || len(left) != 0 {
+		t.Fatalf("after delete: %v, %v", left, err)
+	}
+	d.c.Set(ctx, scope(q)+":m:stray", "x", 0)
+	d.c.Set(ctx, scope(queueRef("p", "other"))+":q", "x", 0) // another project: not reported
+	left, err := d.Leftovers(ctx, "p*")
+	if err != nil || len(left) != 1 || !strings.HasSuffix(left[0], ":m:stray") {
+		t.Errorf("leftovers = %v, %v; want the stray key only", left, err)
+	}
+}

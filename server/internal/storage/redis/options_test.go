@@ -1,0 +1,87 @@
+package redis
+
+import (
+	"net/url"
+	"reflect"
+	"testing"
+	"time"
+)
+
+func TestParseURI(t *testing.T) {
+	def := clientConfig{dialTimeout: defaultDialTimeout, readTimeout: defaultReadTimeout, writeTimeout: defaultWriteTimeout}
+	with := func(f func(c *clientConfig)) clientConfig {
+		c := def
+		f(&c)
+		return c
+	}
+	cases := []struct {
+		uri     string
+		want    clientConfig
+		wantErr bool
+	}{
+		{"redis://127.0.0.1:6379/0", with(func(c *clientConfig) { c.addrs = []string{"127.0.0.1:6379"} }), false},
+		{"redis://cache", with(func(c *clientConfig) { c.addrs = []string{"cache:6379"} }), false},
+		{"redis://:secret@h:7000/3", with(func(c *clientConfig) {
+			c.addrs, c.password, c.db = []string{"h:7000"}, "secret", 3
+		}), false},
+		{"redis://app:pw@h/1?dial_timeout=250ms&read_timeout=1&pool_size=32", with(func(c *clientConfig) {
+			c.addrs, c.username, c.password, c.db = []string{"h:6379"}, "app", "pw", 1
+			c.dialTimeout, c.readTimeout, c.poolSize = 250*time.Millisecond, time.Second, 32
+		}), false},
+		{"rediss://h:6380", with(func(c *clientConfig) { c.addrs, c.tls = []string{"h:6380"}, true }), false},
+		{"redis://h1:26379,h2:26379?master=mymaster", with(func(c *clientConfig) {
+			c.addrs, c.master = []string{"h1:26379", "h2:26379"}, "mymaster"
+		}), false},
+		{"redis://:pw@s1,s2:5000/2?master=m&sentinel_password=sp", with(func(c *clientConfig) {
+			c.addrs, c.master, c.password, c.db, c.sentinelPassword = []string{"s1:26379", "s2:5000"}, "m", "pw", 2, "sp"
+		}), false},
+		{"redis://h/x", clientConfig{}, true},
+		{"redis://h/-1", clientConfig{}, true},
+		{"redis://h1,h2", clientConfig{}, true},
+		{"redis://h?nosuch=1", clientConfig{}, true},
+		{"redis://h?dial_timeout=soon", clientConfig{}, true},
+		{"redis://h?read_timeout=-1", clientConfig{}, true},
+		{"redis://h?pool_size=0", clientConfig{}, true},
+		{"http://h", clientConfig{}, true},
+	}
+	for _, tc := range cases {
+		u, err := url.Parse(tc.uri)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := parseURI(u)
+		if tc.wantErr {
+			if err == nil {
+				t.Errorf("%s: no error, want one", tc.uri)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: %v", tc.uri, err)
+			continue
+		}
+		if !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s:\n got %+v\nwant %+v", tc.uri, got, tc.want)
+		}
+	}
+}
+
+func TestScopesAreInjective(t *testing.T) {
+	seen := map[string][2]string{}
+	names := []string{"", "a", "b", "a:b", "1:a", "1", "}", "{", "a}{b", ":", "2:ab"}
+	for _, p := range names {
+		for _, q := range names {
+			s := scope(queueRef(p, q))
+			if prev, dup := seen[s]; dup {
+				t.Errorf("scope %q shared by %q and %q", s, prev, [2]string{p, q})
+			}
+			seen[s] = [2]string{p, q}
+		}
+	}
+}
+
+func TestEscapeGlob(t *testing.T) {
+	if got, want := escapeGlob(`a*b?[c]\d`), `a\*b\?\[c\]\\d`; got != want {
+		t.Errorf("escapeGlob = %q, want %q", got, want)
+	}
+}
