@@ -78,6 +78,9 @@ func TestCleanupWithoutSweeper(t *testing.T) {
 	if _, err := post(t, d, q, 1, time.Hour); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := d.Queues().Stats(ctx, q); err != nil { // runs every cleanup step
+		t.Fatal(err)
+	}
 	if n, _ := d.c.ZCard(ctx, scope(q)+":ids").Result(); n != 1 {
 		t.Errorf("%d message ids indexed after expiry, want 1", n)
 	}
@@ -98,10 +101,16 @@ func TestUnavailableAndRecovery(t *testing.T) {
 	}
 	r.Kill()
 	calls := map[string]func() error{
-		"ping":  func() error { return d.Ping(ctx) },
-		"post":  func() error { _, err := post(t, d, q, 1, time.Minute); return err },
-		"list":  func() error { _, _, err := d.Messages().List(ctx, q, storage.ListMessagesOptions{Limit: 1}); return err },
-		"claim": func() error { _, err := d.Claims().Create(ctx, q, storage.ClaimOptions{TTL: time.Minute, Limit: 1}); return err },
+		"ping": func() error { return d.Ping(ctx) },
+		"post": func() error { _, err := post(t, d, q, 1, time.Minute); return err },
+		"list": func() error {
+			_, _, err := d.Messages().List(ctx, q, storage.ListMessagesOptions{Limit: 1})
+			return err
+		},
+		"claim": func() error {
+			_, err := d.Claims().Create(ctx, q, storage.ClaimOptions{TTL: time.Minute, Limit: 1})
+			return err
+		},
 		"stats": func() error { _, err := d.Queues().Stats(ctx, q); return err },
 		"meta":  func() error { _, err := d.Queues().GetMetadata(ctx, q); return err },
 		"depth": func() error { _, err := d.Depth(ctx); return err },

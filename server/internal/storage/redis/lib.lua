@@ -48,6 +48,12 @@ local function keepalive(q, now, e, ...)
   end
 end
 
+-- expire drops messages whose time is up.
+local function expire(now)
+  local dead = redis.call('ZRANGEBYSCORE', EXP, '-inf', now, 'LIMIT', 0, BUDGET)
+  for _, id in ipairs(dead) do drop(id) end
+end
+
 -- advance applies what fell due by now, within BUDGET per step: lapsed
 -- claims free their messages, delays end, expired messages go. It returns
 -- how many claims lapsed (reported as claim expirations).
@@ -76,8 +82,7 @@ local function advance(now)
   end
   if #due > 0 then redis.call('ZREM', DLY, unpack(due)) end
 
-  local dead = redis.call('ZRANGEBYSCORE', EXP, '-inf', now, 'LIMIT', 0, BUDGET)
-  for _, id in ipairs(dead) do drop(id) end
+  expire(now)
   return #lapsed
 end
 

@@ -174,10 +174,13 @@ func (cfg clientConfig) client() *goredis.Client {
 		Protocol:        2,
 		DisableIdentity: true,
 		MaxRetries:      -1,
-		DialTimeout:     cfg.dialTimeout,
-		ReadTimeout:     cfg.readTimeout,
-		WriteTimeout:    cfg.writeTimeout,
-		PoolSize:        cfg.poolSize,
-		TLSConfig:       tlsConf,
+		// One dial attempt per request: against a Redis that is down,
+		// go-redis' default of 5 attempts with backoff only delays the 503.
+		DialerRetries: 1,
+		DialTimeout:   cfg.dialTimeout,
+		ReadTimeout:   cfg.readTimeout,
+		WriteTimeout:  cfg.writeTimeout,
+		PoolSize:      cfg.poolSize,
+		TLSConfig:     tlsConf,
 	})
 }
