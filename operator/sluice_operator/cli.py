@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(asdict(cfg), indent=2, sort_keys=True))
         return 0
     logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
+        level=logging.DEBUG if args.verbose else getattr(logging, cfg.log_level),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     load_kube_config()

@@ -49,6 +49,9 @@ class Config:
     server_image: str = "sluice.dev/sluice-server:dev"
     redis_image: str = "sluice.dev/redis:dev"
     image_pull_policy: str = "IfNotPresent"
+    # Images for redis-operator shards: its entrypoints expect its own images.
+    redis_operator_image: str = "quay.io/opstree/redis:v7.0.15"
+    redis_sentinel_image: str = "quay.io/opstree/redis-sentinel:v7.0.15"
     server_replicas: int = 2
     server_port: int = 8888
     server_resources: dict[str, Any] = field(default_factory=dict)
@@ -74,6 +77,18 @@ class Config:
     watch_namespaces: tuple[str, ...] = ()
     image_pull_secrets: tuple[str, ...] = ()
     common_labels: dict[str, str] = field(default_factory=dict)
+    # The operator's own namespace and log level (set by the chart).
+    namespace: str = ""
+    log_level: str = "INFO"
+    # sluice-bench image for Benchmark Jobs.
+    bench_image: str = "sluice.dev/sluice-bench:dev"
+    # Security contexts for every pod / container the operator creates; empty:
+    # the builders' defaults (non-root, read-only root, no privilege escalation).
+    pod_security_context: dict[str, Any] = field(default_factory=dict)
+    container_security_context: dict[str, Any] = field(default_factory=dict)
+    # Create a ServiceMonitor per server when the monitoring.coreos.com CRDs exist.
+    service_monitor: bool = True
+    service_monitor_labels: dict[str, str] = field(default_factory=dict)
     # Retries of a Queue deletion against an unreachable server before the
     # finalizer is released anyway (with an event saying so).
     delete_retries: int = 3
@@ -97,12 +112,25 @@ class Config:
         labels = _json_obj(e, p + "COMMON_LABELS", {})
         if not isinstance(resources, dict) or not isinstance(labels, dict):
             raise ConfigError(f"{p}SERVER_RESOURCES and {p}COMMON_LABELS must be JSON objects")
+        objs = {}
+        for key in ("POD_SECURITY_CONTEXT", "CONTAINER_SECURITY_CONTEXT", "SERVICE_MONITOR_LABELS"):
+            objs[key] = _json_obj(e, p + key, {})
+            if not isinstance(objs[key], dict):
+                raise ConfigError(f"{p}{key} must be a JSON object")
+        monitor = e.get(p + "SERVICE_MONITOR", "true").strip().lower()
+        if monitor not in ("true", "false", "1", "0", "yes", "no"):
+            raise ConfigError(f"{p}SERVICE_MONITOR={monitor!r} is not a boolean")
+        level = e.get(p + "LOG_LEVEL", d.log_level).upper()
+        if level not in ("DEBUG", "INFO", "WARNING", "WARN", "ERROR"):
+            raise ConfigError(f"{p}LOG_LEVEL={level!r} is not debug, info, warning or error")
         split = lambda s: tuple(x.strip() for x in s.split(",") if x.strip())  # noqa: E731
         return cls(
             metal_label_key=e.get(p + "METAL_LABEL_KEY", d.metal_label_key),
             server_image=e.get(p + "SERVER_IMAGE", d.server_image),
             redis_image=e.get(p + "REDIS_IMAGE", d.redis_image),
             image_pull_policy=policy,
+            redis_operator_image=e.get(p + "REDIS_OPERATOR_IMAGE", d.redis_operator_image),
+            redis_sentinel_image=e.get(p + "REDIS_SENTINEL_IMAGE", d.redis_sentinel_image),
             server_replicas=_int(e, p + "SERVER_REPLICAS", d.server_replicas, 1, 100),
             server_port=_int(e, p + "SERVER_PORT", d.server_port, 1, 65535),
             server_resources=resources,
@@ -121,6 +149,13 @@ class Config:
             watch_namespaces=split(e.get(p + "WATCH_NAMESPACES", "")),
             image_pull_secrets=split(e.get(p + "IMAGE_PULL_SECRETS", "")),
             common_labels={str(k): str(v) for k, v in labels.items()},
+            namespace=e.get(p + "NAMESPACE", d.namespace),
+            log_level="WARNING" if level == "WARN" else level,
+            bench_image=e.get(p + "BENCH_IMAGE", d.bench_image),
+            pod_security_context=objs["POD_SECURITY_CONTEXT"],
+            container_security_context=objs["CONTAINER_SECURITY_CONTEXT"],
+            service_monitor=monitor in ("true", "1", "yes"),
+            service_monitor_labels={str(k): str(v) for k, v in objs["SERVICE_MONITOR_LABELS"].items()},
             delete_retries=_int(e, p + "DELETE_RETRIES", d.delete_retries, 0, 100),
         )
 

@@ -74,7 +74,7 @@ def statefulset(cfg: Config, pool: dict[str, Any], index: int) -> dict[str, Any]
         "volumeMounts": [{"name": "data", "mountPath": mount}, {"name": "tmp", "mountPath": "/tmp"}],
         "readinessProbe": {"tcpSocket": {"port": port}, "periodSeconds": 5},
         "livenessProbe": {"tcpSocket": {"port": port}, "periodSeconds": 10, "failureThreshold": 6},
-        "securityContext": common.container_security(),
+        "securityContext": common.container_security(cfg),
     }
     if spec.get("resources"):
         container["resources"] = spec["resources"]
@@ -87,7 +87,7 @@ def statefulset(cfg: Config, pool: dict[str, Any], index: int) -> dict[str, Any]
     pod_spec: dict[str, Any] = {
         "containers": [container],
         "volumes": volumes,
-        "securityContext": common.pod_security(),
+        "securityContext": common.pod_security(cfg),
         "enableServiceLinks": False,
         **common.placement_pod_fields(cfg, spec.get("placement") or {}, lbls),
     }

@@ -113,8 +113,10 @@ def placement_pod_fields(
     return out
 
 
-def pod_security(uid: int = 999) -> dict[str, Any]:
-    """pod_security runs pods as non-root with the default seccomp profile."""
+def pod_security(cfg: Config, uid: int = 999) -> dict[str, Any]:
+    """pod_security runs pods as non-root with the default seccomp profile, or as configured."""
+    if cfg.pod_security_context:
+        return copy.deepcopy(cfg.pod_security_context)
     return {
         "runAsNonRoot": True,
         "runAsUser": uid,
@@ -124,8 +126,11 @@ def pod_security(uid: int = 999) -> dict[str, Any]:
     }
 
 
-def container_security() -> dict[str, Any]:
-    """container_security: read-only root filesystem, no privilege escalation, no capabilities."""
+def container_security(cfg: Config) -> dict[str, Any]:
+    """container_security: read-only root filesystem, no privilege escalation, no capabilities
+    (or the configured context)."""
+    if cfg.container_security_context:
+        return copy.deepcopy(cfg.container_security_context)
     return {
         "allowPrivilegeEscalation": False,
         "readOnlyRootFilesystem": True,

@@ -68,13 +68,13 @@ def deployment(cfg: Config, ns: str, owners: list[dict[str, Any]]) -> dict[str, 
         "ports": [{"name": "http", "containerPort": cfg.server_port}],
         "readinessProbe": {"httpGet": {"path": "/", "port": "http"}, "periodSeconds": 5},
         "livenessProbe": {"httpGet": {"path": "/", "port": "http"}, "periodSeconds": 10, "failureThreshold": 6},
-        "securityContext": common.container_security(),
+        "securityContext": common.container_security(cfg),
     }
     if cfg.server_resources:
         container["resources"] = cfg.server_resources
     pod_spec: dict[str, Any] = {
         "containers": [container],
-        "securityContext": common.pod_security(65532),
+        "securityContext": common.pod_security(cfg, 65532),
         "enableServiceLinks": False,
         "terminationGracePeriodSeconds": 30,
         **common.placement_pod_fields(cfg, cfg.server_placement, lbls),
@@ -125,7 +125,7 @@ def service_monitor(cfg: Config, ns: str, owners: list[dict[str, Any]]) -> dict[
     return {
         "apiVersion": "monitoring.coreos.com/v1",
         "kind": "ServiceMonitor",
-        "metadata": _meta(common.SERVER_NAME, ns, lbls, owners),
+        "metadata": _meta(common.SERVER_NAME, ns, {**lbls, **cfg.service_monitor_labels}, owners),
         "spec": {
             "selector": {"matchLabels": common.selector(lbls)},
             "endpoints": [{"port": "http", "path": "/metrics", "interval": "30s"}],
@@ -158,12 +158,12 @@ def catalog_statefulset(cfg: Config, ns: str, owners: list[dict[str, Any]]) -> d
         "ports": [{"name": "redis", "containerPort": CATALOG_PORT}],
         "volumeMounts": [{"name": "data", "mountPath": "/data"}, {"name": "tmp", "mountPath": "/tmp"}],
         "readinessProbe": {"tcpSocket": {"port": CATALOG_PORT}, "periodSeconds": 5},
-        "securityContext": common.container_security(),
+        "securityContext": common.container_security(cfg),
     }
     pod_spec: dict[str, Any] = {
         "containers": [container],
         "volumes": [{"name": "tmp", "emptyDir": {}}],
-        "securityContext": common.pod_security(),
+        "securityContext": common.pod_security(cfg),
         "enableServiceLinks": False,
         **common.placement_pod_fields(cfg, cfg.server_placement),
     }

@@ -19,9 +19,9 @@ SENTINEL_SIZE = 3
 MONGO_USER = "sluice"
 
 
-def _k8s_config(cfg: Config, spec: dict[str, Any]) -> dict[str, Any]:
+def _k8s_config(cfg: Config, spec: dict[str, Any], image: str) -> dict[str, Any]:
     out: dict[str, Any] = {
-        "image": spec.get("image") or cfg.redis_image,
+        "image": image,
         "imagePullPolicy": cfg.image_pull_policy,
     }
     if spec.get("resources"):
@@ -61,7 +61,8 @@ def redis_objects(cfg: Config, pool: dict[str, Any], index: int) -> list[dict[st
     shard = common.shard_name(name, index)
     lbls = common.shard_labels(cfg, name, index)
     replicas = int(spec.get("replicas", 1))
-    body: dict[str, Any] = {"kubernetesConfig": _k8s_config(cfg, spec), **_placement(cfg, spec)}
+    image = spec.get("image") or cfg.redis_operator_image
+    body: dict[str, Any] = {"kubernetesConfig": _k8s_config(cfg, spec, image), **_placement(cfg, spec)}
     storage = _storage(spec)
     if storage:
         body["storage"] = storage
@@ -75,7 +76,7 @@ def redis_objects(cfg: Config, pool: dict[str, Any], index: int) -> list[dict[st
         "metadata": _meta(shard, ns, lbls),
         "spec": {
             "clusterSize": SENTINEL_SIZE,
-            "kubernetesConfig": _k8s_config(cfg, spec),
+            "kubernetesConfig": _k8s_config(cfg, {}, cfg.redis_sentinel_image),
             "redisSentinelConfig": {
                 "redisReplicationName": shard,
                 "masterGroupName": SENTINEL_MASTER,

@@ -51,7 +51,7 @@ def ensure(cfg: Config, ns: str, pool: dict[str, Any]) -> str:
     if admin_token(ns) is None:
         kube.apply(sb.admin_secret(cfg, ns, secrets.token_urlsafe(32), refs))
         changed.append("Secret/" + common.ADMIN_SECRET)
-    monitoring = kube.group_served("monitoring.coreos.com/v1")
+    monitoring = cfg.service_monitor and kube.group_served("monitoring.coreos.com/v1")
     for obj in desired(cfg, ns, refs, monitoring):
         _, what = kube.apply(obj)
         if what != "unchanged":

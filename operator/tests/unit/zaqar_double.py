@@ -1,0 +1,148 @@
+"""An in-process HTTP double of the server's admin and queue API, speaking the
+Zaqar v2 shapes recorded in the reference (pools, flavors, queue metadata,
+stats, 409 on deleting a pool that holds queues). It records every request
+so tests can assert exactly what the operator sent."""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+class State:
+    def __init__(self) -> None:
+        self.pools: dict[str, dict[str, Any]] = {}
+        self.flavors: dict[tuple[str, str], list[str]] = {}
+        self.queues: dict[tuple[str, str], dict[str, Any]] = {}
+        self.placement: dict[tuple[str, str], str] = {}
+        self.requests: list[tuple[str, str, dict[str, str], Any]] = []
+        self.token = "admintoken"
+
+
+def _handler(state: State) -> type[BaseHTTPRequestHandler]:
+    class H(BaseHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def _send(self, code: int, body: Any = None) -> None:
+            data = b"" if body is None else json.dumps(body).encode()
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def _err(self, code: int, title: str, desc: str) -> None:
+            self._send(code, {"title": title, "description": desc})
+
+        def _handle(self, method: str) -> None:
+            n = int(self.headers.get("Content-Length") or 0)
+            body = json.loads(self.rfile.read(n)) if n else None
+            path = self.path.split("?")[0]
+            state.requests.append((method, self.path, dict(self.headers), body))
+            project = self.headers.get("X-Project-ID", "")
+            if self.headers.get("Authorization") != f"Bearer {state.token}":
+                return self._err(403, "Not authorized", "admin token required")
+            parts = path.strip("/").split("/")
+            if parts[:2] == ["v2", "pools"] and len(parts) == 3:
+                return self._pool(method, parts[2], body)
+            if parts[:2] == ["v2", "flavors"] and len(parts) == 3:
+                if method == "PUT":
+                    missing = [p for p in body["pool_list"] if p not in state.pools]
+                    if missing:
+                        return self._err(400, "Unable to create", f"Pool {missing[0]} does not exist")
+                    state.flavors[(project, parts[2])] = list(body["pool_list"])
+                    for p in body["pool_list"]:
+                        state.pools[p]["flavor"] = parts[2]
+                    return self._send(201)
+                if method == "DELETE":
+                    state.flavors.pop((project, parts[2]), None)
+                    return self._send(204)
+            if parts[:2] == ["v2", "queues"] and len(parts) >= 3:
+                return self._queue(method, project, parts[2], parts[3:], body)
+            return self._err(404, "Not found", path)
+
+        def _pool(self, method: str, name: str, body: Any) -> None:
+            p = state.pools.get(name)
+            if method == "GET":
+                if p is None:
+                    return self._err(404, "Not found", f"Pool {name} does not exist")
+                held = sum(1 for v in state.placement.values() if v == name)
+                return self._send(200, {**p, "name": name, "href": f"/v2/pools/{name}", "queues": held})
+            if method == "PUT":
+                if "weight" not in body:
+                    return self._err(400, "Invalid request body", "'weight' is a required property")
+                state.pools[name] = {"uri": body["uri"], "weight": body["weight"], "flavor": body.get("flavor")}
+                return self._send(201)
+            if method == "PATCH":
+                if p is None:
+                    return self._err(404, "Not found", f"Pool {name} does not exist")
+                p.update(body)
+                return self._send(200, {**p, "name": name})
+            if method == "DELETE":
+                held = sum(1 for v in state.placement.values() if v == name)
+                if held:
+                    return self._err(409, "Conflict", f"Pool {name} still holds {held} queues")
+                state.pools.pop(name, None)
+                return self._send(204)
+
+        def _queue(self, method: str, project: str, name: str, rest: list[str], body: Any) -> None:
+            key = (project, name)
+            if rest == ["stats"]:
+                return self._send(200, {"messages": {"free": 2, "claimed": 1, "total": 3}})
+            if method == "PUT":
+                if key in state.queues:
+                    return self._send(204)
+                flavor = (body or {}).get("_flavor")
+                pools = state.flavors.get((project, flavor), [])
+                pools = [p for p in pools if state.pools[p]["weight"] > 0]
+                if flavor and not pools:
+                    return self._err(400, "Invalid API request", f"Flavor {flavor} does not exist")
+                state.queues[key] = dict(body or {})
+                state.placement[key] = pools[0]
+                return self._send(201)
+            if method == "GET":
+                md = {"_default_message_ttl": 3600, "_default_message_delay": 0, "_max_messages_post_size": 262144}
+                md.update(state.queues.get(key, {}))
+                return self._send(200, md)
+            if method == "PATCH":
+                if self.headers.get("Content-Type") != "application/openstack-messaging-v2.0-json-patch":
+                    return self._err(415, "Unsupported media type", "")
+                for op in body:
+                    state.queues[key][op["path"].split("/")[-1]] = op["value"]
+                return self._send(200, state.queues[key])
+            if method == "DELETE":
+                state.queues.pop(key, None)
+                state.placement.pop(key, None)
+                return self._send(204)
+
+        def do_GET(self) -> None:
+            self._handle("GET")
+
+        def do_PUT(self) -> None:
+            self._handle("PUT")
+
+        def do_PATCH(self) -> None:
+            self._handle("PATCH")
+
+        def do_DELETE(self) -> None:
+            self._handle("DELETE")
+
+    return H
+
+
+class ZaqarDouble:
+    """ZaqarDouble serves on 127.0.0.1 on a free port until stop()."""
+
+    def __init__(self) -> None:
+        self.state = State()
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self.state))
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
