@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"net/url"
 	"time"
 
 	"sluice.dev/bench/internal/result"
@@ -51,8 +52,8 @@ type Config struct {
 // Validate rejects parameters that cannot run.
 func (c *Config) Validate() error {
 	p := &c.Params
-	if c.Target == "" {
-		return fmt.Errorf("no server URL (-s)")
+	if u, err := url.Parse(c.Target); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("server URL %q must be http(s)://host[:port]", c.Target)
 	}
 	for _, v := range []int{p.Producer.Processes, p.Producer.Workers, p.Consumer.Processes, p.Consumer.Workers, p.Observer.Processes, p.Observer.Workers} {
 		if v < 0 {

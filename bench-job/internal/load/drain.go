@@ -18,6 +18,10 @@ func (r *run) drain(ctx context.Context, res *result.Result) {
 		return
 	}
 	o := newOps("claim", "delete")
+	if r.samples != nil {
+		r.samples.off.Store(true)
+		defer r.samples.off.Store(false)
+	}
 	deadline := time.Now().Add(r.cfg.Drain)
 	var wg sync.WaitGroup
 	for w := 0; w < workers; w++ {
@@ -51,6 +55,9 @@ func (r *run) drain(ctx context.Context, res *result.Result) {
 			}
 			cur.Extra["drain_requests"] += op.Requests
 			cur.Extra["drain_ok"] += op.OK
+			for k, v := range op.Extra {
+				cur.Extra["drain_"+k] += v
+			}
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -47,6 +48,7 @@ func (r *run) progress(start time.Time, total time.Duration) func() {
 // sampleLog writes every request as "op,start_unix_ns,latency_us,status":
 // the raw samples, for checking the histograms or custom analysis.
 type sampleLog struct {
+	off atomic.Bool
 	mu  sync.Mutex
 	w   *bufio.Writer
 	buf []byte
@@ -59,7 +61,7 @@ func newSampleLog(w io.Writer) *sampleLog {
 }
 
 func (l *sampleLog) add(op string, start, end time.Time, status int) {
-	if l == nil {
+	if l == nil || l.off.Load() {
 		return
 	}
 	l.mu.Lock()

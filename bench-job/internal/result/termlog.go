@@ -73,7 +73,7 @@ type CompactStep struct {
 
 func r3(f float64) float64 { return math.Round(f*1000) / 1000 }
 
-func compactOp(o *OpResult, withHist bool) CompactOp {
+func compactOp(o *OpResult, withHist, twoDigits bool) CompactOp {
 	c := CompactOp{N: o.Requests, OK: o.OK, Err: o.Errors, X: o.Extra, RPS: r3(o.ReqsPerSec), Mean: r3(o.Mean),
 		P50: o.P50, P90: o.P90, P99: o.P99, P999: o.P999, Max: o.Max}
 	if len(c.Err) == 0 {
@@ -81,15 +81,39 @@ func compactOp(o *OpResult, withHist bool) CompactOp {
 	}
 	if withHist {
 		c.H = o.Hist
+		if twoDigits {
+			c.H = reencode(o)
+		}
 	}
 	return c
+}
+
+// reencode copies a histogram at 2 significant digits (values within 1%),
+// which shrinks its encoding several times over.
+func reencode(o *OpResult) string {
+	h, err := o.Histogram()
+	if err != nil {
+		return ""
+	}
+	low := hdr.New(1, h.HighestTrackableValue(), 2)
+	for _, b := range h.Distribution() {
+		if b.Count > 0 {
+			_ = low.RecordValues(b.To, b.Count)
+		}
+	}
+	enc, err := low.Encode(hdr.V2CompressedEncodingCookieBase)
+	if err != nil {
+		return ""
+	}
+	return string(enc)
 }
 
 // TermLog renders r (already summarized) in at most TermLogLimit bytes,
 // shedding the least important detail first.
 func (r *Result) TermLog() ([]byte, error) {
-	levels := [][]string{nil, {"step_hist"}, {"step_hist", "bitsets"}, {"step_hist", "bitsets", "e2e_hist"},
-		{"step_hist", "bitsets", "e2e_hist", "hist"}, {"step_hist", "bitsets", "e2e_hist", "hist", "steps", "errors"}}
+	levels := [][]string{nil, {"step_hist"}, {"step_hist", "hist2"}, {"step_hist", "hist2", "bitsets"},
+		{"step_hist", "hist2", "bitsets", "e2e_hist"}, {"step_hist", "bitsets", "e2e_hist", "hist"},
+		{"step_hist", "bitsets", "e2e_hist", "hist", "steps", "errors"}}
 	for _, drop := range levels {
 		b, err := json.Marshal(r.compact(drop))
 		if err != nil {
@@ -116,7 +140,7 @@ func (r *Result) compact(drop []string) *Compact {
 		Roles: [6]int{p.Producer.Processes, p.Producer.Workers, p.Consumer.Processes, p.Consumer.Workers, p.Observer.Processes, p.Observer.Workers},
 		Ops:   map[string]CompactOp{}, Verdict: r.Verdict, Trunc: drop}
 	for n, o := range r.Ops {
-		op := compactOp(o, !has("hist"))
+		op := compactOp(o, !has("hist"), has("hist2"))
 		if has("errors") {
 			op.Err, op.X = nil, nil
 		}
@@ -124,7 +148,7 @@ func (r *Result) compact(drop []string) *Compact {
 	}
 	if d := r.Delivery; d != nil {
 		c.D = &CompactDelivery{P: d.Produced, C: d.Consumed, U: d.Unique, Lost: d.Lost, Dup: d.Duplicated,
-			Unacked: d.Unacked, Foreign: d.Foreign, E2E: compactOp(d.E2E, !has("e2e_hist"))}
+			Unacked: d.Unacked, Foreign: d.Foreign, E2E: compactOp(d.E2E, !has("e2e_hist"), has("hist2"))}
 		if !has("bitsets") {
 			c.D.PB, c.D.SB = d.ProducedBits, d.SeenBits
 		}
@@ -133,7 +157,7 @@ func (r *Result) compact(drop []string) *Compact {
 		for _, s := range r.Steps {
 			cs := CompactStep{L: s.Label, V: s.Value, S: s.Start, E: s.End, Ops: map[string]CompactOp{}}
 			for n, o := range s.Ops {
-				cs.Ops[n] = compactOp(o, !has("step_hist"))
+				cs.Ops[n] = compactOp(o, !has("step_hist"), true)
 			}
 			c.Steps = append(c.Steps, cs)
 		}
