@@ -7,7 +7,7 @@ OPERATOR_PY   := $(OPERATOR_VENV)/bin/python
 # The venv is rebuilt when the pinned requirements change.
 OPERATOR_STAMP := $(OPERATOR_VENV)/.stamp-$(shell cat $(ROOT)/operator/requirements*.txt $(ROOT)/operator/pyproject.toml 2>/dev/null | md5sum | cut -c1-12)
 
-.PHONY: venv-operator test-operator lint-operator test-operator-integration run-operator
+.PHONY: venv-operator test-operator lint-operator test-operator-integration run-operator crd-docs
 
 venv-operator: $(OPERATOR_STAMP) ## virtualenv for the operator and its tests (build/venv-operator)
 $(OPERATOR_STAMP):
@@ -29,3 +29,6 @@ test-operator-integration: venv-operator ## operator against a real apiserver + 
 
 run-operator: venv-operator ## run the operator locally against build/kube/kubeconfig
 	KUBECONFIG=$(BUILD)/kube/kubeconfig $(OPERATOR_VENV)/bin/sluice-operator
+
+crd-docs: venv-operator ## regenerate docs/crds.md from crds/
+	$(OPERATOR_PY) -m sluice_operator.crddoc crds > docs/crds.md

@@ -172,3 +172,10 @@ def test_benchmark_defaults_and_scenarios() -> None:
         validate("benchmarks", {"scenario": "everything"})
     with pytest.raises(jsonschema.ValidationError, match="does not match"):
         validate("benchmarks", {"scenario": "flood", "target": {"url": "ftp://x"}})
+
+
+def test_crd_reference_is_current() -> None:
+    from sluice_operator import crddoc
+
+    doc = CRDS.parent / "docs" / "crds.md"
+    assert doc.read_text() == crddoc.render(CRDS), "docs/crds.md is stale: run make crd-docs"

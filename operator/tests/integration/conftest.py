@@ -1,0 +1,197 @@
+"""The control-plane-only cluster (real apiserver, controller-manager and
+scheduler, kwok nodes): CRDs installed from crds/, the operator started as a
+process under its own least-privilege ServiceAccount (operator/deploy/rbac.yaml),
+watching namespaces of its own."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import yaml
+
+ROOT = pathlib.Path(__file__).resolve().parents[3]
+KUBECONFIG = pathlib.Path(os.environ.get("KUBECONFIG") or ROOT / "build/kube/kubeconfig")
+KUBECTL = str(ROOT / "build/bin/kubectl") if (ROOT / "build/bin/kubectl").exists() else shutil.which("kubectl")
+
+
+def kc(
+    *args: str, stdin: str | None = None, check: bool = True, kubeconfig: pathlib.Path = KUBECONFIG
+) -> subprocess.CompletedProcess:
+    """kc runs kubectl against the test cluster."""
+    assert KUBECTL, "kubectl not found"
+    return subprocess.run(
+        [KUBECTL, "--kubeconfig", str(kubeconfig), "--request-timeout=30s", *args],
+        input=stdin,
+        text=True,
+        capture_output=True,
+        check=check,
+        timeout=90,
+    )
+
+
+def get(kind: str, ns: str, name: str) -> dict[str, Any] | None:
+    out = kc("get", kind, name, "-n", ns, "-o", "json", check=False)
+    return json.loads(out.stdout) if out.returncode == 0 else None
+
+
+def apply(obj: dict[str, Any] | str, check: bool = True) -> subprocess.CompletedProcess:
+    text = obj if isinstance(obj, str) else yaml.safe_dump(obj)
+    return kc("apply", "-f", "-", stdin=text, check=check)
+
+
+def wait_for(what: str, fn: Callable[[], Any], timeout: float = 60, interval: float = 0.5) -> Any:
+    """wait_for polls fn until it returns a truthy value; bounded in time."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = fn()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last: {last!r}")
+
+
+def condition(obj: dict[str, Any] | None, ctype: str) -> dict[str, Any]:
+    for c in ((obj or {}).get("status") or {}).get("conditions") or []:
+        if c.get("type") == ctype:
+            return c
+    return {}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def cluster_reachable() -> bool:
+    if not KUBECTL or not KUBECONFIG.exists():
+        return False
+    return kc("get", "--raw", "/readyz", check=False).returncode == 0
+
+
+@pytest.fixture(scope="session")
+def cluster() -> Iterator[None]:
+    if not cluster_reachable():
+        msg = f"no control plane at {KUBECONFIG} (run make controlplane-up)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(msg)
+        pytest.skip(msg)
+    kc("apply", "-f", str(ROOT / "crds"))
+    for crd in ("pools", "queues", "benchmarks"):
+        kc("wait", "--for=condition=Established", f"crd/{crd}.sluice.dev", "--timeout=60s")
+    kc("create", "namespace", "sluice-system", check=False)
+    kc("apply", "-f", str(ROOT / "operator/deploy/rbac.yaml"))
+    yield
+
+
+@pytest.fixture(scope="session")
+def sa_kubeconfig(cluster: None, tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
+    """A kubeconfig that authenticates as the operator's ServiceAccount, nothing more."""
+    token = kc("create", "token", "sluice-operator", "-n", "sluice-system", "--duration=2h").stdout.strip()
+    raw = json.loads(kc("config", "view", "--raw", "--minify", "-o", "json").stdout)
+    cl = raw["clusters"][0]
+    cfg = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "it", "cluster": cl["cluster"]}],
+        "users": [{"name": "sluice-operator", "user": {"token": token}}],
+        "contexts": [{"name": "it", "context": {"cluster": "it", "user": "sluice-operator"}}],
+        "current-context": "it",
+    }
+    path = tmp_path_factory.mktemp("sa") / "kubeconfig"
+    path.write_text(yaml.safe_dump(cfg))
+    # The ServiceAccount must not be an admin in disguise.
+    assert kc("auth", "can-i", "create", "clusterroles", kubeconfig=path, check=False).stdout.strip() == "no"
+    return path
+
+
+class Operator:
+    """A sluice-operator process watching one namespace, with its log kept for inspection."""
+
+    def __init__(self, kubeconfig: pathlib.Path, ns: str, log: pathlib.Path, env: dict[str, str]):
+        self.ns, self.log = ns, log
+        self.metrics_port, self.liveness_port = free_port(), free_port()
+        full_env = {
+            **os.environ,
+            "KUBECONFIG": str(kubeconfig),
+            "SLUICE_OPERATOR_WATCH_NAMESPACES": ns,
+            "SLUICE_OPERATOR_METRICS_PORT": str(self.metrics_port),
+            "SLUICE_OPERATOR_LIVENESS_PORT": str(self.liveness_port),
+            "SLUICE_OPERATOR_POOL_INTERVAL": "2",
+            "SLUICE_OPERATOR_QUEUE_INTERVAL": "2",
+            "SLUICE_OPERATOR_DELETE_RETRIES": "1",
+            "SLUICE_OPERATOR_PROBE_TIMEOUT_MS": "300",
+            # No server pod runs without a kubelet: point the client at a closed port.
+            "SLUICE_OPERATOR_SERVER_URL_TEMPLATE": f"http://127.0.0.1:{free_port()}",
+            **env,
+        }
+        self.fh = log.open("w")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "sluice_operator.cli"], env=full_env, stdout=self.fh, stderr=subprocess.STDOUT
+        )
+
+    def text(self) -> str:
+        return self.log.read_text()
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+        self.fh.close()
+
+
+def make_namespace(prefix: str) -> str:
+    ns = f"{prefix}-{uuid.uuid4().hex[:6]}"
+    kc("create", "namespace", ns)
+    return ns
+
+
+def drop_namespace(ns: str) -> None:
+    kc("delete", "namespace", ns, "--wait=false", check=False)
+
+
+@pytest.fixture(scope="session")
+def metal_ns(sa_kubeconfig: pathlib.Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Operator]]:
+    ns = make_namespace("sit-metal")
+    op = Operator(sa_kubeconfig, ns, tmp_path_factory.mktemp("op") / "operator.log", {})
+    yield ns, op
+    drop_namespace(ns)
+    op.stop()
+    _no_forbidden(op)
+
+
+@pytest.fixture(scope="session")
+def nometal_ns(
+    sa_kubeconfig: pathlib.Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[str, Operator, str]]:
+    """An operator whose metal label key no node carries: the cluster has no metal nodes for it."""
+    ns = make_namespace("sit-nometal")
+    key = f"it.sluice.dev/class-{uuid.uuid4().hex[:6]}"
+    op = Operator(
+        sa_kubeconfig, ns, tmp_path_factory.mktemp("op") / "operator.log", {"SLUICE_OPERATOR_METAL_LABEL_KEY": key}
+    )
+    yield ns, op, key
+    drop_namespace(ns)
+    op.stop()
+    _no_forbidden(op)
+
+
+def _no_forbidden(op: Operator) -> None:
+    text = op.text()
+    bad = [line for line in text.splitlines() if "403" in line or "forbidden" in line.lower()]
+    assert not bad, "operator hit RBAC denials:\n" + "\n".join(bad[:20])

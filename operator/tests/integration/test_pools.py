@@ -1,0 +1,126 @@
+"""Pools on a real apiserver + scheduler with kwok metal and virtual nodes."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .conftest import Operator, apply, condition, get, kc, wait_for
+
+
+def pool(ns: str, name: str, **spec: Any) -> dict[str, Any]:
+    body = {
+        "backend": "redis",
+        "provisioner": "builtin",
+        "shards": 2,
+        "replicas": 2,
+        "storage": {"ephemeral": True},
+        "placement": {"nodeClass": "metal", "policy": "required"},
+    }
+    body.update(spec)
+    return {
+        "apiVersion": "sluice.dev/v1alpha1",
+        "kind": "Pool",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": body,
+    }
+
+
+def pods_of(ns: str, shard: str) -> list[dict[str, Any]]:
+    out = kc(
+        "get",
+        "pods",
+        "-n",
+        ns,
+        "-l",
+        f"sluice.dev/pool={shard.rsplit('-', 1)[0]},sluice.dev/shard={shard.rsplit('-', 1)[1]}",
+        "-o",
+        "json",
+    )
+    return json.loads(out.stdout)["items"]
+
+
+def node_class(node: str) -> str:
+    n = json.loads(kc("get", "node", node, "-o", "json").stdout)
+    return n["metadata"]["labels"].get("sluice.dev/node-class", "")
+
+
+def test_metal_required_binds_only_to_metal_nodes(metal_ns: tuple[str, Operator]) -> None:
+    ns, _ = metal_ns
+    apply(pool(ns, "web"))
+    for shard in ("web-0", "web-1"):
+        pods = wait_for(
+            f"{shard} pods bound",
+            lambda s=shard: (p := pods_of(ns, s)) and len(p) == 2 and all(x["spec"].get("nodeName") for x in p) and p,
+            timeout=90,
+        )
+        assert {node_class(p["spec"]["nodeName"]) for p in pods} == {"metal"}
+    obj = wait_for(
+        "Schedulable=True",
+        lambda: (o := get("pool", ns, "web")) and condition(o, "Schedulable").get("status") == "True" and o,
+    )
+    st = obj["status"]
+    assert st["provisioner"] == "builtin" and "spec.provisioner" in st["provisionerReason"]
+    assert condition(obj, "Provisioned")["status"] == "True"
+    assert condition(obj, "Schedulable")["observedGeneration"] == obj["metadata"]["generation"]
+    # Without a kubelet nothing answers PING: the Pool must not claim readiness.
+    assert condition(obj, "Ready")["status"] == "False" and st["readyShards"] == "0/2"
+    assert [s["name"] for s in st["shards"]] == ["web-0", "web-1"]
+    assert obj["metadata"]["finalizers"] == ["sluice.dev/finalizer"]
+
+
+def test_namespace_server_is_owned_by_every_pool(metal_ns: tuple[str, Operator]) -> None:
+    ns, _ = metal_ns
+    apply(pool(ns, "web"))
+    apply(pool(ns, "batch", shards=1, replicas=1))
+
+    def owners() -> list[str]:
+        dep = get("deployment", ns, "sluice-server") or {}
+        return sorted(o["name"] for o in dep.get("metadata", {}).get("ownerReferences", []))
+
+    wait_for("server owned by both pools", lambda: owners() == ["batch", "web"])
+    for kind, name in [
+        ("service", "sluice-server"),
+        ("pdb", "sluice-server"),
+        ("statefulset", "sluice-catalog"),
+        ("service", "sluice-catalog"),
+        ("secret", "sluice-server-admin"),
+    ]:
+        obj = get(kind, ns, name)
+        assert obj is not None, f"{kind}/{name} missing"
+        assert {o["kind"] for o in obj["metadata"]["ownerReferences"]} == {"Pool"}
+    dep = get("deployment", ns, "sluice-server")
+    c = dep["spec"]["template"]["spec"]["containers"][0]
+    assert c["image"] == "sluice.dev/sluice-server:dev" and c["securityContext"]["readOnlyRootFilesystem"] is True
+    kc("delete", "pool", "batch", "-n", ns, "--timeout=60s")
+    wait_for("batch gone from owners", lambda: owners() == ["web"])
+
+
+def test_no_metal_nodes_is_reported(nometal_ns: tuple[str, Operator, str]) -> None:
+    ns, _, key = nometal_ns
+    apply(pool(ns, "web", shards=1, replicas=1))
+    obj = wait_for(
+        "Schedulable=False with the scheduler's reason",
+        lambda: (o := get("pool", ns, "web")) and "scheduler:" in condition(o, "Schedulable").get("message", "") and o,
+        timeout=90,
+    )
+    c = condition(obj, "Schedulable")
+    assert c["status"] == "False" and c["reason"] == "NoMatchingNodes"
+    assert f"no node carries {key}=metal" in c["message"]
+    assert "node affinity" in c["message"] or "didn't match" in c["message"]
+    (p,) = pods_of(ns, "web-0")
+    assert not p["spec"].get("nodeName")
+
+
+def test_scale_up_and_down_without_queues(metal_ns: tuple[str, Operator]) -> None:
+    ns, _ = metal_ns
+    apply(pool(ns, "elastic", shards=3, replicas=1))
+    wait_for("3 shards", lambda: len(((get("pool", ns, "elastic") or {}).get("status") or {}).get("shards", [])) == 3)
+    kc("patch", "pool", "elastic", "-n", ns, "--type=merge", "-p", '{"spec":{"shards":1}}')
+    wait_for(
+        "extra shard workloads removed",
+        lambda: get("statefulset", ns, "elastic-2") is None and get("statefulset", ns, "elastic-1") is None,
+        timeout=60,
+    )
+    obj = get("pool", ns, "elastic")
+    assert [s["name"] for s in obj["status"]["shards"]] == ["elastic-0"]

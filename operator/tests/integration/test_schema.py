@@ -1,0 +1,74 @@
+"""The apiserver rejects bad specs with the schema's own message."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from .conftest import Operator, apply, kc, wait_for
+
+
+def attempt(ns: str, kind: str, name: str, spec: dict) -> str:
+    doc = {"apiVersion": "sluice.dev/v1alpha1", "kind": kind, "metadata": {"name": name, "namespace": ns}, "spec": spec}
+    out = kc("apply", "-f", "-", stdin=yaml.safe_dump(doc), check=False)
+    assert out.returncode != 0, f"{spec} was accepted"
+    return out.stderr
+
+
+@pytest.mark.parametrize(
+    "kind,spec,needle",
+    [
+        ("Pool", {"backend": "cassandra"}, 'Unsupported value: "cassandra"'),
+        ("Pool", {"backend": "redis", "shards": 0}, "should be greater than or equal to 1"),
+        ("Pool", {"backend": "redis", "placement": {"nodeClass": "gpu"}}, 'Unsupported value: "gpu"'),
+        ("Pool", {"backend": "redis", "provisioner": "external"}, "provisioner external needs spec.external.secretRef"),
+        ("Pool", {"backend": "mongodb", "provisioner": "builtin"}, "builtin MongoDB shards need spec.image"),
+        (
+            "Pool",
+            {"backend": "redis", "provisioner": "mongodb-community"},
+            "mongodb-community serves backend mongodb only",
+        ),
+        ("Queue", {"pool": "web", "messageTTL": 10}, "should be greater than or equal to 60"),
+        ("Queue", {"pool": "web", "name": "no spaces"}, "should match"),
+        ("Queue", {}, "spec.pool: Required value"),
+        ("Benchmark", {"scenario": "custom"}, "scenario custom needs spec.custom"),
+        ("Benchmark", {"scenario": "teleport"}, 'Unsupported value: "teleport"'),
+    ],
+)
+def test_invalid_specs_rejected(metal_ns: tuple[str, Operator], kind: str, spec: dict, needle: str) -> None:
+    ns, _ = metal_ns
+    assert needle in attempt(ns, kind, "bad", spec)
+
+
+def test_immutable_fields(metal_ns: tuple[str, Operator]) -> None:
+    ns, _ = metal_ns
+    q = {
+        "apiVersion": "sluice.dev/v1alpha1",
+        "kind": "Queue",
+        "metadata": {"name": "imm", "namespace": ns},
+        "spec": {"pool": "nopool", "name": "first"},
+    }
+    apply(q)
+    q["spec"]["name"] = "second"
+    out = apply(q, check=False)
+    assert out.returncode != 0 and "spec.name is immutable" in out.stderr
+    p = {
+        "apiVersion": "sluice.dev/v1alpha1",
+        "kind": "Pool",
+        "metadata": {"name": "immp", "namespace": ns},
+        "spec": {"backend": "redis", "shards": 1, "storage": {"ephemeral": True}},
+    }
+    apply(p)
+    p["spec"]["backend"] = "mongodb"
+    p["spec"]["image"] = "x"
+    out = apply(p, check=False)
+    assert out.returncode != 0 and "spec.backend is immutable" in out.stderr
+    kc("delete", "queue", "imm", "-n", ns, "--timeout=60s")
+    kc("delete", "pool", "immp", "-n", ns, "--timeout=60s")
+    wait_for("gone", lambda: kc("get", "pool", "immp", "-n", ns, check=False).returncode != 0)
+
+
+def test_kubectl_get_sluice_lists_every_kind(metal_ns: tuple[str, Operator]) -> None:
+    ns, _ = metal_ns
+    out = kc("get", "sluice", "-n", ns, check=False)
+    assert out.returncode == 0, out.stderr
