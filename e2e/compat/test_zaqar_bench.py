@@ -33,8 +33,10 @@ def run_zaqar_bench(url: str, workdir: Path) -> tuple[dict, str]:
 
 
 def request_errors(stderr: str) -> list[str]:
-    """zaqar-bench reports each failed request on stderr as 'Could not ...'."""
-    return [line for line in stderr.splitlines() if line.startswith("Could not")]
+    """zaqar-bench reports each failed request on stderr as 'Could not ...';
+    a worker that chokes on a response dies with a traceback."""
+    return [line for line in stderr.splitlines()
+            if line.startswith(("Could not", "Traceback", "Error")) or " failed with " in line]
 
 
 def test_zaqar_bench_runs_without_errors(server, tmp_path, request):

@@ -1,0 +1,3 @@
+module sluice.dev/e2e/noop
+
+go 1.24
