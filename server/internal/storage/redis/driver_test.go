@@ -183,3 +183,35 @@ func TestLeftoversSeesStrayKeys(t *testing.T) {
 		t.Errorf("leftovers = %v, %v; want the stray key only", left, err)
 	}
 }
+
+// TestBatchPostAllOrNothing fills a small Redis until it refuses writes and
+// checks that every batch was stored whole or not at all.
+func TestBatchPostAllOrNothing(t *testing.T) {
+	r := testutil.StartRedis(t, testutil.RedisOptions{Args: []string{"--maxmemory", "4mb", "--maxmemory-policy", "noeviction"}})
+	d := openAt(t, r.URL, storage.SystemClock{})
+	ctx := context.Background()
+	q := queueRef("p", "full")
+	const batch = 10
+	big := json.RawMessage(`"` + strings.Repeat("x", 4000) + `"`)
+	msgs := make([]storage.NewMessage, batch)
+	for i := range msgs {
+		msgs[i] = storage.NewMessage{TTL: time.Hour, Body: big}
+	}
+	var err error
+	for i := 0; i < 1000 && err == nil; i++ {
+		_, err = d.Messages().Post(ctx, q, "c", msgs)
+	}
+	if err == nil {
+		t.Fatal("a 4 MB Redis accepted 40 MB of messages")
+	}
+	if !storage.Is(err, storage.Unavailable) {
+		t.Errorf("post to a full Redis: %v, want kind unavailable", err)
+	}
+	n, err := d.c.ZCard(ctx, scope(q)+":ids").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n == 0 || n%batch != 0 {
+		t.Errorf("%d messages stored: a batch of %d was split", n, batch)
+	}
+}

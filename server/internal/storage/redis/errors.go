@@ -10,8 +10,8 @@ import (
 )
 
 // transientPrefixes are Redis error replies that mean "not now" rather than
-// "never": a loading or read-only (just failed over) server.
-var transientPrefixes = []string{"LOADING", "READONLY", "MASTERDOWN", "TRYAGAIN", "BUSY", "CLUSTERDOWN", "NOREPLICAS"}
+// "never": a full, loading or read-only (just failed over) server.
+var transientPrefixes = []string{"OOM", "LOADING", "READONLY", "MASTERDOWN", "TRYAGAIN", "BUSY", "CLUSTERDOWN", "NOREPLICAS"}
 
 // wrap maps a go-redis error to the storage error model. Anything that is not
 // an error reply from the server (refused or reset connections, timeouts, a

@@ -15,7 +15,14 @@ var libSrc string
 // script cache, so each call is one round trip in the steady state.
 type script struct{ *goredis.Script }
 
-func newScript(src string) script { return script{goredis.NewScript(libSrc + "\n" + src)} }
+// newScript builds a script from the prelude and src. The "#!lua" shebang
+// (Redis 7) makes Redis refuse a writing script up front when it is out of
+// memory, instead of failing at some write halfway through: a script that
+// stopped halfway would break the all-or-nothing promise of a batch post,
+// since Redis does not roll scripts back.
+func newScript(src string) script {
+	return script{goredis.NewScript("#!lua\n" + libSrc + "\n" + src)}
+}
 
 // allScripts is filled by the files that declare scripts, so Open can load
 // them ahead of the first request.

@@ -1,0 +1,94 @@
+package instrument
+
+import (
+	"context"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"sluice.dev/server/internal/storage"
+)
+
+// Driver is a storage.Driver whose calls are timed. Wrap returns it, or a
+// value that also implements storage.DepthReporter and/or storage.Inspector
+// exactly when the wrapped driver does, so type assertions on the result
+// answer as they would on the driver itself.
+type Driver struct {
+	d storage.Driver
+	r *recorder
+	q queues
+	m messages
+	c claims
+}
+
+// Wrap instruments d under the driver label name, registering the metric
+// families on reg (wrapping several drivers on one registry is fine; each
+// gets its own label value). It fails only if reg already holds different
+// metrics under the same names.
+func Wrap(d storage.Driver, name string, reg prometheus.Registerer) (storage.Driver, error) {
+	r, err := newRecorder(name, reg)
+	if err != nil {
+		return nil, err
+	}
+	w := &Driver{d: d, r: r}
+	w.q = queues{d.Queues(), r}
+	w.m = messages{d.Messages(), r}
+	w.c = claims{d.Claims(), r}
+	dr, hasDepth := d.(storage.DepthReporter)
+	in, hasInsp := d.(storage.Inspector)
+	switch {
+	case hasDepth && hasInsp:
+		return struct {
+			*Driver
+			depth
+			storage.Inspector
+		}{w, depth{dr, r}, in}, nil
+	case hasDepth:
+		return struct {
+			*Driver
+			depth
+		}{w, depth{dr, r}}, nil
+	case hasInsp:
+		return struct {
+			*Driver
+			storage.Inspector
+		}{w, in}, nil
+	}
+	return w, nil
+}
+
+// Unwrap returns the instrumented driver (for driver-specific methods).
+func (w *Driver) Unwrap() storage.Driver { return w.d }
+
+// Queues returns the timed queue store.
+func (w *Driver) Queues() storage.QueueStore { return w.q }
+
+// Messages returns the timed message store.
+func (w *Driver) Messages() storage.MessageStore { return w.m }
+
+// Claims returns the timed claim store.
+func (w *Driver) Claims() storage.ClaimStore { return w.c }
+
+// Ping times the driver's Ping.
+func (w *Driver) Ping(ctx context.Context) error {
+	start := time.Now()
+	err := w.d.Ping(ctx)
+	w.r.done(opPing, start, err)
+	return err
+}
+
+// Close closes the driver.
+func (w *Driver) Close() error { return w.d.Close() }
+
+type depth struct {
+	d storage.DepthReporter
+	r *recorder
+}
+
+// Depth times the driver's scrape-time depth count.
+func (x depth) Depth(ctx context.Context) (storage.Depth, error) {
+	start := time.Now()
+	v, err := x.d.Depth(ctx)
+	x.r.done(opDepth, start, err)
+	return v, err
+}
