@@ -135,7 +135,11 @@ def reconcile(cfg: Config, body: dict[str, Any], patch: Any, logger: Any = log) 
         for i in leaving:
             entry = dict(old.get(i) or {"index": i, "name": common.shard_name(name, i)})
             entry["ready"] = bool(entry.get("ready"))
-            removed, count, qnames = shards.drain(api, name, entry, queue_crs)
+            if entry.get("registered"):
+                removed, count, qnames = shards.drain(api, name, entry, queue_crs)
+            else:
+                # Never registered with the server: it cannot hold a queue.
+                removed, count, qnames = True, 0, []
             if removed:
                 gone = shards.delete_workloads(ns, prov, entry["name"])
                 events.info(body, reason="ShardRemoved", message=f"shard {entry['name']} drained and removed: {gone}")

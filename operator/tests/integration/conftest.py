@@ -162,7 +162,10 @@ def make_namespace(prefix: str) -> str:
 
 
 def drop_namespace(ns: str) -> None:
+    """drop_namespace deletes a test namespace while its operator still runs, and
+    insists it completes: finalizers must never make a namespace hang."""
     kc("delete", "namespace", ns, "--wait=false", check=False)
+    wait_for(f"namespace {ns} deleted", lambda: kc("get", "namespace", ns, check=False).returncode != 0, timeout=180)
 
 
 @pytest.fixture(scope="session")
