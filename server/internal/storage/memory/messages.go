@@ -53,9 +53,10 @@ func (s messageStore) List(_ context.Context, ref storage.QueueRef, opts storage
 	}
 	defer q.mu.Unlock()
 	now := s.d.clock.Now()
-	var out []storage.Message
+	start := q.after(marker)
+	out := make([]storage.Message, 0, min(opts.Limit, len(q.order)-start))
 	var last uint64
-	for i := q.after(marker); i < len(q.order) && len(out) < opts.Limit; i++ {
+	for i := start; i < len(q.order) && len(out) < opts.Limit; i++ {
 		m := q.order[i]
 		switch {
 		case m.gone,
