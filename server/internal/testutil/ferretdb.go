@@ -86,7 +86,9 @@ func startFerretDB(bin, dir string) (*FerretDB, error) {
 	}
 	cmd := exec.Command(bin,
 		"--listen-addr="+addr,
-		"--sqlite-url=file:"+data+"/",
+		// WAL with synchronous=NORMAL: a test database need not survive
+		// power loss, and one fsync per write makes FerretDB crawl.
+		"--sqlite-url=file:"+data+"/?_pragma=synchronous(normal)",
 		"--log-level=warn",
 	)
 	cmd.Stdout, cmd.Stderr = logf, logf

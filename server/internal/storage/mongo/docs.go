@@ -1,0 +1,95 @@
+package mongo
+
+import (
+	"encoding/json"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"sluice.dev/server/internal/storage"
+)
+
+// Stored times are Unix milliseconds on the driver's clock; field names are
+// short because they are repeated in every document.
+
+// queueDoc is one queue: project, name and the metadata as the client sent it
+// (JSON text, so keys with dots or dollars survive).
+type queueDoc struct {
+	P string `bson:"p"`
+	N string `bson:"n"`
+	M string `bson:"m"`
+}
+
+// msgDoc is one message.
+type msgDoc struct {
+	ID string    `bson:"_id"`
+	P  string    `bson:"p"`  // project
+	Q  string    `bson:"q"`  // queue name
+	K  int64     `bson:"k"`  // position: FIFO order and paging
+	B  string    `bson:"b"`  // body, JSON text
+	T  int64     `bson:"t"`  // ttl, ms
+	C  int64     `bson:"c"`  // created
+	E  int64     `bson:"e"`  // expires
+	D  int64     `bson:"d"`  // visible from (delay)
+	U  string    `bson:"u"`  // Client-ID of the poster
+	CL string    `bson:"cl"` // claim id, "" when never claimed or released
+	CE int64     `bson:"ce"` // claim expires
+	CC int       `bson:"cc"` // claim count
+	V  int64     `bson:"v"`  // version of the claim state
+	X  time.Time `bson:"x"`  // wall-clock expiry for the TTL index
+}
+
+// claimDoc is one claim; its messages point to it with cl.
+type claimDoc struct {
+	ID    string    `bson:"_id"`
+	P     string    `bson:"p"`
+	Q     string    `bson:"q"`
+	TTL   int64     `bson:"t"`
+	Grace int64     `bson:"g"`
+	C     int64     `bson:"c"`
+	E     int64     `bson:"e"`
+	X     time.Time `bson:"x"`
+}
+
+func (m *msgDoc) message(now int64) storage.Message {
+	out := storage.Message{
+		ID:         m.ID,
+		Body:       json.RawMessage(m.B),
+		TTL:        time.Duration(m.T) * time.Millisecond,
+		Created:    time.UnixMilli(m.C),
+		ClientID:   m.U,
+		ClaimCount: m.CC,
+	}
+	if m.D > now {
+		out.DelayUntil = time.UnixMilli(m.D)
+	}
+	if m.CL != "" && m.CE > now {
+		out.ClaimID = m.CL
+		out.ClaimExpires = time.UnixMilli(m.CE)
+	}
+	return out
+}
+
+// Filters shared by the stores.
+
+func queueFilter(q storage.QueueRef) bson.D {
+	return bson.D{{Key: "p", Value: q.Project}, {Key: "q", Value: q.Name}}
+}
+
+func alive(now int64) bson.E { return bson.E{Key: "e", Value: bson.M{"$gt": now}} }
+
+// free matches messages no live claim holds.
+func free(now int64) bson.E {
+	return bson.E{Key: "$or", Value: bson.A{bson.M{"cl": ""}, bson.M{"ce": bson.M{"$lte": now}}}}
+}
+
+func ms(d time.Duration) int64 { return d.Milliseconds() }
+
+func decodeMeta(s string) (storage.Metadata, error) {
+	meta := storage.Metadata{}
+	if s == "" {
+		return meta, nil
+	}
+	err := json.Unmarshal([]byte(s), &meta)
+	return meta, err
+}

@@ -1,0 +1,48 @@
+package mongo
+
+import (
+	"context"
+	"errors"
+
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/topology"
+
+	"sluice.dev/server/internal/storage"
+)
+
+// kindOf classifies a driver error: anything that means "the server cannot
+// be reached right now" is Unavailable, the rest is Internal.
+func kindOf(err error) storage.Kind {
+	switch {
+	case err == nil:
+		return storage.Internal
+	case mongo.IsNetworkError(err), mongo.IsTimeout(err),
+		errors.Is(err, topology.ErrTopologyClosed),
+		errors.Is(err, mongo.ErrClientDisconnected),
+		errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		return storage.Unavailable
+	}
+	var sse topology.ServerSelectionError
+	if errors.As(err, &sse) {
+		return storage.Unavailable
+	}
+	return storage.Internal
+}
+
+// wrap turns a driver error into a storage error for op.
+func wrap(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return storage.E(op, kindOf(err), err)
+}
+
+// isNotImplemented reports the server's NotImplemented (238) or
+// CommandNotSupported answers, with which FerretDB refuses what it lacks.
+func isNotImplemented(err error) bool {
+	var ce mongo.CommandError
+	if errors.As(err, &ce) {
+		return ce.Code == 238 || ce.Code == 115 || ce.Name == "NotImplemented"
+	}
+	return false
+}

@@ -1,0 +1,228 @@
+package mongo
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+
+	"github.com/google/uuid"
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"sluice.dev/server/internal/storage"
+)
+
+type messageStore struct{ d *Driver }
+
+// cleanupEvery paces the removal of expired documents on servers without TTL
+// indexes: one post in this many also deletes the queue's expired messages.
+const cleanupEvery = 64
+
+// Post inserts the batch with one ordered insertMany. MongoDB has no
+// multi-document atomicity without transactions, so when the insert fails
+// part-way the messages already written are deleted again before the error
+// is returned.
+func (s messageStore) Post(ctx context.Context, q storage.QueueRef, clientID string, msgs []storage.NewMessage) ([]string, error) {
+	const op = "mongo.messages.post"
+	if err := (queueStore{s.d}).ensure(ctx, q); err != nil {
+		return nil, wrap(op, err)
+	}
+	now := s.d.now()
+	key := s.d.nextKeys(len(msgs))
+	ids := make([]string, len(msgs))
+	docs := make([]any, len(msgs))
+	for i, m := range msgs {
+		ids[i] = uuid.NewString()
+		e := now + ms(m.TTL)
+		d := &msgDoc{ID: ids[i], P: q.Project, Q: q.Name, K: key + int64(i), B: string(m.Body),
+			T: ms(m.TTL), C: now, E: e, U: clientID, X: s.d.wallExpiry(e)}
+		if m.Delay > 0 {
+			d.D = now + ms(m.Delay)
+		}
+		docs[i] = d
+	}
+	if _, err := s.d.messages.InsertMany(ctx, docs); err != nil {
+		// Undo the part that was written; best effort, the error stands.
+		_, _ = s.d.messages.DeleteMany(context.WithoutCancel(ctx), bson.M{"_id": bson.M{"$in": ids}})
+		return nil, wrap(op, err)
+	}
+	if !s.d.ttlIndexes && s.d.posts.Add(1)%cleanupEvery == 0 {
+		s.d.removeExpired(ctx, q, now)
+	}
+	return ids, nil
+}
+
+// removeExpired deletes the queue's expired messages and claims, for servers
+// that have no TTL index to do it. Reads never depend on it.
+func (d *Driver) removeExpired(ctx context.Context, q storage.QueueRef, now int64) {
+	expired := append(queueFilter(q), bson.E{Key: "e", Value: bson.M{"$lte": now}})
+	_, _ = d.messages.DeleteMany(ctx, expired)
+	_, _ = d.claims.DeleteMany(ctx, expired)
+}
+
+// Markers are "<position>.<id>": positions from different server processes
+// can tie, and the id breaks the tie.
+func marker(m *msgDoc) string { return strconv.FormatInt(m.K, 10) + "." + m.ID }
+
+func afterMarker(mk string) (bson.E, bool) {
+	ks, id, _ := strings.Cut(mk, ".")
+	k, err := strconv.ParseInt(ks, 10, 64)
+	if err != nil {
+		return bson.E{}, false
+	}
+	return bson.E{Key: "$or", Value: bson.A{
+		bson.M{"k": bson.M{"$gt": k}},
+		bson.M{"k": k, "_id": bson.M{"$gt": id}},
+	}}, true
+}
+
+var byPosition = bson.D{{Key: "k", Value: 1}, {Key: "_id", Value: 1}}
+
+// List returns live messages after the marker, oldest first.
+func (s messageStore) List(ctx context.Context, q storage.QueueRef, o storage.ListMessagesOptions) ([]storage.Message, string, error) {
+	const op = "mongo.messages.list"
+	now := s.d.now()
+	f := append(queueFilter(q), alive(now))
+	and := bson.A{}
+	if o.Marker != "" {
+		e, ok := afterMarker(o.Marker)
+		if !ok {
+			return nil, "", storage.E(op, storage.Invalid, "malformed marker "+strconv.Quote(o.Marker))
+		}
+		and = append(and, bson.D{e})
+	}
+	if !o.IncludeClaimed {
+		and = append(and, bson.D{free(now)})
+	}
+	if !o.IncludeDelayed {
+		f = append(f, bson.E{Key: "d", Value: bson.M{"$lte": now}})
+	}
+	if !o.Echo && o.ClientID != "" {
+		f = append(f, bson.E{Key: "u", Value: bson.M{"$ne": o.ClientID}})
+	}
+	if len(and) > 0 {
+		f = append(f, bson.E{Key: "$and", Value: and})
+	}
+	limit := o.Limit
+	if limit <= 0 {
+		limit = 10
+	}
+	docs, err := s.d.findMessages(ctx, f, options.Find().SetSort(byPosition).SetLimit(int64(limit+1)))
+	if err != nil {
+		return nil, "", wrap(op, err)
+	}
+	next := ""
+	if len(docs) > limit {
+		docs = docs[:limit]
+		next = marker(&docs[limit-1])
+	}
+	out := make([]storage.Message, len(docs))
+	for i := range docs {
+		out[i] = docs[i].message(now)
+	}
+	return out, next, nil
+}
+
+func (d *Driver) findMessages(ctx context.Context, f any, fo *options.FindOptionsBuilder) ([]msgDoc, error) {
+	cur, err := d.messages.Find(ctx, f, fo)
+	if err != nil {
+		return nil, err
+	}
+	var docs []msgDoc
+	err = cur.All(ctx, &docs)
+	return docs, err
+}
+
+// Get returns one live message.
+func (s messageStore) Get(ctx context.Context, q storage.QueueRef, id string) (storage.Message, error) {
+	const op = "mongo.messages.get"
+	now := s.d.now()
+	var doc msgDoc
+	err := s.d.messages.FindOne(ctx, append(queueFilter(q), bson.E{Key: "_id", Value: id}, alive(now))).Decode(&doc)
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return storage.Message{}, storage.E(op, storage.NotFound, "message "+id+" does not exist")
+	}
+	if err != nil {
+		return storage.Message{}, wrap(op, err)
+	}
+	return doc.message(now), nil
+}
+
+// GetMany returns the live messages among ids in position order.
+func (s messageStore) GetMany(ctx context.Context, q storage.QueueRef, ids []string) ([]storage.Message, error) {
+	const op = "mongo.messages.getmany"
+	now := s.d.now()
+	docs, err := s.d.findMessages(ctx, append(queueFilter(q), bson.E{Key: "_id", Value: bson.M{"$in": ids}}, alive(now)),
+		options.Find().SetSort(byPosition))
+	if err != nil {
+		return nil, wrap(op, err)
+	}
+	out := make([]storage.Message, len(docs))
+	for i := range docs {
+		out[i] = docs[i].message(now)
+	}
+	return out, nil
+}
+
+// Delete removes one message, honouring a live claim on it.
+func (s messageStore) Delete(ctx context.Context, q storage.QueueRef, id, claimID string) error {
+	const op = "mongo.messages.delete"
+	now := s.d.now()
+	var doc msgDoc
+	err := s.d.messages.FindOne(ctx, append(queueFilter(q), bson.E{Key: "_id", Value: id}, alive(now))).Decode(&doc)
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return nil
+	}
+	if err != nil {
+		return wrap(op, err)
+	}
+	f := append(queueFilter(q), bson.E{Key: "_id", Value: id})
+	held := doc.CL != "" && doc.CE > now
+	switch {
+	case held && claimID == "":
+		return storage.E(op, storage.Forbidden, "message "+id+" is claimed; a claim_id is needed to delete it")
+	case claimID != "" && (!held || claimID != doc.CL):
+		return storage.E(op, storage.Invalid, "message "+id+" is not held by claim "+claimID)
+	case held:
+		f = append(f, bson.E{Key: "cl", Value: claimID})
+	default:
+		f = append(f, free(now))
+	}
+	if _, err := s.d.messages.DeleteOne(ctx, f); err != nil {
+		return wrap(op, err)
+	}
+	return wrap(op, s.d.dropLocks(ctx, []string{id}))
+}
+
+// DeleteMany removes the listed messages that are free or held by claimID.
+func (s messageStore) DeleteMany(ctx context.Context, q storage.QueueRef, ids []string, claimID string) error {
+	const op = "mongo.messages.deletemany"
+	now := s.d.now()
+	held := bson.A{bson.M{"cl": ""}, bson.M{"ce": bson.M{"$lte": now}}}
+	if claimID != "" {
+		held = append(held, bson.M{"cl": claimID})
+	}
+	f := append(queueFilter(q), bson.E{Key: "_id", Value: bson.M{"$in": ids}}, bson.E{Key: "$or", Value: held})
+	if _, err := s.d.messages.DeleteMany(ctx, f); err != nil {
+		return wrap(op, err)
+	}
+	return wrap(op, s.d.dropLocks(ctx, ids))
+}
+
+// Pop removes and returns up to limit of the oldest free, visible messages.
+// Each removal is a version change, so a message popped here is never also
+// handed to a claim.
+func (s messageStore) Pop(ctx context.Context, q storage.QueueRef, limit int) ([]storage.Message, error) {
+	const op = "mongo.messages.pop"
+	var out []storage.Message
+	err := s.d.eachFree(ctx, q, limit, func(doc *msgDoc, now int64) (bool, error) {
+		ok, err := s.d.deleteVersion(ctx, doc)
+		if ok {
+			out = append(out, doc.message(now))
+		}
+		return ok, err
+	})
+	return out, wrap(op, err)
+}

@@ -1,0 +1,191 @@
+package mongo
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"regexp"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"sluice.dev/server/internal/storage"
+)
+
+type queueStore struct{ d *Driver }
+
+func queueKey(q storage.QueueRef) bson.D {
+	return bson.D{{Key: "p", Value: q.Project}, {Key: "n", Value: q.Name}}
+}
+
+// Create inserts the queue document; the unique (p, n) index makes exactly
+// one of several concurrent creators see created == true.
+func (s queueStore) Create(ctx context.Context, q storage.QueueRef, meta storage.Metadata) (bool, error) {
+	const op = "mongo.queues.create"
+	b, err := json.Marshal(meta)
+	if err != nil {
+		return false, storage.E(op, storage.Invalid, err)
+	}
+	if meta == nil {
+		b = []byte("{}")
+	}
+	_, err = s.d.queues.InsertOne(ctx, queueDoc{P: q.Project, N: q.Name, M: string(b)})
+	if mongo.IsDuplicateKeyError(err) {
+		return false, nil
+	}
+	return err == nil, wrap(op, err)
+}
+
+// ensure creates the queue with empty metadata if it does not exist yet, as
+// a post or a metadata write does.
+func (s queueStore) ensure(ctx context.Context, q storage.QueueRef) error {
+	_, err := s.d.queues.InsertOne(ctx, queueDoc{P: q.Project, N: q.Name, M: "{}"})
+	if err == nil || mongo.IsDuplicateKeyError(err) {
+		return nil
+	}
+	return err
+}
+
+// Exists reports whether the queue document exists.
+func (s queueStore) Exists(ctx context.Context, q storage.QueueRef) (bool, error) {
+	n, err := s.d.queues.CountDocuments(ctx, queueKey(q), options.Count().SetLimit(1))
+	return n > 0, wrap("mongo.queues.exists", err)
+}
+
+// GetMetadata returns the stored metadata, or an empty one for a queue that
+// does not exist.
+func (s queueStore) GetMetadata(ctx context.Context, q storage.QueueRef) (storage.Metadata, error) {
+	const op = "mongo.queues.get"
+	var doc queueDoc
+	err := s.d.queues.FindOne(ctx, queueKey(q)).Decode(&doc)
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return storage.Metadata{}, nil
+	}
+	if err != nil {
+		return nil, wrap(op, err)
+	}
+	meta, err := decodeMeta(doc.M)
+	if err != nil {
+		return nil, storage.E(op, storage.Internal, err)
+	}
+	return meta, nil
+}
+
+// SetMetadata replaces the metadata, creating the queue if needed.
+func (s queueStore) SetMetadata(ctx context.Context, q storage.QueueRef, meta storage.Metadata) error {
+	const op = "mongo.queues.set"
+	if meta == nil {
+		meta = storage.Metadata{}
+	}
+	b, err := json.Marshal(meta)
+	if err != nil {
+		return storage.E(op, storage.Invalid, err)
+	}
+	upd := bson.D{{Key: "$set", Value: bson.D{{Key: "m", Value: string(b)}}}}
+	_, err = s.d.queues.UpdateOne(ctx, queueKey(q), upd, options.UpdateOne().SetUpsert(true))
+	if mongo.IsDuplicateKeyError(err) { // lost an upsert race: the document exists now
+		_, err = s.d.queues.UpdateOne(ctx, queueKey(q), upd)
+	}
+	return wrap(op, err)
+}
+
+// Delete removes the queue, then its messages, claims and locks.
+func (s queueStore) Delete(ctx context.Context, q storage.QueueRef) error {
+	const op = "mongo.queues.delete"
+	if _, err := s.d.queues.DeleteOne(ctx, queueKey(q)); err != nil {
+		return wrap(op, err)
+	}
+	return wrap(op, s.purge(ctx, q))
+}
+
+// Purge removes the queue's messages and claims.
+func (s queueStore) Purge(ctx context.Context, q storage.QueueRef) error {
+	return wrap("mongo.queues.purge", s.purge(ctx, q))
+}
+
+func (s queueStore) purge(ctx context.Context, q storage.QueueRef) error {
+	for _, c := range []*mongo.Collection{s.d.messages, s.d.claims, s.d.locks} {
+		if _, err := c.DeleteMany(ctx, queueFilter(q)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// List pages the project's queues by name.
+func (s queueStore) List(ctx context.Context, project string, o storage.ListQueuesOptions) ([]storage.QueueInfo, error) {
+	const op = "mongo.queues.list"
+	f := bson.D{{Key: "p", Value: project}}
+	if o.Marker != "" || o.Name != "" {
+		n := bson.D{}
+		if o.Marker != "" {
+			n = append(n, bson.E{Key: "$gt", Value: o.Marker})
+		}
+		if o.Name != "" {
+			n = append(n, bson.E{Key: "$regex", Value: regexp.QuoteMeta(o.Name)})
+		}
+		f = append(f, bson.E{Key: "n", Value: n})
+	}
+	fo := options.Find().SetSort(bson.D{{Key: "n", Value: 1}})
+	if o.Limit > 0 {
+		fo.SetLimit(int64(o.Limit))
+	}
+	cur, err := s.d.queues.Find(ctx, f, fo)
+	if err != nil {
+		return nil, wrap(op, err)
+	}
+	var docs []queueDoc
+	if err := cur.All(ctx, &docs); err != nil {
+		return nil, wrap(op, err)
+	}
+	out := make([]storage.QueueInfo, 0, len(docs))
+	for _, doc := range docs {
+		qi := storage.QueueInfo{Name: doc.N}
+		if o.Detailed {
+			if qi.Metadata, err = decodeMeta(doc.M); err != nil {
+				return nil, storage.E(op, storage.Internal, err)
+			}
+		}
+		out = append(out, qi)
+	}
+	return out, nil
+}
+
+// Stats counts live messages: total, claimed (held by a live claim), and
+// free as the difference; oldest and newest by position.
+func (s queueStore) Stats(ctx context.Context, q storage.QueueRef) (storage.QueueStats, error) {
+	const op = "mongo.queues.stats"
+	now := s.d.now()
+	var st storage.QueueStats
+	live := append(queueFilter(q), alive(now))
+	total, err := s.d.messages.CountDocuments(ctx, live)
+	if err != nil {
+		return st, wrap(op, err)
+	}
+	if total == 0 {
+		return st, nil
+	}
+	claimed, err := s.d.messages.CountDocuments(ctx, append(queueFilter(q), alive(now),
+		bson.E{Key: "cl", Value: bson.M{"$ne": ""}}, bson.E{Key: "ce", Value: bson.M{"$gt": now}}))
+	if err != nil {
+		return st, wrap(op, err)
+	}
+	st.Total, st.Claimed, st.Free = int(total), int(claimed), int(total-claimed)
+	for _, end := range []struct {
+		dir int
+		to  **storage.Message
+	}{{1, &st.Oldest}, {-1, &st.Newest}} {
+		var doc msgDoc
+		err := s.d.messages.FindOne(ctx, live, options.FindOne().SetSort(bson.D{{Key: "k", Value: end.dir}, {Key: "_id", Value: end.dir}})).Decode(&doc)
+		if errors.Is(err, mongo.ErrNoDocuments) {
+			continue // expired between the count and now
+		}
+		if err != nil {
+			return st, wrap(op, err)
+		}
+		m := doc.message(now)
+		*end.to = &m
+	}
+	return st, nil
+}

@@ -1,0 +1,166 @@
+package mongo
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"sluice.dev/server/internal/storage"
+)
+
+// lockLease bounds how long a version lock can block a message when the
+// process holding it died between taking it and writing the new version.
+const lockLease = 30 * time.Second
+
+// lockDoc reserves one version of one message for one writer.
+type lockDoc struct {
+	ID string    `bson:"_id"` // "<message id>:<version>[:<generation>]"
+	M  string    `bson:"m"`
+	V  int64     `bson:"v"`
+	P  string    `bson:"p"`
+	Q  string    `bson:"q"`
+	X  time.Time `bson:"x"` // wall-clock end of the lease
+}
+
+// acquire reserves doc's current version for this writer. On MongoDB the
+// conditional update alone decides, so it always succeeds. On FerretDB the
+// unique _id decides: of all writers that read version v, the one whose
+// insert of "<id>:<v>" succeeds writes v+1. A lock whose lease ran out
+// (its holder died) is superseded by the next generation.
+func (d *Driver) acquire(ctx context.Context, doc *msgDoc) (bool, error) {
+	if !d.lockVersions {
+		return true, nil
+	}
+	base := doc.ID + ":" + strconv.FormatInt(doc.V, 10)
+	for g := 0; g < 4; g++ {
+		id := base
+		if g > 0 {
+			id += ":" + strconv.Itoa(g)
+		}
+		_, err := d.locks.InsertOne(ctx, lockDoc{ID: id, M: doc.ID, V: doc.V, P: doc.P, Q: doc.Q, X: time.Now().Add(lockLease)})
+		if err == nil {
+			return true, nil
+		}
+		if !mongo.IsDuplicateKeyError(err) {
+			return false, err
+		}
+		var held lockDoc
+		err = d.locks.FindOne(ctx, bson.M{"_id": id}).Decode(&held)
+		if errors.Is(err, mongo.ErrNoDocuments) || (err == nil && held.X.After(time.Now())) {
+			return false, nil // cleaned up (the version moved on) or held
+		}
+		if err != nil {
+			return false, err
+		}
+	}
+	return false, nil
+}
+
+// writeVersion sets fields on doc if it is still at the version it was read
+// at, moving it to the next version; false means another writer got there
+// first (or the message is gone).
+func (d *Driver) writeVersion(ctx context.Context, doc *msgDoc, set bson.D) (bool, error) {
+	ok, err := d.acquire(ctx, doc)
+	if !ok || err != nil {
+		return false, err
+	}
+	set = append(set, bson.E{Key: "v", Value: doc.V + 1})
+	res, err := d.messages.UpdateOne(ctx, bson.D{{Key: "_id", Value: doc.ID}, {Key: "v", Value: doc.V}}, bson.D{{Key: "$set", Value: set}})
+	if err != nil {
+		return false, err
+	}
+	if d.lockVersions {
+		// Locks of older versions can no longer matter: anyone taking one
+		// now reads the document afterwards and finds a newer version.
+		_, _ = d.locks.DeleteMany(ctx, bson.D{{Key: "m", Value: doc.ID}, {Key: "v", Value: bson.M{"$lt": doc.V}}})
+	}
+	return res.MatchedCount == 1, nil
+}
+
+// deleteVersion deletes doc if it is still at the version it was read at.
+func (d *Driver) deleteVersion(ctx context.Context, doc *msgDoc) (bool, error) {
+	ok, err := d.acquire(ctx, doc)
+	if !ok || err != nil {
+		return false, err
+	}
+	res, err := d.messages.DeleteOne(ctx, bson.D{{Key: "_id", Value: doc.ID}, {Key: "v", Value: doc.V}})
+	if err != nil {
+		return false, err
+	}
+	return res.DeletedCount == 1, d.dropLocks(ctx, []string{doc.ID})
+}
+
+// dropLocks removes the locks of deleted messages.
+func (d *Driver) dropLocks(ctx context.Context, ids []string) error {
+	if !d.lockVersions {
+		return nil
+	}
+	_, err := d.locks.DeleteMany(ctx, bson.M{"m": bson.M{"$in": ids}})
+	return err
+}
+
+// eachFree offers the queue's oldest free, visible, live messages to take
+// until it has taken limit of them or none is left. Candidates lost to
+// concurrent writers are skipped and replaced by the next ones.
+func (d *Driver) eachFree(ctx context.Context, q storage.QueueRef, limit int, take func(doc *msgDoc, now int64) (bool, error)) error {
+	taken := 0
+	for round := 0; round < 8 && taken < limit; round++ {
+		now := d.now()
+		f := append(queueFilter(q), alive(now), bson.E{Key: "d", Value: bson.M{"$lte": now}}, free(now))
+		docs, err := d.findMessages(ctx, f, options.Find().SetSort(byPosition).SetLimit(int64(limit-taken)))
+		if err != nil {
+			return err
+		}
+		if len(docs) == 0 {
+			return nil
+		}
+		for i := range docs {
+			ok, err := take(&docs[i], now)
+			if err != nil {
+				return err
+			}
+			if ok {
+				taken++
+			}
+		}
+	}
+	return nil
+}
+
+// eachHeld applies change to every live message held by claim cid,
+// re-reading a message whose version moved under it.
+func (d *Driver) eachHeld(ctx context.Context, q storage.QueueRef, cid string, change func(doc *msgDoc, now int64) bson.D) error {
+	now := d.now()
+	held := append(queueFilter(q), bson.E{Key: "cl", Value: cid}, bson.E{Key: "ce", Value: bson.M{"$gt": now}}, alive(now))
+	docs, err := d.findMessages(ctx, held, options.Find().SetSort(byPosition))
+	if err != nil {
+		return err
+	}
+	for i := range docs {
+		doc := &docs[i]
+		for attempt := 0; attempt < 5; attempt++ {
+			ok, err := d.writeVersion(ctx, doc, change(doc, now))
+			if err != nil {
+				return err
+			}
+			if ok {
+				break
+			}
+			var fresh msgDoc
+			err = d.messages.FindOne(ctx, append(held, bson.E{Key: "_id", Value: doc.ID})).Decode(&fresh)
+			if errors.Is(err, mongo.ErrNoDocuments) {
+				break // deleted, expired or taken over: no longer ours
+			}
+			if err != nil {
+				return err
+			}
+			*doc = fresh
+		}
+	}
+	return nil
+}
