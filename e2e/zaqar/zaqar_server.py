@@ -29,7 +29,7 @@ from harness import Process, ProcessError, RedisServer, process_tree  # noqa: E4
 CONF_TEMPLATE = """\
 [DEFAULT]
 pooling = False
-admin_mode = False
+admin_mode = {admin_mode}
 unreliable = True
 
 [drivers]
@@ -70,8 +70,10 @@ class ZaqarServer(Process):
     # uwsgi treats SIGTERM as "reload" unless --die-on-term; SIGINT always stops.
     stop_signal = signal.SIGINT
 
-    def __init__(self, workdir: Path, redis_url: str, processes: int = 2):
+    def __init__(self, workdir: Path, redis_url: str, processes: int = 2,
+                 admin_mode: bool = False):
         super().__init__(workdir)
+        self.admin_mode = admin_mode
         self.redis_url = redis_url
         self.processes = processes
         self.home = self.workdir / "home"
@@ -82,7 +84,8 @@ class ZaqarServer(Process):
         db = self.workdir / "zaqar-management.sqlite"
         init_sqlite(db)
         (conf_dir / "zaqar.conf").write_text(CONF_TEMPLATE.format(
-            redis_uri=zaqar_redis_uri(self.redis_url), sqlite_path=db))
+            redis_uri=zaqar_redis_uri(self.redis_url), sqlite_path=db,
+            admin_mode=self.admin_mode))
 
     def command(self) -> list[str]:
         venv = Path(sys.prefix)
