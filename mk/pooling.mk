@@ -6,7 +6,7 @@ APT_PACKAGES += redis-server
 # packages included; deps builds FerretDB first so that run finds it.
 
 # The pin lives in one place: the wrapper module's go.mod.
-FERRETDB_VERSION := $(shell awk '$$1 == "github.com/FerretDB/FerretDB" {print $$2}' $(ROOT)/server/tools/ferretdb/go.mod)
+FERRETDB_VERSION := $(shell awk '{for (i = 1; i < NF; i++) if ($$i == "github.com/FerretDB/FerretDB") print $$(i+1)}' $(ROOT)/server/tools/ferretdb/go.mod | head -1)
 FERRETDB_BIN     := $(CACHE)/ferretdb-$(FERRETDB_VERSION)/ferretdb
 export SLUICE_FERRETDB_BIN := $(FERRETDB_BIN)
 
