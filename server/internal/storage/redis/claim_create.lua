@@ -26,7 +26,7 @@ local function move(id, h)
   redis.call('ZADD', DP .. ':ids', seq, id)
   redis.call('ZADD', DP .. ':exp', e, id)
   redis.call('ZADD', DP .. ':rdy', seq, id)
-  keepalive(DQ, now, e, DP .. ':ids', DP .. ':exp', DP .. ':rdy')
+  keepalive(DP, now, e, DP .. ':ids', DP .. ':exp', DP .. ':rdy')
 end
 
 while #taken < limit do
@@ -64,7 +64,7 @@ if #taken > 0 then
   redis.call('HSET', ck, 't', ttl, 'g', grace, 'c', now, 'e', cexp, 'i', table.concat(taken, ' '))
   redis.call('PEXPIRE', ck, ttl)
   redis.call('ZADD', CL, cexp, cid)
-  keepalive(Q, now, mexp, HELD, CL, EXP)
+  keepalive(P, now, mexp, HELD, CL, EXP)
 end
 out[2] = dead
 return out

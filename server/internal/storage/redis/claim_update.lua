@@ -24,5 +24,5 @@ for _, id in ipairs(split(h[2])) do
     end
   end
 end
-keepalive(Q, now, mexp, HELD, CL, EXP)
+keepalive(P, now, mexp, HELD, CL, EXP)
 return {lapsed, 1}

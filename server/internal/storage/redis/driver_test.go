@@ -73,6 +73,23 @@ func TestCleanupWithoutSweeper(t *testing.T) {
 			t.Errorf("key %s has no TTL (%v)", k, ttl)
 		}
 	}
+	// A long claim raises a message's expiry past the indexes' horizon:
+	// every index must then live at least as long as that message.
+	long := queueRef("p", "long")
+	if _, err := post(t, d, long, 1, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Claims().Create(ctx, long, storage.ClaimOptions{TTL: 12 * time.Hour, Grace: time.Minute, Limit: 1}); err != nil {
+		t.Fatal(err)
+	}
+	for _, suffix := range []string{":ids", ":exp", ":held", ":cl"} {
+		if ttl, _ := d.c.PTTL(ctx, scope(long)+suffix).Result(); ttl < 12*time.Hour {
+			t.Errorf("index %s lives %v, less than its claimed message", suffix, ttl)
+		}
+	}
+	if err := d.Queues().Delete(ctx, long); err != nil {
+		t.Fatal(err)
+	}
 	// Past every expiry, the next write on the queue clears the old data.
 	clock.Advance(3 * time.Minute)
 	if _, err := post(t, d, q, 1, time.Hour); err != nil {

@@ -33,16 +33,24 @@ local function drop(id)
   redis.call('ZREM', HELD, id)
 end
 
--- keepalive makes the listed index keys of queue hash q outlive expiry e.
-local function keepalive(q, now, e, ...)
+-- keepalive keeps the index keys of the queue with prefix p alive past
+-- expiry e. When e passes the recorded horizon, every index key gets the
+-- new one; otherwise only the listed keys are checked, in case the caller
+-- just created them (a fresh key has no TTL).
+local INDEXES = {':ids', ':exp', ':rdy', ':dly', ':cl', ':held'}
+local function keepalive(p, now, e, ...)
+  local q = p .. ':q'
   local x = tonumber(redis.call('HGET', q, 'x') or '0')
-  local renew = e > x
-  if renew then
+  if e > x then
     x = e + SLACK
     redis.call('HSET', q, 'x', x)
+    for _, suffix in ipairs(INDEXES) do
+      redis.call('PEXPIRE', p .. suffix, x - now)
+    end
+    return
   end
   for _, key in ipairs({...}) do
-    if renew or redis.call('PTTL', key) == -1 then
+    if redis.call('PTTL', key) == -1 then
       redis.call('PEXPIRE', key, x - now)
     end
   end

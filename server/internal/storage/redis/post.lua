@@ -30,5 +30,5 @@ for i = 0, n - 1 do
   redis.call('ZADD', EXP, e, id)
   if e > maxe then maxe = e end
 end
-keepalive(Q, now, maxe, IDS, EXP, RDY, DLY)
+keepalive(P, now, maxe, IDS, EXP, RDY, DLY)
 return {0}
