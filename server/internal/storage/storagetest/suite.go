@@ -48,6 +48,7 @@ func Run(t *testing.T, open Opener) {
 	cases = append(cases, claimCases...)
 	cases = append(cases, deadLetterCases...)
 	cases = append(cases, isolationCases...)
+	cases = append(cases, concurrencyCases...)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			clock := NewClock()
