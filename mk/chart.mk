@@ -23,11 +23,17 @@ OPERATOR_RBAC := $(firstword $(wildcard $(ROOT)/operator/deploy/rbac.yaml $(ROOT
 chart-tools: helm promtool prometheus ## build helm, promtool and prometheus (pinned Go modules) into the cache
 
 helm: $(HELM)
+# Like helm's own Makefile: the default Kubernetes version that `helm
+# template` and `helm lint` assume follows the client-go helm is built with.
 $(HELM):
 	@mkdir -p $(dir $@)
 	@echo "==> building helm $(HELM_VERSION) from its Go module (once per version)"
-	cd e2e/tools/helm && CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w -X helm.sh/helm/v3/internal/version.version=$(HELM_VERSION)' \
-	  -o $@.tmp helm.sh/helm/v3/cmd/helm
+	cd e2e/tools/helm && kv=$$($(GO) list -f '{{.Version}}' -m k8s.io/client-go) && kv=$${kv#v} && \
+	  major=$$(( $${kv%%.*} + 1 )) && minor=$$(echo $$kv | cut -d. -f2) && \
+	  $(GO) build -trimpath -o $@.tmp -ldflags="-s -w -X helm.sh/helm/v3/internal/version.version=$(HELM_VERSION) \
+	    -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=$$major -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=$$minor \
+	    -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=$$major -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=$$minor" \
+	  helm.sh/helm/v3/cmd/helm
 	mv $@.tmp $@
 
 promtool: $(PROMTOOL)
@@ -53,6 +59,6 @@ chart-sync: ## copy crds/ (and the operator's RBAC manifest) into the chart
 chart-docs: ## regenerate the values table in charts/sluice/README.md from values.yaml
 	cd e2e/chart && $(GO) run ./cmd/valuesdoc $(CHART)
 
-test-chart: helm promtool prometheus build-server ## helm lint/template/schema, CRD+RBAC sync, values table, alert rules on a real scrape
-	cd e2e/chart && $(GO) vet ./... && SLUICE_SERVER_BIN=$(BIN)/sluice-server SLUICE_OPERATOR_RBAC=$(OPERATOR_RBAC) \
+test-chart: helm promtool prometheus build-server venv-operator ## helm lint/template/schema, CRD+RBAC sync, values table, alert rules on a real scrape
+	cd e2e/chart && $(GO) vet ./... && SLUICE_SERVER_BIN=$(BIN)/sluice-server SLUICE_OPERATOR_PY=$(OPERATOR_PY) SLUICE_OPERATOR_RBAC=$(OPERATOR_RBAC) \
 	  $(GO) test -count=1 ./...

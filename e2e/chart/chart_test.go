@@ -200,7 +200,7 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 		{"serviceMonitor.interval=often", "interval"},
 		{"prometheusRule.serverErrorRatio=2", "serverErrorRatio"},
 		{"imagePullSecrets[0]=plain-string", "imagePullSecrets"},
-		{"commonLabels.bad\\ key=x", "commonLabels"},
+		{"commonLabels.bad\\ key=x", "bad key"},
 		{"serverReplicas=3", "serverReplicas"},
 		{"operator.replicas=2", "replicas"},
 		{"server.resources.requests.cpu=lots", "cpu"},

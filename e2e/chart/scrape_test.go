@@ -155,7 +155,21 @@ func TestRulesOnRealScrape(t *testing.T) {
 	}
 	zaqar(t, base, "GET", "/v2/queues/does-not-exist/messages/0123456789abcdef01234567", "")
 
-	// Prometheus scraping it every second and evaluating the rules.
+	// The operator's own metrics registry, served by its metrics module
+	// from its virtualenv, with a Pool and a Queue recorded.
+	oport := freePort(t)
+	py := tool(t, "SLUICE_OPERATOR_PY")
+	startProcess(t, py, "-c", fmt.Sprintf(`import time
+from sluice_operator import metrics
+metrics.POOL_READY.labels("chart-e2e", "redis").set(1)
+metrics.POOL_SHARDS_READY.labels("chart-e2e", "redis").set(2)
+metrics.QUEUE_READY.labels("chart-e2e", "jobs").set(1)
+metrics.QUEUE_MESSAGES.labels("chart-e2e", "jobs", "free").set(3)
+metrics.serve(%d)
+time.sleep(300)
+`, oport))
+
+	// Prometheus scraping both every second and evaluating the rules.
 	pport := freePort(t)
 	cfg := fmt.Sprintf(`global: {scrape_interval: 1s, evaluation_interval: 1s}
 rule_files: [%q]
@@ -164,7 +178,10 @@ scrape_configs:
     static_configs:
       - targets: ["127.0.0.1:%d"]
         labels: {namespace: chart-e2e, pod: sluice-server-0}
-`, rulesPath, sport)
+  - job_name: sluice-operator
+    static_configs:
+      - targets: ["127.0.0.1:%d"]
+`, rulesPath, sport, oport)
 	cfgPath := filepath.Join(dir, "prometheus.yml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
@@ -176,15 +193,15 @@ scrape_configs:
 		fmt.Sprintf("--web.listen-address=127.0.0.1:%d", pport))
 	pbase := fmt.Sprintf("http://127.0.0.1:%d", pport)
 
-	waitFor(t, "a successful scrape of sluice-server", 60*time.Second, func() error {
+	waitFor(t, "successful scrapes of sluice-server and the operator", 60*time.Second, func() error {
 		var res struct {
 			Result []struct{ Value []any } `json:"result"`
 		}
-		if err := promAPI(pbase, "/api/v1/query", url.Values{"query": {`up{job="sluice-server"} == 1`}}, &res); err != nil {
+		if err := promAPI(pbase, "/api/v1/query", url.Values{"query": {`up == 1`}}, &res); err != nil {
 			return err
 		}
-		if len(res.Result) != 1 {
-			return fmt.Errorf("target not up yet")
+		if len(res.Result) != 2 {
+			return fmt.Errorf("%d of 2 targets up", len(res.Result))
 		}
 		return nil
 	})
@@ -245,6 +262,11 @@ scrape_configs:
 		"sluice_dead_letter_moves_total", "sluice_storage_up", "sluice_queue_messages"} {
 		if !scraped[want] {
 			t.Errorf("sluice-server does not export %s (scraped: %v)", want, sortedSluice(scraped))
+		}
+	}
+	for _, want := range []string{"sluice_pool_ready", "sluice_operator_reconciles_total"} {
+		if !scraped[want] {
+			t.Errorf("the operator does not export %s (scraped: %v)", want, sortedSluice(scraped))
 		}
 	}
 	operatorSrc := operatorSource(t)

@@ -21,16 +21,16 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/component: operator
 {{- end -}}
 
+{{/* The chart's own labels win over commonLabels of the same key. */}}
 {{- define "sluice.labels" -}}
-{{- with .Values.commonLabels }}
-{{ toYaml . }}
-{{- end }}
-helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
-app.kubernetes.io/name: {{ include "sluice.name" . }}
-app.kubernetes.io/instance: {{ .Release.Name }}
-app.kubernetes.io/managed-by: {{ .Release.Service }}
-app.kubernetes.io/part-of: sluice
-app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+{{- $own := dict
+  "helm.sh/chart" (printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_")
+  "app.kubernetes.io/name" (include "sluice.name" .)
+  "app.kubernetes.io/instance" .Release.Name
+  "app.kubernetes.io/managed-by" .Release.Service
+  "app.kubernetes.io/part-of" "sluice"
+  "app.kubernetes.io/version" .Chart.AppVersion -}}
+{{- toYaml (merge $own (deepCopy (default (dict) .Values.commonLabels))) -}}
 {{- end -}}
 
 {{- define "sluice.serviceAccountName" -}}
