@@ -27,6 +27,12 @@ QUEUE_MESSAGES = Gauge(
     ["namespace", "queue", "state"],
     registry=REGISTRY,
 )
+QUEUE_OLDEST_AGE = Gauge(
+    "sluice_queue_oldest_message_age_seconds",
+    "Age of the oldest message in the queue as last read from the server.",
+    ["namespace", "queue"],
+    registry=REGISTRY,
+)
 
 
 def forget_pool(namespace: str, pool: str) -> None:
@@ -38,8 +44,9 @@ def forget_pool(namespace: str, pool: str) -> None:
 
 def forget_queue(namespace: str, queue: str) -> None:
     """forget_queue drops a deleted Queue's series."""
-    with contextlib.suppress(KeyError):
-        QUEUE_READY.remove(namespace, queue)
+    for g in (QUEUE_READY, QUEUE_OLDEST_AGE):
+        with contextlib.suppress(KeyError):
+            g.remove(namespace, queue)
     for state in ("free", "claimed", "total"):
         with contextlib.suppress(KeyError):
             QUEUE_MESSAGES.remove(namespace, queue, state)

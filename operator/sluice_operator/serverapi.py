@@ -140,10 +140,13 @@ class ServerAPI:
                 content_type="application/openstack-messaging-v2.0-json-patch",
             )
 
-    def queue_stats(self, project: str, name: str) -> dict[str, int]:
-        """queue_stats returns free, claimed and total message counts."""
+    def queue_stats(self, project: str, name: str) -> tuple[dict[str, int], float]:
+        """queue_stats returns the free, claimed and total message counts, and the
+        oldest message's age in seconds (0 when the queue is empty)."""
         msgs = self._req("GET", f"/v2/queues/{name}/stats", project=project).json().get("messages", {})
-        return {k: int(msgs.get(k, 0)) for k in ("free", "claimed", "total")}
+        counts = {k: int(msgs.get(k, 0)) for k in ("free", "claimed", "total")}
+        oldest = msgs.get("oldest") or {}
+        return counts, float(oldest.get("age", 0) or 0)
 
     def delete_queue(self, project: str, name: str) -> None:
         """delete_queue deletes a queue and its messages (204 even when absent)."""

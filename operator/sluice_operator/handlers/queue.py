@@ -81,7 +81,7 @@ def reconcile(cfg: Config, body: dict[str, Any], patch: Any, logger: Any = log) 
         if changes:
             api.patch_queue(project, qname, changes, have)
             have = api.get_queue(project, qname)
-        stats = api.queue_stats(project, qname)
+        stats, oldest_age = api.queue_stats(project, qname)
     except Unavailable as exc:
         metrics.ERRORS.labels("Queue", "ServerUnavailable").inc()
         _not_ready(patch, conds, gen, "ServerUnavailable", str(exc)[:400], ns, name)
@@ -106,6 +106,7 @@ def reconcile(cfg: Config, body: dict[str, Any], patch: Any, logger: Any = log) 
     if isinstance(shard, str):
         patch.status["shard"] = shard
     metrics.QUEUE_READY.labels(ns, name).set(1)
+    metrics.QUEUE_OLDEST_AGE.labels(ns, name).set(oldest_age)
     for state, n in stats.items():
         metrics.QUEUE_MESSAGES.labels(ns, name, state).set(n)
 

@@ -74,7 +74,7 @@ def test_queue_lifecycle(server: ZaqarDouble, api: ServerAPI) -> None:
         {"op": "replace", "path": "/metadata/_default_message_ttl", "value": 300},
         {"op": "add", "path": "/metadata/_max_claim_count", "value": 5},
     ]
-    assert api.queue_stats("shop", "orders") == {"free": 2, "claimed": 1, "total": 3}
+    assert api.queue_stats("shop", "orders") == ({"free": 2, "claimed": 1, "total": 3}, 7.0)
     api.delete_queue("shop", "orders")
     assert ("shop", "orders") not in server.state.queues
 

@@ -91,7 +91,7 @@ def _handler(state: State) -> type[BaseHTTPRequestHandler]:
         def _queue(self, method: str, project: str, name: str, rest: list[str], body: Any) -> None:
             key = (project, name)
             if rest == ["stats"]:
-                return self._send(200, {"messages": {"free": 2, "claimed": 1, "total": 3}})
+                return self._send(200, {"messages": {"free": 2, "claimed": 1, "total": 3, "oldest": {"age": 7}}})
             if method == "PUT":
                 if key in state.queues:
                     return self._send(204)
