@@ -55,3 +55,15 @@ def is_true(conditions: list[dict[str, Any]] | None, ctype: str) -> bool:
     """is_true tells whether condition `ctype` has status True."""
     c = get_condition(conditions, ctype)
     return bool(c and c.get("status") == "True")
+
+
+def write_status(patch: Any, old: dict[str, Any], new: dict[str, Any], touch: str | None = None) -> bool:
+    """write_status puts into the patch only the status fields that changed, so a
+    timer tick on a steady object writes nothing. `touch` names a timestamp field
+    refreshed only along with a real change. Returns whether anything changed."""
+    changed = {k: v for k, v in new.items() if old.get(k) != v}
+    if changed and touch:
+        changed[touch] = now()
+    for k, v in changed.items():
+        patch.status[k] = v
+    return bool(changed)

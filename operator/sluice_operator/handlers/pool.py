@@ -86,7 +86,7 @@ def reconcile(cfg: Config, body: dict[str, Any], patch: Any, logger: Any = log) 
     except provisioning.NotProvisionable as exc:
         conds = cond.set_condition(conds, "Provisioned", False, "NotProvisionable", str(exc), gen)
         conds = cond.set_condition(conds, "Ready", False, "NotProvisionable", str(exc), gen)
-        patch.status.update(phase="Failed", conditions=conds, observedGeneration=gen)
+        cond.write_status(patch, status, {"phase": "Failed", "conditions": conds, "observedGeneration": gen})
         metrics.POOL_READY.labels(ns, name).set(0)
         return
     summary = server.ensure(cfg, ns, body)
@@ -185,17 +185,21 @@ def reconcile(cfg: Config, body: dict[str, Any], patch: Any, logger: Any = log) 
     is_ready = ready == wanted and registered == wanted and not prov_error
     msg = f"{ready}/{wanted} shards answer, {registered}/{wanted} registered"
     conds = cond.set_condition(conds, "Ready", is_ready, "Ready" if is_ready else "NotReady", msg, gen)
-    patch.status.update(
-        phase=phase_of(wanted, ready, registered, len(blocked), False),
-        provisioner=prov,
-        provisionerReason=why,
-        flavor=name,
-        server=cfg.server_url(ns),
-        readyShards=f"{ready}/{wanted}",
-        queues=len(queue_crs),
-        shards=entries,
-        conditions=conds,
-        observedGeneration=gen,
+    cond.write_status(
+        patch,
+        status,
+        dict(
+            phase=phase_of(wanted, ready, registered, len(blocked), False),
+            provisioner=prov,
+            provisionerReason=why,
+            flavor=name,
+            server=cfg.server_url(ns),
+            readyShards=f"{ready}/{wanted}",
+            queues=len(queue_crs),
+            shards=entries,
+            conditions=conds,
+            observedGeneration=gen,
+        ),
     )
     metrics.POOL_READY.labels(ns, name).set(1 if is_ready else 0)
     metrics.POOL_SHARDS_READY.labels(ns, name).set(ready)

@@ -48,8 +48,9 @@ def metadata_changes(want: dict[str, Any], have: dict[str, Any]) -> dict[str, An
     return {k: v for k, v in want.items() if k != "_flavor" and have.get(k) != v}
 
 
-def _not_ready(patch: Any, conds: list[dict[str, Any]], gen: Any, reason: str, msg: str, ns: str, name: str) -> None:
-    patch.status.update(conditions=cond.set_condition(conds, "Ready", False, reason, msg, gen), observedGeneration=gen)
+def _not_ready(patch: Any, status: dict[str, Any], gen: Any, reason: str, msg: str, ns: str, name: str) -> None:
+    conds = cond.set_condition(status.get("conditions"), "Ready", False, reason, msg, gen)
+    cond.write_status(patch, status, {"conditions": conds, "observedGeneration": gen})
     metrics.QUEUE_READY.labels(ns, name).set(0)
 
 
@@ -63,12 +64,12 @@ def reconcile(cfg: Config, body: dict[str, Any], patch: Any, logger: Any = log) 
     metrics.RECONCILES.labels("Queue").inc()
     pool = kube.get("Pool", ns, spec["pool"])
     if pool is None:
-        _not_ready(patch, conds, gen, "PoolNotFound", f"Pool {spec['pool']} does not exist in {ns}", ns, name)
+        _not_ready(patch, status, gen, "PoolNotFound", f"Pool {spec['pool']} does not exist in {ns}", ns, name)
         return
     pstatus = pool.get("status") or {}
     members = [s["name"] for s in pstatus.get("shards") or [] if s.get("registered") and not s.get("draining")]
     if not members:
-        _not_ready(patch, conds, gen, "PoolNotReady", f"Pool {spec['pool']} has no registered shard yet", ns, name)
+        _not_ready(patch, status, gen, "PoolNotReady", f"Pool {spec['pool']} has no registered shard yet", ns, name)
         return
     api = server.api(cfg, ns)
     want = queue_metadata(spec)
@@ -84,27 +85,27 @@ def reconcile(cfg: Config, body: dict[str, Any], patch: Any, logger: Any = log) 
         stats, oldest_age = api.queue_stats(project, qname)
     except Unavailable as exc:
         metrics.ERRORS.labels("Queue", "ServerUnavailable").inc()
-        _not_ready(patch, conds, gen, "ServerUnavailable", str(exc)[:400], ns, name)
+        _not_ready(patch, status, gen, "ServerUnavailable", str(exc)[:400], ns, name)
         return
     except ServerError as exc:
         metrics.ERRORS.labels("Queue", "Rejected").inc()
-        _not_ready(patch, conds, gen, "Rejected", f"{exc.title}: {exc.description}"[:400], ns, name)
+        _not_ready(patch, status, gen, "Rejected", f"{exc.title}: {exc.description}"[:400], ns, name)
         return
     if created:
         events.info(body, reason="Created", message=f"queue {qname} created in project {project}")
     conds = cond.set_condition(conds, "Ready", True, "Ready", f"queue {qname} serves project {project}", gen)
-    patch.status.update(
-        queueName=qname,
-        project=project,
-        pool=spec["pool"],
-        messages=stats,
-        lastSynced=cond.now(),
-        conditions=conds,
-        observedGeneration=gen,
-    )
+    new: dict[str, Any] = {
+        "queueName": qname,
+        "project": project,
+        "pool": spec["pool"],
+        "messages": stats,
+        "conditions": conds,
+        "observedGeneration": gen,
+    }
     shard = have.get("_pool") or have.get("_shard")
     if isinstance(shard, str):
-        patch.status["shard"] = shard
+        new["shard"] = shard
+    cond.write_status(patch, status, new, touch="lastSynced")
     metrics.QUEUE_READY.labels(ns, name).set(1)
     metrics.QUEUE_OLDEST_AGE.labels(ns, name).set(oldest_age)
     for state, n in stats.items():

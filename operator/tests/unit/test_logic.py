@@ -212,3 +212,17 @@ def test_config_from_env() -> None:
 def test_config_errors_name_the_variable(env: dict[str, str], needle: str) -> None:
     with pytest.raises(ConfigError, match=needle):
         Config.from_env(env)
+
+
+class FakePatch:
+    def __init__(self) -> None:
+        self.status: dict[str, Any] = {}
+
+
+def test_write_status_writes_only_changes() -> None:
+    p = FakePatch()
+    old = {"phase": "Ready", "queues": 2}
+    assert cond.write_status(p, old, {"phase": "Ready", "queues": 2}, touch="lastSynced") is False
+    assert p.status == {}
+    assert cond.write_status(p, old, {"phase": "Ready", "queues": 3}, touch="lastSynced") is True
+    assert p.status["queues"] == 3 and "lastSynced" in p.status and "phase" not in p.status
