@@ -2,10 +2,23 @@
 APT_PACKAGES  += redis-server
 TEST_TARGETS  += test-server
 
-.PHONY: build-server test-server
+FUZZTIME ?= 30s
+SERVER_FUZZ_TARGETS = FuzzPostMessages FuzzClaimBody FuzzQueueMetadata FuzzPatch \
+	FuzzListQuery FuzzHeaders FuzzAppendString FuzzRequest
+
+.PHONY: build-server test-server fuzz-server run-server
 build-server: ## build sluice-server into build/bin
 	@mkdir -p $(BIN)
-	cd server && $(GO) build -trimpath -ldflags='-s -w' -o $(BIN)/sluice-server ./cmd/sluice-server
+	cd server && CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o $(BIN)/sluice-server ./cmd/sluice-server
 
-test-server: deps-apt ## unit, conformance (memory + real redis-server) and HTTP API tests
-	cd server && $(GO) vet ./... && $(GO) test -race -count=1 ./...
+# The fuzz targets' seed corpora (server/internal/api/testdata/fuzz) run as
+# ordinary tests here; fuzz-server explores beyond them.
+test-server: deps-apt ## unit, conformance (memory + real redis-server), HTTP API and fuzz-seed tests
+	cd server && $(GO) vet ./... && $(GO) test -race -count=1 -p 2 ./...
+
+fuzz-server: ## fuzz every request parser for FUZZTIME each (default 30s)
+	cd server && for f in $(SERVER_FUZZ_TARGETS); do \
+	  $(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) ./internal/api/ || exit 1; done
+
+run-server: build-server ## run sluice-server on 127.0.0.1:8888 with the memory store
+	$(BIN)/sluice-server --listen 127.0.0.1:8888 --store memory

@@ -4,12 +4,9 @@ import (
 	"bufio"
 	"io"
 	"log/slog"
-	"net/url"
 	"sync"
 	"time"
 )
-
-func parseURL(s string) (*url.URL, error) { return url.Parse(s) }
 
 // NewLogger returns the JSON logger sluice-server writes with. Lines go
 // through a buffer flushed every 100 ms and on Close, so the per-request

@@ -76,7 +76,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, ready Ready) error 
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
-	s.log.Info("listening", "addr", ln.Addr().String(), "store", redactURI(s.opts.Store))
+	s.log.Info("listening", "addr", ln.Addr().String(), "store", config.RedactURI(s.opts.Store))
 	if ready != nil {
 		ready(ln.Addr())
 	}
@@ -100,13 +100,4 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, ready Ready) error 
 	}
 	s.log.Info("stopped")
 	return err
-}
-
-// redactURI hides a password in a store URI before it is logged.
-func redactURI(uri string) string {
-	u, err := parseURL(uri)
-	if err != nil || u.User == nil {
-		return uri
-	}
-	return u.Redacted()
 }

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"sort"
 	"strconv"
@@ -125,8 +126,8 @@ var options = func() []option {
 	}
 	s, g := str(func(o *Options) *string { return &o.Listen })
 	add("listen", "HTTP listen address host:port", s, g)
-	s, g = str(func(o *Options) *string { return &o.Store })
-	add("store", "storage URI: memory, redis://host:6379/0", s, g)
+	s, _ = str(func(o *Options) *string { return &o.Store })
+	add("store", "storage URI: memory, redis://host:6379/0", s, func(o *Options) string { return RedactURI(o.Store) })
 	s, g = str(func(o *Options) *string { return &o.LogLevel })
 	add("log-level", "debug, info, warn or error", s, g)
 	s, g = boolean(func(o *Options) *bool { return &o.AccessLog })
@@ -293,6 +294,15 @@ func applyYAML(o *Options, path string) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// RedactURI hides the password of a URI (store URIs may carry one).
+func RedactURI(uri string) string {
+	u, err := url.Parse(uri)
+	if err != nil || u.User == nil {
+		return uri
+	}
+	return u.Redacted()
 }
 
 // Dump writes the effective options, one name=value per line, secrets
