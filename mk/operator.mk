@@ -7,7 +7,7 @@ OPERATOR_PY   := $(OPERATOR_VENV)/bin/python
 # The venv is rebuilt when the pinned requirements change.
 OPERATOR_STAMP := $(OPERATOR_VENV)/.stamp-$(shell cat $(ROOT)/operator/requirements*.txt $(ROOT)/operator/pyproject.toml 2>/dev/null | md5sum | cut -c1-12)
 
-.PHONY: venv-operator test-operator lint-operator test-operator-integration run-operator crd-docs bench-operator
+.PHONY: venv-operator test-operator lint-operator test-operator-integration run-operator crd-docs bench-operator test-operator-e2e
 
 venv-operator: $(OPERATOR_STAMP) ## virtualenv for the operator and its tests (build/venv-operator)
 $(OPERATOR_STAMP):
@@ -36,3 +36,8 @@ crd-docs: venv-operator ## regenerate docs/crds.md from crds/
 BENCH_TARGETS += bench-operator
 bench-operator: venv-operator build-server ## Pool/Queue apply->Ready and operator RSS with QUEUES (100) Queues, on the running cluster
 	cd operator && KUBECONFIG=$(BUILD)/kube/kubeconfig $(OPERATOR_PY) bench/operator_bench.py
+
+# Needs the full local cluster with the images loaded (make cluster-up images)
+# and the compat venv (python-zaqarclient).
+test-operator-e2e: venv-operator venv-compat ## operator end to end on the full cluster
+	cd operator && KUBECONFIG=$(BUILD)/kube/kubeconfig $(OPERATOR_PY) -m pytest -q -s tests/e2e

@@ -137,10 +137,19 @@ class Operator:
             "SLUICE_OPERATOR_SERVER_URL_TEMPLATE": f"http://127.0.0.1:{free_port()}",
             **env,
         }
+        self.env = full_env
         self.fh = log.open("w")
+        self.start()
+
+    def start(self) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "sluice_operator.cli"], env=full_env, stdout=self.fh, stderr=subprocess.STDOUT
+            [sys.executable, "-m", "sluice_operator.cli"], env=self.env, stdout=self.fh, stderr=subprocess.STDOUT
         )
+
+    def kill(self) -> None:
+        """kill stops the operator without any chance to clean up (SIGKILL)."""
+        self.proc.kill()
+        self.proc.wait(timeout=10)
 
     def text(self) -> str:
         return self.log.read_text()

@@ -124,3 +124,21 @@ def test_scale_up_and_down_without_queues(metal_ns: tuple[str, Operator]) -> Non
     )
     obj = get("pool", ns, "elastic")
     assert [s["name"] for s in obj["status"]["shards"]] == ["elastic-0"]
+
+
+def test_killed_mid_reconcile_converges_without_duplicates(metal_ns: tuple[str, Operator]) -> None:
+    ns, op = metal_ns
+    apply(pool(ns, "crash", shards=3, replicas=1))
+    # Kill as soon as the first shard exists: the rest of the reconcile never ran.
+    wait_for("first shard", lambda: get("statefulset", ns, "crash-0"), timeout=60, interval=0.05)
+    op.kill()
+    op.start()
+    obj = wait_for(
+        "converged after restart",
+        lambda: (o := get("pool", ns, "crash")) and len((o.get("status") or {}).get("shards", [])) == 3 and o,
+        timeout=90,
+    )
+    out = kc("get", "statefulsets,services", "-n", ns, "-l", "sluice.dev/pool=crash", "-o", "json")
+    names = sorted(i["metadata"]["name"] for i in json.loads(out.stdout)["items"])
+    assert names == sorted([f"crash-{i}" for i in range(3)] * 2 + [f"crash-{i}-headless" for i in range(3)]), names
+    assert [s["name"] for s in obj["status"]["shards"]] == ["crash-0", "crash-1", "crash-2"]
