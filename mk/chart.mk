@@ -19,7 +19,7 @@ export SLUICE_PROMETHEUS := $(PROMETHEUS)
 # rules are a copy of it.
 OPERATOR_RBAC := $(firstword $(wildcard $(ROOT)/operator/deploy/rbac.yaml $(ROOT)/operator/deploy/rbac/*.yaml))
 
-.PHONY: helm promtool prometheus chart-tools chart-sync chart-docs test-chart test-chart-scrape
+.PHONY: helm promtool prometheus chart-tools chart-sync chart-docs test-chart test-chart-cluster
 chart-tools: helm promtool prometheus ## build helm, promtool and prometheus (pinned Go modules) into the cache
 
 helm: $(HELM)
@@ -61,4 +61,10 @@ chart-docs: ## regenerate the values table in charts/sluice/README.md from value
 
 test-chart: helm promtool prometheus build-server venv-operator ## helm lint/template/schema, CRD+RBAC sync, values table, alert rules on a real scrape
 	cd e2e/chart && $(GO) vet ./... && SLUICE_SERVER_BIN=$(BIN)/sluice-server SLUICE_OPERATOR_PY=$(OPERATOR_PY) SLUICE_OPERATOR_RBAC=$(OPERATOR_RBAC) \
-	  $(GO) test -count=1 ./...
+	  $(GO) test -count=1 -skip '^TestCluster' ./...
+
+# Against a real apiserver: the local control plane (started if needed, left
+# running for the suites after it; make controlplane-down stops it).
+test-chart-cluster: helm controlplane-up ## server-side dry-run, install -> upgrade -> uninstall on the local control plane
+	cd e2e/chart && SLUICE_KUBECONFIG=$(BUILD)/kube/kubeconfig SLUICE_KUBECTL=$(BIN)/kubectl \
+	  $(GO) test -count=1 -v -run '^TestCluster' . 2>&1 | grep -E '^(=== RUN|--- |\s+\w+_test.go|ok|FAIL|PASS)'

@@ -1,0 +1,180 @@
+package chart
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// The TestCluster* tests need a running apiserver: `make test-chart-cluster`
+// starts the local control plane (make controlplane-up) and passes its
+// kubeconfig. They are not part of the offline `make test-chart` run.
+
+func kubeconfig(t *testing.T) string {
+	t.Helper()
+	kc := os.Getenv("SLUICE_KUBECONFIG")
+	if kc == "" {
+		t.Fatal("SLUICE_KUBECONFIG is not set: run through `make test-chart-cluster`, which starts the control plane")
+	}
+	if _, err := os.Stat(kc); err != nil {
+		t.Fatalf("kubeconfig %s: %v", kc, err)
+	}
+	return kc
+}
+
+func kubectl(t *testing.T, stdin string, args ...string) (string, error) {
+	t.Helper()
+	k := tool(t, "SLUICE_KUBECTL")
+	cmd := exec.Command(k, append([]string{"--kubeconfig", kubeconfig(t), "--request-timeout=60s"}, args...)...)
+	cmd.Stdin = strings.NewReader(stdin)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+func helmKube(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	return run(t, tool(t, "SLUICE_HELM"), append(args, "--kubeconfig", kubeconfig(t))...)
+}
+
+func suffix() string {
+	b := make([]byte, 3)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// tempNamespace creates a namespace that is deleted when the test ends.
+func tempNamespace(t *testing.T, prefix string) string {
+	t.Helper()
+	ns := prefix + "-" + suffix()
+	if out, err := kubectl(t, "", "create", "namespace", ns); err != nil {
+		t.Fatalf("create namespace: %v\n%s", err, out)
+	}
+	t.Cleanup(func() { _, _ = kubectl(t, "", "delete", "namespace", ns, "--wait=false") })
+	return ns
+}
+
+// hasAPI reports whether the apiserver serves a group/version.
+func hasAPI(t *testing.T, gv string) bool {
+	out, err := kubectl(t, "", "api-versions")
+	if err != nil {
+		t.Fatalf("kubectl api-versions: %v\n%s", err, out)
+	}
+	for _, l := range strings.Fields(out) {
+		if l == gv {
+			return true
+		}
+	}
+	return false
+}
+
+// TestClusterServerDryRun: every object the chart renders, for every ci/
+// values file, is accepted by a real apiserver (server-side dry-run: schema,
+// defaulting and admission, nothing stored).
+func TestClusterServerDryRun(t *testing.T) {
+	ns := tempNamespace(t, "chart-dryrun")
+	monitoring := hasAPI(t, "monitoring.coreos.com/v1")
+	for _, f := range ciFiles(t) {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			out, err := run(t, tool(t, "SLUICE_HELM"), "template", "dry-"+suffix(), chartDir(t), "--namespace", ns, "-f", f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var keep []string
+			for _, doc := range strings.Split(out, "\n---") {
+				if !monitoring && strings.Contains(doc, "apiVersion: monitoring.coreos.com/") {
+					t.Logf("monitoring.coreos.com/v1 is not served here: not sending %s", firstLine(doc, "kind:"))
+					continue
+				}
+				if strings.Contains(doc, "namespace: monitoring") {
+					doc = strings.ReplaceAll(doc, "namespace: monitoring", "namespace: "+ns)
+				}
+				keep = append(keep, doc)
+			}
+			if res, err := kubectl(t, strings.Join(keep, "\n---"), "apply", "--dry-run=server", "--server-side", "--field-manager=chart-test", "-f", "-"); err != nil {
+				t.Fatalf("server-side dry-run refused the chart: %v\n%s", err, res)
+			}
+		})
+	}
+}
+
+func firstLine(doc, prefix string) string {
+	for _, l := range strings.Split(doc, "\n") {
+		if strings.HasPrefix(l, prefix) {
+			return strings.TrimSpace(strings.TrimPrefix(l, prefix))
+		}
+	}
+	return "?"
+}
+
+// previousChart extracts the chart as of the last commit that changed it
+// before HEAD (or HEAD itself when it has one version only).
+func previousChart(t *testing.T) string {
+	t.Helper()
+	r := root(t)
+	revs, err := exec.Command("git", "-C", r, "log", "-n", "2", "--format=%H", "--", "charts/sluice").Output()
+	fields := strings.Fields(string(revs))
+	if err != nil || len(fields) == 0 {
+		t.Fatalf("no committed chart to upgrade from: %v", err)
+	}
+	rev := fields[len(fields)-1]
+	dir := t.TempDir()
+	archive := exec.Command("bash", "-c", "git -C \"$1\" archive \"$2\" charts/sluice | tar -x -C \"$3\"", "_", r, rev, dir)
+	if out, err := archive.CombinedOutput(); err != nil {
+		t.Fatalf("git archive %s: %v\n%s", rev, err, out)
+	}
+	t.Logf("upgrading from the chart of commit %s", rev[:12])
+	return filepath.Join(dir, "charts", "sluice")
+}
+
+// TestClusterInstallUpgradeUninstall: install the previous chart version,
+// upgrade to the working tree, uninstall; only the CRDs stay behind.
+func TestClusterInstallUpgradeUninstall(t *testing.T) {
+	ns := tempNamespace(t, "chart-e2e")
+	release := "sluice-" + suffix()
+	// CRDs applied from crds/ by other suites belong to no release; Helm
+	// would refuse to adopt them, so the chart then leaves them alone.
+	crdArgs := []string{}
+	if out, err := kubectl(t, "", "get", "crd", "pools.sluice.dev", "-o", "jsonpath={.metadata.annotations.meta\\.helm\\.sh/release-name}"); err == nil {
+		crdArgs = []string{"--set", "crds.install=false"}
+		t.Logf("CRDs already installed (release %q): installing with crds.install=false", strings.TrimSpace(out))
+	}
+	common := append([]string{"--namespace", ns, "--set", "fullnameOverride=" + release}, crdArgs...)
+	if out, err := helmKube(t, append([]string{"install", release, previousChart(t), "--timeout", "2m"}, common...)...); err != nil {
+		t.Fatalf("helm install (previous chart): %v\n%s", err, out)
+	}
+	t.Cleanup(func() { _, _ = helmKube(t, "uninstall", release, "--namespace", ns) })
+	if out, err := helmKube(t, append([]string{"upgrade", release, chartDir(t), "--timeout", "2m", "--set", "server.replicas=3"}, common...)...); err != nil {
+		t.Fatalf("helm upgrade to the working tree: %v\n%s", err, out)
+	}
+	env, err := kubectl(t, "", "-n", ns, "get", "deploy", release, "-o", `jsonpath={.spec.template.spec.containers[0].env[?(@.name=="SLUICE_OPERATOR_SERVER_REPLICAS")].value}`)
+	if err != nil || strings.TrimSpace(env) != "3" {
+		t.Fatalf("upgrade did not reach the Deployment: SLUICE_OPERATOR_SERVER_REPLICAS=%q (%v)", env, err)
+	}
+	for _, obj := range []string{"clusterrole/" + release, "clusterrolebinding/" + release} {
+		if out, err := kubectl(t, "", "get", obj); err != nil {
+			t.Errorf("%s missing after install: %s", obj, out)
+		}
+	}
+	if out, err := helmKube(t, "uninstall", release, "--namespace", ns, "--wait", "--timeout", "2m"); err != nil {
+		t.Fatalf("helm uninstall: %v\n%s", err, out)
+	}
+	sel := "app.kubernetes.io/instance=" + release
+	left, err := kubectl(t, "", "get", "deploy,rs,pods,svc,sa,cm,secret,clusterrole,clusterrolebinding", "-A", "-l", sel, "-o", "name")
+	if err != nil {
+		t.Fatalf("list leftovers: %v\n%s", err, left)
+	}
+	if strings.TrimSpace(left) != "" {
+		t.Errorf("helm uninstall left objects behind:\n%s", left)
+	}
+	if len(crdArgs) == 0 {
+		for _, crd := range []string{"pools.sluice.dev", "queues.sluice.dev", "benchmarks.sluice.dev"} {
+			if out, err := kubectl(t, "", "get", "crd", crd); err != nil {
+				t.Errorf("CRD %s was deleted by helm uninstall (resource-policy keep): %s", crd, out)
+			}
+		}
+	}
+}
