@@ -1,0 +1,146 @@
+package catalog
+
+import (
+	"context"
+	"fmt"
+
+	"sluice.dev/server/internal/storage"
+)
+
+// PutPool validates and registers (or replaces) a pool. The URI is probed
+// first unless force is set: an unreachable pool is Invalid.
+func (c *Catalog) PutPool(ctx context.Context, p Pool, force bool) (bool, error) {
+	const op = "catalog.pools.put"
+	if err := c.checkPool(ctx, op, p, force); err != nil {
+		return false, err
+	}
+	created, err := c.store.PutPool(ctx, p)
+	if err != nil {
+		return false, err
+	}
+	return created, c.Refresh(ctx)
+}
+
+// PoolPatch is a partial update; nil fields stay as they are.
+type PoolPatch struct {
+	URI     *string
+	Weight  *int
+	Flavor  *string
+	Options map[string]any
+}
+
+// PatchPool applies a partial update and returns the new pool. A changed
+// URI is probed like a new one.
+func (c *Catalog) PatchPool(ctx context.Context, name string, patch PoolPatch, force bool) (Pool, error) {
+	const op = "catalog.pools.patch"
+	p, err := c.store.GetPool(ctx, name)
+	if err != nil {
+		return Pool{}, err
+	}
+	probeURI := false
+	if patch.URI != nil && *patch.URI != p.URI {
+		p.URI, probeURI = *patch.URI, true
+	}
+	if patch.Weight != nil {
+		p.Weight = *patch.Weight
+	}
+	if patch.Flavor != nil {
+		p.Flavor = *patch.Flavor
+	}
+	if patch.Options != nil {
+		p.Options = patch.Options
+	}
+	if err := c.checkPool(ctx, op, p, force || !probeURI); err != nil {
+		return Pool{}, err
+	}
+	if _, err := c.store.PutPool(ctx, p); err != nil {
+		return Pool{}, err
+	}
+	return p, c.Refresh(ctx)
+}
+
+func (c *Catalog) checkPool(ctx context.Context, op string, p Pool, force bool) error {
+	if !ValidName(p.Name) {
+		return storage.E(op, storage.Invalid, fmt.Sprintf("pool name %q: use 1-64 letters, digits, '_' or '-'", p.Name))
+	}
+	if p.Weight < 0 || p.Weight > 1<<32-1 {
+		return storage.E(op, storage.Invalid, fmt.Sprintf("pool weight %d: must be between 0 and 4294967295", p.Weight))
+	}
+	if err := validURI(p.URI); err != nil {
+		return storage.E(op, storage.Invalid, err)
+	}
+	if p.Flavor != "" {
+		if _, err := c.store.GetFlavor(ctx, p.Flavor); err != nil {
+			if storage.Is(err, storage.NotFound) {
+				return storage.E(op, storage.Invalid, fmt.Sprintf("Flavor %s does not exist", p.Flavor))
+			}
+			return err
+		}
+	}
+	if !force {
+		if err := c.opts.Probe(ctx, p.URI); err != nil {
+			return storage.E(op, storage.Invalid, fmt.Sprintf("cannot connect to %s: %v (register it anyway with ?force=true)", p.URI, err))
+		}
+	}
+	return nil
+}
+
+// DeletePool removes a pool that holds no queue (Conflict otherwise).
+func (c *Catalog) DeletePool(ctx context.Context, name string) error {
+	if err := c.store.DeletePool(ctx, name); err != nil {
+		return err
+	}
+	return c.Refresh(ctx)
+}
+
+// PutFlavor creates or replaces a flavor whose pools are exactly f.Pools.
+func (c *Catalog) PutFlavor(ctx context.Context, f Flavor) (bool, error) {
+	const op = "catalog.flavors.put"
+	if !ValidName(f.Name) {
+		return false, storage.E(op, storage.Invalid, fmt.Sprintf("flavor name %q: use 1-64 letters, digits, '_' or '-'", f.Name))
+	}
+	seen := map[string]bool{}
+	for _, p := range f.Pools {
+		if seen[p] {
+			return false, storage.E(op, storage.Invalid, fmt.Sprintf("pool %s is listed twice", p))
+		}
+		seen[p] = true
+	}
+	if f.Pools == nil {
+		f.Pools = []string{}
+	}
+	created, err := c.store.PutFlavor(ctx, f)
+	if err != nil {
+		return false, err
+	}
+	return created, c.Refresh(ctx)
+}
+
+// DeleteFlavor removes a flavor; its pools stay registered.
+func (c *Catalog) DeleteFlavor(ctx context.Context, name string) error {
+	if err := c.store.DeleteFlavor(ctx, name); err != nil {
+		return err
+	}
+	return c.Refresh(ctx)
+}
+
+// GetPool, ListPools, GetFlavor and ListFlavors read the store directly, so
+// an admin always sees the current state.
+
+// GetPool returns a pool or NotFound.
+func (c *Catalog) GetPool(ctx context.Context, name string) (Pool, error) {
+	return c.store.GetPool(ctx, name)
+}
+
+// ListPools returns every pool sorted by name.
+func (c *Catalog) ListPools(ctx context.Context) ([]Pool, error) { return c.store.ListPools(ctx) }
+
+// GetFlavor returns a flavor or NotFound.
+func (c *Catalog) GetFlavor(ctx context.Context, name string) (Flavor, error) {
+	return c.store.GetFlavor(ctx, name)
+}
+
+// ListFlavors returns every flavor sorted by name.
+func (c *Catalog) ListFlavors(ctx context.Context) ([]Flavor, error) {
+	return c.store.ListFlavors(ctx)
+}

@@ -1,0 +1,252 @@
+package catalog
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"sluice.dev/server/internal/storage"
+)
+
+// Options tune a Catalog.
+type Options struct {
+	// Refresh is how often the version token is polled (default 1 s): the
+	// longest a replica routes with a pool list another replica changed.
+	Refresh time.Duration
+	// PlacementTTL bounds how long a cached placement is trusted (default
+	// 30 s); placements change only when a queue is deleted.
+	PlacementTTL time.Duration
+	// Probe checks that a pool URI answers before it is registered; nil
+	// opens it with storage.Open and pings it.
+	Probe  func(ctx context.Context, uri string) error
+	Logger *slog.Logger
+}
+
+// Catalog is a Store with validation, weighted placement and an in-memory
+// cache that every lookup on the request path is served from.
+type Catalog struct {
+	store Store
+	opts  Options
+
+	mu      sync.RWMutex
+	version string
+	pools   []Pool // sorted by name
+	flavors map[string]Flavor
+	placed  map[storage.QueueRef]placement
+	changed []func()
+
+	stop chan struct{}
+	done chan struct{}
+}
+
+type placement struct {
+	pool string
+	at   time.Time
+}
+
+// New loads the catalog from store and keeps it fresh until Close.
+func New(ctx context.Context, store Store, opts Options) (*Catalog, error) {
+	if opts.Refresh <= 0 {
+		opts.Refresh = time.Second
+	}
+	if opts.PlacementTTL <= 0 {
+		opts.PlacementTTL = 30 * time.Second
+	}
+	if opts.Probe == nil {
+		opts.Probe = probe
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	c := &Catalog{store: store, opts: opts, placed: map[storage.QueueRef]placement{}, stop: make(chan struct{}), done: make(chan struct{})}
+	if err := c.reload(ctx); err != nil {
+		return nil, err
+	}
+	go c.poll()
+	return c, nil
+}
+
+// probe opens the URI with its driver and pings it.
+func probe(ctx context.Context, uri string) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	d, err := storage.Open(ctx, uri, storage.Options{})
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Ping(ctx)
+}
+
+// OnChange registers fn to run after the pools or flavors changed (the
+// pooled driver reopens pools whose URI changed).
+func (c *Catalog) OnChange(fn func()) {
+	c.mu.Lock()
+	c.changed = append(c.changed, fn)
+	c.mu.Unlock()
+}
+
+func (c *Catalog) poll() {
+	defer close(c.done)
+	t := time.NewTicker(c.opts.Refresh)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-t.C:
+			ctx, cancel := context.WithTimeout(context.Background(), c.opts.Refresh*5)
+			v, err := c.store.Version(ctx)
+			c.mu.RLock()
+			same := v == c.version
+			c.mu.RUnlock()
+			if err == nil && !same {
+				err = c.reload(ctx)
+			}
+			cancel()
+			if err != nil {
+				c.opts.Logger.Warn("catalog refresh failed; routing with the cached catalog", "err", err)
+			}
+		}
+	}
+}
+
+// reload reads the version first, then the data: a change that lands in
+// between bumps the version again and is picked up by the next poll.
+func (c *Catalog) reload(ctx context.Context) error {
+	v, err := c.store.Version(ctx)
+	if err != nil {
+		return err
+	}
+	pools, err := c.store.ListPools(ctx)
+	if err != nil {
+		return err
+	}
+	flavors, err := c.store.ListFlavors(ctx)
+	if err != nil {
+		return err
+	}
+	fm := make(map[string]Flavor, len(flavors))
+	for _, f := range flavors {
+		fm[f.Name] = f
+	}
+	c.mu.Lock()
+	c.version, c.pools, c.flavors = v, pools, fm
+	c.placed = map[storage.QueueRef]placement{}
+	fns := append([]func(){}, c.changed...)
+	c.mu.Unlock()
+	for _, fn := range fns {
+		fn()
+	}
+	return nil
+}
+
+// Close stops the refresher and closes the store.
+func (c *Catalog) Close() error {
+	close(c.stop)
+	<-c.done
+	return c.store.Close()
+}
+
+// Store returns the underlying management store.
+func (c *Catalog) Store() Store { return c.store }
+
+// CachedPools returns the cached pool list (sorted by name).
+func (c *Catalog) CachedPools() []Pool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.pools
+}
+
+// HasPools reports whether any pool is registered (per the cache).
+func (c *Catalog) HasPools() bool { return len(c.CachedPools()) > 0 }
+
+// Locate returns q's pool, or "" when q is not placed.
+func (c *Catalog) Locate(ctx context.Context, q storage.QueueRef) (string, error) {
+	c.mu.RLock()
+	p, ok := c.placed[q]
+	c.mu.RUnlock()
+	if ok && time.Since(p.at) < c.opts.PlacementTTL {
+		return p.pool, nil
+	}
+	pool, err := c.store.Lookup(ctx, q)
+	if err != nil || pool == "" {
+		return "", err
+	}
+	c.remember(q, pool)
+	return pool, nil
+}
+
+func (c *Catalog) remember(q storage.QueueRef, pool string) {
+	c.mu.Lock()
+	c.placed[q] = placement{pool: pool, at: time.Now()}
+	c.mu.Unlock()
+}
+
+// Assign places q unless it is placed already and returns its pool. The
+// candidates are the flavor's pools (all pools when flavor is ""); an
+// unknown flavor or one without a pool of positive weight is Invalid.
+func (c *Catalog) Assign(ctx context.Context, q storage.QueueRef, flavor string) (string, error) {
+	const op = "catalog.assign"
+	if pool, err := c.Locate(ctx, q); err != nil || pool != "" {
+		return pool, err
+	}
+	c.mu.RLock()
+	candidates := c.pools
+	f, known := c.flavors[flavor]
+	c.mu.RUnlock()
+	if flavor != "" {
+		if !known {
+			return "", storage.E(op, storage.Invalid, fmt.Sprintf("Flavor %s does not exist", flavor))
+		}
+		candidates = c.members(f)
+	}
+	pool, ok := choose(placementKey(q), candidates)
+	if !ok {
+		if flavor != "" {
+			return "", storage.E(op, storage.Invalid, fmt.Sprintf("Flavor %s has no pool that accepts new queues (no pools, or all of weight 0)", flavor))
+		}
+		return "", storage.E(op, storage.Invalid, "no pool accepts new queues: every registered pool has weight 0")
+	}
+	got, err := c.store.Place(ctx, q, pool)
+	if err != nil {
+		return "", err
+	}
+	c.remember(q, got)
+	return got, nil
+}
+
+// PlaceDefault records that q lives on the default store.
+func (c *Catalog) PlaceDefault(ctx context.Context, q storage.QueueRef) (string, error) {
+	got, err := c.store.Place(ctx, q, DefaultPool)
+	if err == nil {
+		c.remember(q, got)
+	}
+	return got, err
+}
+
+// Forget drops q's placement after the queue was deleted from pool.
+func (c *Catalog) Forget(ctx context.Context, q storage.QueueRef, pool string) error {
+	c.mu.Lock()
+	delete(c.placed, q)
+	c.mu.Unlock()
+	return c.store.Unplace(ctx, q, pool)
+}
+
+func (c *Catalog) members(f Flavor) []Pool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	var out []Pool
+	for _, p := range c.pools {
+		if contains(f.Pools, p.Name) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Refresh reloads the cache now (after an admin change through this
+// replica, so it sees its own writes at once).
+func (c *Catalog) Refresh(ctx context.Context) error { return c.reload(ctx) }

@@ -1,0 +1,200 @@
+// Package pooling is a storage.Driver that spreads queues over pools: each
+// call goes to the pool its queue is placed on, per the catalog. A pool that
+// cannot be reached fails only the calls for its own queues (Unavailable);
+// every other pool keeps serving.
+//
+// With no pool registered every call goes to the default store, exactly as
+// without pooling. Once pools exist, a queue that already lives on the
+// default store is recorded there (catalog.DefaultPool) the first time it is
+// touched, so its messages are never left behind.
+package pooling
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"sluice.dev/server/internal/storage"
+	"sluice.dev/server/internal/storage/catalog"
+)
+
+// retryOpen is how long a pool that failed to open answers Unavailable
+// before the next attempt, so a dead pool is not redialled per request.
+const retryOpen = time.Second
+
+// closeDelay lets requests still using a replaced pool driver finish.
+const closeDelay = 10 * time.Second
+
+// Driver routes every call through the catalog.
+type Driver struct {
+	cat      *catalog.Catalog
+	fallback storage.Driver
+	opts     storage.Options
+	log      *slog.Logger
+
+	mu    sync.Mutex
+	conns map[string]*conn
+}
+
+type conn struct {
+	uri string
+	d   storage.Driver
+	err error
+	at  time.Time
+}
+
+// New returns a pooled driver over cat, with fallback as the default store.
+// The driver owns neither: Close closes only the pools it opened.
+func New(cat *catalog.Catalog, fallback storage.Driver, opts storage.Options, log *slog.Logger) *Driver {
+	if log == nil {
+		log = slog.Default()
+	}
+	d := &Driver{cat: cat, fallback: fallback, opts: opts.WithDefaults(), log: log, conns: map[string]*conn{}}
+	cat.OnChange(d.prune)
+	return d
+}
+
+// Queues returns the routed queue store.
+func (d *Driver) Queues() storage.QueueStore { return queueStore{d} }
+
+// Messages returns the routed message store.
+func (d *Driver) Messages() storage.MessageStore { return messageStore{d} }
+
+// Claims returns the routed claim store.
+func (d *Driver) Claims() storage.ClaimStore { return claimStore{d} }
+
+// Ping checks the catalog: without it no queue can be routed. Pools are
+// reported one by one by PoolHealth.
+func (d *Driver) Ping(ctx context.Context) error {
+	if err := d.cat.Store().Ping(ctx); err != nil {
+		return storage.E("pooling.ping", storage.Unavailable, fmt.Errorf("catalog: %w", err))
+	}
+	return nil
+}
+
+// PoolHealth pings every registered pool (and the default store, as
+// catalog.DefaultPool); a nil error means reachable.
+func (d *Driver) PoolHealth(ctx context.Context) map[string]error {
+	out := map[string]error{catalog.DefaultPool: d.fallback.Ping(ctx)}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, p := range d.cat.CachedPools() {
+		wg.Add(1)
+		go func(name string) {
+			defer wg.Done()
+			drv, err := d.pool(ctx, name)
+			if err == nil {
+				err = drv.Ping(ctx)
+			}
+			mu.Lock()
+			out[name] = err
+			mu.Unlock()
+		}(p.Name)
+	}
+	wg.Wait()
+	return out
+}
+
+// Close closes the pool drivers this driver opened.
+func (d *Driver) Close() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for name, c := range d.conns {
+		if c.d != nil {
+			_ = c.d.Close()
+		}
+		delete(d.conns, name)
+	}
+	return nil
+}
+
+// pool returns the driver of a registered pool, opening it on first use.
+func (d *Driver) pool(ctx context.Context, name string) (storage.Driver, error) {
+	const op = "pooling.route"
+	if name == catalog.DefaultPool {
+		return d.fallback, nil
+	}
+	uri := ""
+	for _, p := range d.cat.CachedPools() {
+		if p.Name == name {
+			uri = p.URI
+		}
+	}
+	if uri == "" {
+		return nil, storage.E(op, storage.Unavailable, fmt.Sprintf("pool %s is not registered", name))
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	c := d.conns[name]
+	if c != nil && c.uri == uri {
+		if c.d != nil {
+			return c.d, nil
+		}
+		if time.Since(c.at) < retryOpen {
+			return nil, c.err
+		}
+	}
+	octx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	drv, err := storage.Open(octx, uri, d.opts)
+	if err != nil {
+		err = storage.E(op, storage.Unavailable, fmt.Errorf("pool %s unavailable: %w", name, err))
+	}
+	d.conns[name] = &conn{uri: uri, d: drv, err: err, at: time.Now()}
+	return drv, err
+}
+
+// prune closes drivers of pools that were removed or got a new URI.
+func (d *Driver) prune() {
+	uris := map[string]string{}
+	for _, p := range d.cat.CachedPools() {
+		uris[p.Name] = p.URI
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for name, c := range d.conns {
+		if uris[name] == c.uri {
+			continue
+		}
+		delete(d.conns, name)
+		if c.d != nil {
+			old := c.d
+			time.AfterFunc(closeDelay, func() { _ = old.Close() })
+		}
+	}
+}
+
+// route finds the driver for q. With create set, a queue that is placed
+// nowhere is placed now (on the flavor's pools when flavor is set).
+// Without it, such a queue is absent, and the default store, which does not
+// hold it either, gives the answers for an absent queue.
+func (d *Driver) route(ctx context.Context, q storage.QueueRef, create bool, flavor string) (storage.Driver, string, error) {
+	pool, err := d.cat.Locate(ctx, q)
+	if err != nil {
+		return nil, "", storage.E("pooling.route", storage.Unavailable, fmt.Errorf("catalog: %w", err))
+	}
+	if pool == "" {
+		if !d.cat.HasPools() {
+			return d.fallback, "", nil
+		}
+		exists, err := d.fallback.Queues().Exists(ctx, q)
+		if err != nil {
+			return nil, "", err
+		}
+		switch {
+		case exists:
+			pool, err = d.cat.PlaceDefault(ctx, q)
+		case !create:
+			return d.fallback, "", nil
+		default:
+			pool, err = d.cat.Assign(ctx, q, flavor)
+		}
+		if err != nil {
+			return nil, "", err
+		}
+	}
+	drv, err := d.pool(ctx, pool)
+	return drv, pool, err
+}
