@@ -4,7 +4,7 @@ TEST_TARGETS  += test-server
 
 FUZZTIME ?= 30s
 SERVER_FUZZ_TARGETS = FuzzPostMessages FuzzClaimBody FuzzQueueMetadata FuzzPatch \
-	FuzzListQuery FuzzHeaders FuzzAppendString FuzzRequest
+	FuzzListQuery FuzzHeaders FuzzAppendString FuzzRequest FuzzPostFastPath
 
 .PHONY: build-server test-server fuzz-server run-server
 build-server: ## build sluice-server into build/bin

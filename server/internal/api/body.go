@@ -125,14 +125,19 @@ func parsePostMessages(body []byte, qs queueSettings, lim messageLimits) ([]stor
 		}
 		return nil, errNoMessages
 	}
-	var doc postDocument
-	if err := json.Unmarshal(body, &doc); err != nil {
-		return nil, decodeErr(err)
+	posted, fast := decodePostFast(body)
+	if fast {
+		posted = copyBodies(posted)
+	} else {
+		var doc postDocument
+		if err := json.Unmarshal(body, &doc); err != nil {
+			return nil, decodeErr(err)
+		}
+		if doc.Messages == nil {
+			return nil, errNoMessages
+		}
+		posted = *doc.Messages
 	}
-	if doc.Messages == nil {
-		return nil, errNoMessages
-	}
-	posted := *doc.Messages
 	if len(posted) == 0 {
 		return nil, errEmptyPost
 	}
@@ -177,6 +182,24 @@ func parsePostMessages(body []byte, qs queueSettings, lim messageLimits) ([]stor
 		}
 	}
 	return out, nil
+}
+
+// copyBodies moves the message bodies out of the reusable request buffer
+// into one allocation.
+func copyBodies(posted []postedMessage) []postedMessage {
+	n := 0
+	for i := range posted {
+		n += len(posted[i].Body)
+	}
+	buf := make([]byte, 0, n)
+	for i := range posted {
+		if b := posted[i].Body; b != nil {
+			start := len(buf)
+			buf = append(buf, b...)
+			posted[i].Body = buf[start:len(buf):len(buf)]
+		}
+	}
+	return posted
 }
 
 func isNull(raw json.RawMessage) bool { return string(raw) == "null" }
