@@ -127,14 +127,21 @@ def reconcile(cfg: Config, body: dict[str, Any], patch: Any, logger: Any = log) 
     # Shards leaving the Pool, then registration of the rest.
     queue_crs = [q for q in kube.list_objects("Queue", ns) if q.get("spec", {}).get("pool") == name]
     old = {int(s["index"]): s for s in status.get("shards") or [] if "index" in s}
+    for e in entries:
+        # A server outage must not make registered shards look unregistered.
+        e["registered"] = bool(old.get(e["index"], {}).get("registered"))
     statefulsets = kube.list_objects("StatefulSet", ns, f"{common.LABEL_POOL}={name}")
     _, leaving = shards.plan(wanted, shards.known_indices(name, list(old.values()), statefulsets))
+    # Leaving shards stay in status until they are really gone, whatever fails below.
+    staying: dict[int, dict[str, Any]] = {}
+    for i in leaving:
+        staying[i] = dict(old.get(i) or {"index": i, "name": common.shard_name(name, i)})
+        staying[i]["ready"] = bool(staying[i].get("ready"))
     api = server.api(cfg, ns)
     blocked: list[str] = []
     try:
         for i in leaving:
-            entry = dict(old.get(i) or {"index": i, "name": common.shard_name(name, i)})
-            entry["ready"] = bool(entry.get("ready"))
+            entry = staying[i]
             if entry.get("registered"):
                 removed, count, qnames = shards.drain(api, name, entry, queue_crs)
             else:
@@ -143,12 +150,12 @@ def reconcile(cfg: Config, body: dict[str, Any], patch: Any, logger: Any = log) 
             if removed:
                 gone = shards.delete_workloads(ns, prov, entry["name"])
                 events.info(body, reason="ShardRemoved", message=f"shard {entry['name']} drained and removed: {gone}")
+                del staying[i]
                 continue
             entry.update(queues=count, queueNames=qnames[:20])
             which = ", ".join(qnames[:10]) or "reported by the server"
             blocked.append(f"{entry['name']} holds {count} queue(s) ({which})")
-            entries.append(entry)
-        shards.register(api, name, entries, uris, int(spec.get("weight", 100)))
+        shards.register(api, name, entries + list(staying.values()), uris, int(spec.get("weight", 100)))
         detail_ok = True
         conds = cond.set_condition(
             conds,
@@ -161,6 +168,7 @@ def reconcile(cfg: Config, body: dict[str, Any], patch: Any, logger: Any = log) 
     except (Unavailable, ServerError) as exc:
         detail_ok = False
         conds = cond.set_condition(conds, "Registered", False, "ServerUnavailable", str(exc)[:400], gen)
+    entries += [staying[i] for i in sorted(staying)]
     if blocked:
         conds = cond.set_condition(
             conds,
@@ -172,7 +180,7 @@ def reconcile(cfg: Config, body: dict[str, Any], patch: Any, logger: Any = log) 
             + ". Delete those queues (or their Queue resources) to finish scaling down",
             gen,
         )
-    elif leaving or cond.get_condition(conds, "ScaledDown"):
+    elif not staying and (leaving or cond.get_condition(conds, "ScaledDown")):
         conds = cond.set_condition(conds, "ScaledDown", True, "Done", f"{wanted} shard(s) remain", gen)
 
     for e in entries:
@@ -189,7 +197,7 @@ def reconcile(cfg: Config, body: dict[str, Any], patch: Any, logger: Any = log) 
         patch,
         status,
         dict(
-            phase=phase_of(wanted, ready, registered, len(blocked), False),
+            phase=phase_of(wanted, ready, registered, len(staying), False),
             provisioner=prov,
             provisionerReason=why,
             flavor=name,
