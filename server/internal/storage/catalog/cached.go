@@ -97,7 +97,7 @@ func (c *Catalog) poll() {
 		case <-c.stop:
 			return
 		case <-t.C:
-			ctx, cancel := context.WithTimeout(context.Background(), c.opts.Refresh*5)
+			ctx, cancel := context.WithTimeout(context.Background(), max(c.opts.Refresh*5, 5*time.Second))
 			v, err := c.store.Version(ctx)
 			c.mu.RLock()
 			same := v == c.version
@@ -207,6 +207,9 @@ func (c *Catalog) Assign(ctx context.Context, q storage.QueueRef, flavor string)
 	if !ok {
 		if flavor != "" {
 			return "", storage.E(op, storage.Invalid, fmt.Sprintf("Flavor %s has no pool that accepts new queues (no pools, or all of weight 0)", flavor))
+		}
+		if len(candidates) == 0 {
+			return "", storage.E(op, storage.Invalid, "no pool is registered")
 		}
 		return "", storage.E(op, storage.Invalid, "no pool accepts new queues: every registered pool has weight 0")
 	}
