@@ -33,6 +33,10 @@ reads SLUICE_OPERATOR_*). JSON-valued variables carry structured values as-is.
   value: {{ include "sluice.image" .Values.bench.image | quote }}
 - name: SLUICE_OPERATOR_REDIS_IMAGE
   value: {{ include "sluice.image" .Values.redis.image | quote }}
+- name: SLUICE_OPERATOR_REDIS_OPERATOR_IMAGE
+  value: {{ .Values.redisOperator.image | quote }}
+- name: SLUICE_OPERATOR_REDIS_SENTINEL_IMAGE
+  value: {{ .Values.redisOperator.sentinelImage | quote }}
 - name: SLUICE_OPERATOR_IMAGE_PULL_POLICY
   value: {{ .Values.operator.image.pullPolicy | quote }}
 - name: SLUICE_OPERATOR_IMAGE_PULL_SECRETS
