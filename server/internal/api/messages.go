@@ -129,10 +129,19 @@ func (s *Server) listMessages(w http.ResponseWriter, r *http.Request, c *Call) {
 			lq.link.add("include_delayed", "true")
 		}
 	}
-	msgs, next, err := s.drv.Messages().List(c.ctx, q, storage.ListMessagesOptions{
+	lo := storage.ListMessagesOptions{
 		Marker: lq.marker, Limit: lq.limit, ClientID: c.ClientID,
 		Echo: lq.echo, IncludeClaimed: lq.claimed, IncludeDelayed: lq.delayed,
-	})
+	}
+	msgs, next, err := s.drv.Messages().List(c.ctx, q, lo)
+	if err == nil && next == "" && len(msgs) > 0 {
+		// Drivers give a marker only after a full page, but clients
+		// (zaqar-bench's observer) need a next link after every non-empty
+		// page to resume from. Asking again for exactly the messages seen
+		// makes the page full, so the driver names its end.
+		lo.Limit = len(msgs)
+		msgs, next, err = s.drv.Messages().List(c.ctx, q, lo)
+	}
 	if err != nil {
 		s.fail(w, storageErr(err, "Messages could not be listed.", ""))
 		return
@@ -152,8 +161,7 @@ func (s *Server) listMessages(w http.ResponseWriter, r *http.Request, c *Call) {
 		b = appendMessage(b, base, &msgs[i], now)
 	}
 	b = append(b, `],"links":[`...)
-	// Markers are the driver's opaque positions; a driver that knows the
-	// page is the last one returns none, and then there is no next link.
+	// Markers are the driver's opaque positions.
 	if next != "" {
 		lq.link.setMarker(next)
 		b = append(b, `{"rel":"next","href":`...)
