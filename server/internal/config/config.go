@@ -18,6 +18,9 @@ type Options struct {
 	Listen string
 	// Store is the storage URI: "memory", "redis://host:6379/0", ...
 	Store string
+	// Catalog is the management store of pools and flavors (redis:// or
+	// mongodb://). Empty: no pooling, every queue lives on Store.
+	Catalog string
 	// LogLevel is debug, info, warn or error.
 	LogLevel string
 	// AccessLog writes one JSON line per request.

@@ -128,6 +128,8 @@ var options = func() []option {
 	add("listen", "HTTP listen address host:port", s, g)
 	s, _ = str(func(o *Options) *string { return &o.Store })
 	add("store", "storage URI: memory, redis://host:6379/0", s, func(o *Options) string { return RedactURI(o.Store) })
+	s, _ = str(func(o *Options) *string { return &o.Catalog })
+	add("catalog", "pool catalog URI (redis:// or mongodb://); empty: no pooling", s, func(o *Options) string { return RedactURI(o.Catalog) })
 	s, g = str(func(o *Options) *string { return &o.LogLevel })
 	add("log-level", "debug, info, warn or error", s, g)
 	s, g = boolean(func(o *Options) *bool { return &o.AccessLog })
