@@ -18,10 +18,10 @@ KIND_VERSION := v0.30.0
 
 controlplane-binaries: ## build Kubernetes and kwok (cached by pinned version in $(CACHE))
 	@$(E2E_CLUSTER)/build-kubernetes.sh
-	@$(E2E_CLUSTER)/build-tool.sh kwok sigs.k8s.io/kwok/cmd/kwok kwok
+	@$(E2E_CLUSTER)/build-tool.sh kwok sigs.k8s.io/kwok/cmd/kwok kwok sigs.k8s.io/kwok
 
 cluster-binaries: controlplane-binaries ## also CoreDNS and the CRI reset tool
-	@$(E2E_CLUSTER)/build-tool.sh coredns github.com/coredns/coredns coredns
+	@$(E2E_CLUSTER)/build-tool.sh coredns . coredns github.com/coredns/coredns
 	@cd e2e/k8s && CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/cri-reset ./cmd/cri-reset
 
 cluster-base-images: cluster-binaries ## pause (sandbox) and CoreDNS images, cached in $(CACHE)/images

@@ -71,8 +71,7 @@ start_controllers() {
 start_kwok() {
   start kwok "$BIN/kwok" --kubeconfig "$PKI/kwok.kubeconfig" \
     --manage-all-nodes=false --manage-nodes-with-label-selector type=kwok \
-    --node-ip "$NODE_IP" --cidr 10.244.255.0/24 \
-    --server-address 127.0.0.1:0 --v=-4
+    --node-ip "$NODE_IP" --cidr 10.244.255.0/24 --node-port 0
 }
 
 # Simulated nodes: sim-metal-N and sim-virtual-N. Each gets a slice of the pod

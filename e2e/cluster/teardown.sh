@@ -84,17 +84,20 @@ remove_cgroups() {
 # Our tagged rules, plus the chains kube-proxy and kubelet create (KUBE-*),
 # which --cleanup may leave when kube-proxy died first.
 remove_iptables() {
-  local table rule chain
-  for table in filter nat mangle; do
-    iptables-save -t "$table" 2>/dev/null | grep -- "--comment $IPT_TAG" | sed 's/^-A /-D /' |
-      while read -r rule; do eval "iptables -w -t $table $rule" 2>/dev/null || true; done
-    iptables-save -t "$table" 2>/dev/null | grep -E '^-A [A-Z]+ .*-j KUBE-' | sed 's/^-A /-D /' |
-      while read -r rule; do eval "iptables -w -t $table $rule" 2>/dev/null || true; done
-    for chain in $(iptables-save -t "$table" 2>/dev/null | awk '/^:KUBE-/ {print substr($1, 2)}'); do
-      iptables -w -t "$table" -F "$chain" 2>/dev/null || true
-    done
-    for chain in $(iptables-save -t "$table" 2>/dev/null | awk '/^:KUBE-/ {print substr($1, 2)}'); do
-      iptables -w -t "$table" -X "$chain" 2>/dev/null || true
+  local ipt table rule chain
+  for ipt in iptables ip6tables; do
+    command -v "$ipt" >/dev/null || continue
+    for table in filter nat mangle; do
+      "$ipt-save" -t "$table" 2>/dev/null | { grep -- "--comment $IPT_TAG" || true; } | sed 's/^-A /-D /' |
+        while read -r rule; do eval "$ipt -w -t $table $rule" 2>/dev/null || true; done
+      "$ipt-save" -t "$table" 2>/dev/null | { grep -E '^-A [A-Z]+ .*-j KUBE-' || true; } | sed 's/^-A /-D /' |
+        while read -r rule; do eval "$ipt -w -t $table $rule" 2>/dev/null || true; done
+      for chain in $("$ipt-save" -t "$table" 2>/dev/null | awk '/^:KUBE-/ {print substr($1, 2)}'); do
+        "$ipt" -w -t "$table" -F "$chain" 2>/dev/null || true
+      done
+      for chain in $("$ipt-save" -t "$table" 2>/dev/null | awk '/^:KUBE-/ {print substr($1, 2)}'); do
+        "$ipt" -w -t "$table" -X "$chain" 2>/dev/null || true
+      done
     done
   done
 }

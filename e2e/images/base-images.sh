@@ -21,13 +21,15 @@ if [[ ! -f $pause_tar ]]; then
 fi
 
 coredns=$(readlink -f "$BIN/coredns")
-version=$(basename "$(dirname "$coredns")")
-coredns_tar=$CACHE/images/coredns-$version.tar
+build_id=$(basename "$(dirname "$coredns")")   # <version>-<hash>
+version=${build_id%-*}
+coredns_tar=$CACHE/images/coredns-$build_id.tar
 if [[ ! -f $coredns_tar ]]; then
   echo "==> image sluice.dev/coredns:$version"
   c=$(bh from -q scratch)
   bh copy -q "$c" "$coredns" /coredns >/dev/null
   bh config --entrypoint '["/coredns"]' --port 53/udp --port 53/tcp "$c"
   bh commit -q --rm "$c" "sluice.dev/coredns:$version" >/dev/null
+  rm -f "$CACHE"/images/coredns-*.tar "$CACHE"/images/coredns-*.ref
   save "sluice.dev/coredns:$version" "$coredns_tar"
 fi
