@@ -179,8 +179,8 @@ func TestQueryParsing(t *testing.T) {
 			t.Errorf("%s accepted", raw)
 		}
 	}
-	q, _ = url.ParseQuery("ids=a,,b, c,")
-	if got := strings.Join(queryList(q, "ids"), "|"); got != "a|b|c" {
+	q, _ = url.ParseQuery("ids=a,,b, c,&ids=d&ids=")
+	if got := strings.Join(queryList(q, "ids"), "|"); got != "a|b|c|d" {
 		t.Errorf("ids %q", got)
 	}
 }

@@ -44,17 +44,16 @@ func queryBool(q url.Values, name string) (val, given bool, e *apiError) {
 	return false, false, invalidParam(name, `The value of the parameter must be "true" or "false".`)
 }
 
-// queryList splits a comma-separated parameter, dropping blank items.
+// queryList reads a list parameter in both spellings clients use:
+// comma-separated (?ids=a,b) and repeated (?ids=a&ids=b, python-zaqarclient).
+// Blank items are dropped.
 func queryList(q url.Values, name string) []string {
-	v := q.Get(name)
-	if v == "" {
-		return nil
-	}
-	parts := strings.Split(v, ",")
-	out := parts[:0]
-	for _, p := range parts {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
+	var out []string
+	for _, v := range q[name] {
+		for _, p := range strings.Split(v, ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				out = append(out, p)
+			}
 		}
 	}
 	return out

@@ -7,12 +7,14 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
 	"sluice.dev/server/internal/config"
 	"sluice.dev/server/internal/metrics"
 	"sluice.dev/server/internal/storage"
+	"sluice.dev/server/internal/storage/instrument"
 )
 
 // Extension mounts extra routes on a server (the admin API for pools and
@@ -47,10 +49,16 @@ func Run(ctx context.Context, opts config.Options, log *slog.Logger, ready Ready
 		return fmt.Errorf("open store %s: %w", opts.Store, err)
 	}
 	defer drv.Close()
-	if opts.Metrics {
-		m.WatchStorage(drv, opts.StorageTimeout)
+	// Every store call is timed as sluice_storage_op_duration_seconds{driver,op}.
+	timed, err := instrument.Wrap(drv, driverName(opts.Store), m.Registry)
+	if err != nil {
+		return err
 	}
-	s := New(opts, drv, log, m)
+	if opts.Metrics {
+		m.WatchStorage(timed, opts.StorageTimeout)
+	}
+	s := New(opts, timed, log, m)
+	s.raw = drv
 	extMu.Lock()
 	exts := append([]Extension(nil), extensions...)
 	extMu.Unlock()
@@ -64,6 +72,14 @@ func Run(ctx context.Context, opts config.Options, log *slog.Logger, ready Ready
 		return err
 	}
 	return s.Serve(ctx, ln, ready)
+}
+
+// driverName is the driver label: the store URI's scheme.
+func driverName(uri string) string {
+	if i := strings.Index(uri, "://"); i > 0 {
+		return uri[:i]
+	}
+	return uri
 }
 
 // Serve answers on ln until ctx is done, then shuts down gracefully.

@@ -22,7 +22,8 @@ import (
 // Server answers the Zaqar v2 API over one storage driver.
 type Server struct {
 	opts config.Options
-	drv  storage.Driver
+	drv  storage.Driver // what handlers call (instrumented under Run)
+	raw  storage.Driver // the driver as opened, for extensions
 	log  *slog.Logger
 	m    *metrics.Metrics
 
@@ -76,9 +77,15 @@ func New(opts config.Options, drv storage.Driver, log *slog.Logger, m *metrics.M
 	return s
 }
 
-// Driver is the storage driver the server was built over; extensions (the
-// admin API for pools) type-assert it to reach what they manage.
-func (s *Server) Driver() storage.Driver { return s.drv }
+// Driver is the storage driver as opened, without the metrics wrapper;
+// extensions (the admin API for pools) type-assert it to reach what they
+// manage.
+func (s *Server) Driver() storage.Driver {
+	if s.raw != nil {
+		return s.raw
+	}
+	return s.drv
+}
 
 // Options are the server's options.
 func (s *Server) Options() config.Options { return s.opts }

@@ -1,0 +1,324 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"sort"
+	"time"
+
+	"sluice.dev/server/internal/storage"
+	"sluice.dev/server/internal/storage/catalog"
+	_ "sluice.dev/server/internal/storage/mongo" // pool URIs may be mongodb://
+	"sluice.dev/server/internal/storage/pooling"
+)
+
+// With --catalog set, the server routes every queue through the pooled
+// driver (the configured store stays the default for queues that live
+// there) and serves the admin API for pools and flavors. Without it these
+// routes do not exist (404), as in Zaqar with pooling disabled.
+func init() { Extend(mountPooling) }
+
+func mountPooling(s *Server) error {
+	if s.opts.Catalog == "" {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st, err := catalog.OpenStore(ctx, s.opts.Catalog)
+	if err != nil {
+		return fmt.Errorf("open catalog: %w", err)
+	}
+	cat, err := catalog.New(ctx, st, catalog.Options{Logger: s.log})
+	if err != nil {
+		st.Close()
+		return fmt.Errorf("load catalog: %w", err)
+	}
+	s.EnablePooling(cat)
+	return nil
+}
+
+// EnablePooling puts the pooled driver over cat in front of the server's
+// store and mounts the pools and flavors routes.
+func (s *Server) EnablePooling(cat *catalog.Catalog) *pooling.Driver {
+	pd := pooling.New(cat, s.drv, storage.Options{Events: s.m}, s.log)
+	s.drv = pd
+	a := &admin{s: s, cat: cat, pd: pd}
+	s.Handle("GET", "/v2/pools", Admin, a.listPools)
+	s.Handle("GET", "/v2/pools/{pool_name}", Admin, a.getPool)
+	s.Handle("PUT", "/v2/pools/{pool_name}", Admin, a.putPool)
+	s.Handle("PATCH", "/v2/pools/{pool_name}", Admin, a.patchPool)
+	s.Handle("DELETE", "/v2/pools/{pool_name}", Admin, a.deletePool)
+	s.Handle("GET", "/v2/flavors", Admin, a.listFlavors)
+	s.Handle("GET", "/v2/flavors/{flavor_name}", Admin, a.getFlavor)
+	s.Handle("PUT", "/v2/flavors/{flavor_name}", Admin, a.putFlavor)
+	s.Handle("PATCH", "/v2/flavors/{flavor_name}", Admin, a.patchFlavor)
+	s.Handle("DELETE", "/v2/flavors/{flavor_name}", Admin, a.deleteFlavor)
+	s.Handle("GET", "/v2/health", Admin, a.health)
+	return pd
+}
+
+type admin struct {
+	s   *Server
+	cat *catalog.Catalog
+	pd  *pooling.Driver
+}
+
+// poolJSON is a pool as Zaqar shows it: flavor null when unset, options
+// only when detailed.
+type poolJSON struct {
+	Name    string          `json:"name"`
+	URI     string          `json:"uri"`
+	Weight  int             `json:"weight"`
+	Flavor  *string         `json:"flavor"`
+	Options *map[string]any `json:"options,omitempty"`
+	Href    string          `json:"href"`
+}
+
+func showPool(p catalog.Pool, detailed bool) poolJSON {
+	out := poolJSON{Name: p.Name, URI: p.URI, Weight: p.Weight, Href: "/v2/pools/" + p.Name}
+	if p.Flavor != "" {
+		out.Flavor = &p.Flavor
+	}
+	if detailed {
+		opts := p.Options
+		if opts == nil {
+			opts = map[string]any{}
+		}
+		out.Options = &opts
+	}
+	return out
+}
+
+// poolBody is a PUT or PATCH body; pointers tell absent from zero.
+type poolBody struct {
+	Weight  *json.Number    `json:"weight"`
+	URI     *string         `json:"uri"`
+	Flavor  *string         `json:"flavor"`
+	Options *map[string]any `json:"options"`
+}
+
+// decodeStrict decodes a JSON object, refusing unknown fields and trailing
+// data with a description that names the problem.
+func decodeStrict(body []byte, v any) *apiError {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return badBody("Missing request body.")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	dec.UseNumber()
+	if err := dec.Decode(v); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			return badBody(fmt.Sprintf("%q must be of type %s.", te.Field, jsonKind(te.Type.String())))
+		}
+		return badBody("Malformed JSON body: " + err.Error())
+	}
+	if dec.More() {
+		return badBody("Malformed JSON body: data after the object.")
+	}
+	return nil
+}
+
+func jsonKind(goType string) string {
+	switch goType {
+	case "json.Number":
+		return "integer"
+	case "string":
+		return "string"
+	case "[]string":
+		return "array of strings"
+	}
+	return "object"
+}
+
+func (b *poolBody) weight() (int, *apiError) {
+	n, err := b.Weight.Int64()
+	if err != nil || n < 0 || n > 1<<32-1 {
+		return 0, badBody(`"weight" must be an integer between 0 and 4294967295.`)
+	}
+	return int(n), nil
+}
+
+// adminErr maps catalog errors: Invalid is a bad body, as Zaqar answers.
+func (a *admin) fail(w http.ResponseWriter, err error, what, missing string) {
+	if storage.Is(err, storage.Invalid) {
+		a.s.fail(w, badBody(causeText(err)))
+		return
+	}
+	a.s.fail(w, storageErr(err, what, missing))
+}
+
+func (a *admin) listPools(w http.ResponseWriter, r *http.Request, c *Call) {
+	q := r.URL.Query()
+	detailed, _, e := queryBool(q, "detailed")
+	if e != nil {
+		a.s.fail(w, e)
+		return
+	}
+	pools, err := a.cat.ListPools(c.ctx)
+	if err != nil {
+		a.fail(w, err, "Pools could not be listed.", "")
+		return
+	}
+	page, next, e := pageByName(q, len(pools), func(i int) string { return pools[i].Name })
+	if e != nil {
+		a.s.fail(w, e)
+		return
+	}
+	out := make([]poolJSON, 0, len(page))
+	for _, i := range page {
+		out = append(out, showPool(pools[i], detailed))
+	}
+	w.Header().Set("Content-Location", r.URL.RequestURI())
+	WriteJSON(w, http.StatusOK, map[string]any{"links": nextLinks("/v2/pools", q, next), "pools": out})
+}
+
+func (a *admin) getPool(w http.ResponseWriter, r *http.Request, c *Call) {
+	name := r.PathValue("pool_name")
+	detailed, _, e := queryBool(r.URL.Query(), "detailed")
+	if e != nil {
+		a.s.fail(w, e)
+		return
+	}
+	p, err := a.cat.GetPool(c.ctx, name)
+	if err != nil {
+		a.fail(w, err, "Pool could not be read.", "Pool "+name+" does not exist")
+		return
+	}
+	WriteJSON(w, http.StatusOK, showPool(p, detailed))
+}
+
+func (a *admin) putPool(w http.ResponseWriter, r *http.Request, c *Call) {
+	name := r.PathValue("pool_name")
+	force, _, e := queryBool(r.URL.Query(), "force")
+	if e != nil {
+		a.s.fail(w, e)
+		return
+	}
+	body, e := a.s.readBody(r, c.w)
+	var b poolBody
+	if e == nil {
+		e = decodeStrict(body, &b)
+	}
+	if e == nil && (b.Weight == nil || b.URI == nil) {
+		e = badBody(`"uri" and "weight" are required.`)
+	}
+	p := catalog.Pool{Name: name}
+	if e == nil {
+		p.Weight, e = b.weight()
+	}
+	if e != nil {
+		a.s.fail(w, e)
+		return
+	}
+	p.URI = *b.URI
+	if b.Flavor != nil {
+		p.Flavor = *b.Flavor
+	}
+	if b.Options != nil {
+		p.Options = *b.Options
+	}
+	if _, err := a.cat.PutPool(c.ctx, p, force); err != nil {
+		a.fail(w, err, "Pool could not be created.", "")
+		return
+	}
+	w.Header().Set("Location", "/v2/pools/"+name)
+	writeEmpty(w, http.StatusCreated)
+}
+
+func (a *admin) patchPool(w http.ResponseWriter, r *http.Request, c *Call) {
+	name := r.PathValue("pool_name")
+	force, _, e := queryBool(r.URL.Query(), "force")
+	if e != nil {
+		a.s.fail(w, e)
+		return
+	}
+	body, e := a.s.readBody(r, c.w)
+	var b poolBody
+	if e == nil {
+		e = decodeStrict(body, &b)
+	}
+	if e == nil && b.Weight == nil && b.URI == nil && b.Flavor == nil && b.Options == nil {
+		e = badBody(`One of "uri", "weight", "flavor" or "options" needs to be specified.`)
+	}
+	var patch catalog.PoolPatch
+	if e == nil && b.Weight != nil {
+		var wgt int
+		wgt, e = b.weight()
+		patch.Weight = &wgt
+	}
+	if e != nil {
+		a.s.fail(w, e)
+		return
+	}
+	patch.URI, patch.Flavor = b.URI, b.Flavor
+	if b.Options != nil {
+		patch.Options = *b.Options
+	}
+	p, err := a.cat.PatchPool(c.ctx, name, patch, force)
+	if err != nil {
+		a.fail(w, err, "Pool could not be updated.", "Pool "+name+" does not exist")
+		return
+	}
+	WriteJSON(w, http.StatusOK, showPool(p, false))
+}
+
+// deletePool: 204, also for a pool that does not exist (as Zaqar); 409 when
+// queues still live on it.
+func (a *admin) deletePool(w http.ResponseWriter, r *http.Request, c *Call) {
+	err := a.cat.DeletePool(c.ctx, r.PathValue("pool_name"))
+	if err != nil && !storage.Is(err, storage.NotFound) {
+		a.fail(w, err, "Pool could not be deleted.", "")
+		return
+	}
+	writeEmpty(w, http.StatusNoContent)
+}
+
+// pageByName pages a name-sorted list by ?marker= and ?limit= (default 10,
+// at most 20, as Zaqar's pools and flavors listings). It returns the indexes
+// of the page and the next marker ("" when nothing follows).
+func pageByName(q url.Values, n int, name func(int) string) ([]int, string, *apiError) {
+	limit, given, e := queryInt(q, "limit")
+	if e != nil {
+		return nil, "", e
+	}
+	if !given {
+		limit = 10
+	}
+	if limit < 1 || limit > 20 {
+		return nil, "", limitErr(20)
+	}
+	marker := q.Get("marker")
+	start := sort.Search(n, func(i int) bool { return name(i) > marker })
+	var page []int
+	for i := start; i < n && len(page) < limit; i++ {
+		page = append(page, i)
+	}
+	if len(page) == 0 {
+		return page, "", nil
+	}
+	return page, name(page[len(page)-1]), nil
+}
+
+// nextLinks is Zaqar's links list: a next link whenever the page was not
+// empty, carrying the request's parameters with the marker replaced.
+func nextLinks(base string, q url.Values, next string) []map[string]string {
+	if next == "" {
+		return []map[string]string{}
+	}
+	var l linkQuery
+	for _, k := range []string{"detailed", "limit", "marker"} {
+		if v := q.Get(k); v != "" {
+			l.add(k, v)
+		}
+	}
+	l.setMarker(next)
+	return []map[string]string{{"rel": "next", "href": base + l.String()}}
+}
+
+func isNotFound(err error) bool { return storage.Is(err, storage.NotFound) }
