@@ -34,10 +34,14 @@ func register(src string) script {
 	return s
 }
 
-// preload loads every script into the server's cache; errors are ignored
-// because a missing script is loaded on first use anyway.
+// preload loads every script into the server's cache so the first
+// requests need no EVAL fallback. It gives up at the first error (Redis not
+// up yet: scripts are loaded on first use anyway), so an unreachable Redis
+// costs one dial timeout at start, not one per script.
 func preload(ctx context.Context, c goredis.Scripter) {
 	for _, s := range allScripts {
-		_ = s.Load(ctx, c).Err()
+		if s.Load(ctx, c).Err() != nil {
+			return
+		}
 	}
 }
