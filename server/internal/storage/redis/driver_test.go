@@ -117,6 +117,11 @@ func TestUnavailableAndRecovery(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.Kill()
+	// A server may start before its Redis: opening must not need it.
+	late := openAt(t, r.URL, storage.SystemClock{})
+	if err := late.Ping(ctx); !storage.Is(err, storage.Unavailable) {
+		t.Errorf("ping of a driver opened while redis is down: %v", err)
+	}
 	calls := map[string]func() error{
 		"ping": func() error { return d.Ping(ctx) },
 		"post": func() error { _, err := post(t, d, q, 1, time.Minute); return err },
@@ -152,6 +157,9 @@ func TestUnavailableAndRecovery(t *testing.T) {
 	}
 	if st, err := d.Queues().Stats(ctx, q); err != nil || st.Total != 1 {
 		t.Errorf("stats after recovery = %+v, %v", st, err)
+	}
+	if st, err := late.Queues().Stats(ctx, q); err != nil || st.Total != 1 {
+		t.Errorf("driver opened while redis was down, after recovery: %+v, %v", st, err)
 	}
 }
 
