@@ -67,7 +67,8 @@ type run struct {
 	del     *metrics.Delivery
 	bodies  *Bodies
 	dropped atomic.Int64
-	budget  atomic.Int64 // remaining requests when bounded by count; <0 = unbounded
+	budget  atomic.Int64 // remaining requests when bounded by count
+	bounded bool
 	samples *sampleLog
 	live    []*metrics.Op // what the progress line sums
 	liveMu  sync.Mutex
@@ -89,8 +90,8 @@ func Run(ctx context.Context, cfg *Config) (*result.Result, error) {
 	}
 	defer cl.Close()
 	r := &run{cfg: cfg, cl: cl}
-	r.budget.Store(-1)
 	if p.Requests > 0 {
+		r.bounded = true
 		r.budget.Store(p.Requests)
 	}
 	if cfg.Samples != nil {
@@ -222,7 +223,7 @@ func record(op *metrics.Op, start, end time.Time, status int, err error, ok ...i
 
 // take consumes one request from the count budget, if any.
 func (r *run) take() bool {
-	if r.budget.Load() < 0 {
+	if !r.bounded {
 		return true
 	}
 	return r.budget.Add(-1) >= 0

@@ -2,23 +2,23 @@ package load
 
 import (
 	"context"
+	"math"
 	"sync/atomic"
 	"time"
 )
 
-// pace hands out start instants at a constant rate. A ticket is only
+// pace hands out start instants at a constant rate: arrival i is due at
+// start + i/rate, for round(rate x duration) arrivals. A ticket is only
 // accepted by a worker that is idle at that instant; if none is, the
 // arrival is counted as dropped rather than delayed, so the offered load
 // stays constant and slowness shows up as drops and latency (k6's
 // dropped_iterations, vegeta's pacer).
 func pace(ctx context.Context, rate float64, start, until time.Time, tickets chan<- time.Time, dropped *atomic.Int64) {
 	defer close(tickets)
-	interval := time.Duration(float64(time.Second) / rate)
-	if interval <= 0 {
-		interval = 1
-	}
-	next := start
-	for next.Before(until) {
+	total := int64(math.Round(rate * until.Sub(start).Seconds()))
+	due := func(i int64) time.Time { return start.Add(time.Duration(float64(i) * float64(time.Second) / rate)) }
+	for i := int64(0); i < total; {
+		next := due(i)
 		if d := time.Until(next); d > 0 {
 			select {
 			case <-time.After(d):
@@ -27,13 +27,12 @@ func pace(ctx context.Context, rate float64, start, until time.Time, tickets cha
 			}
 		}
 		now := time.Now()
-		for !next.After(now) && next.Before(until) {
+		for ; i < total && !due(i).After(now); i++ {
 			select {
-			case tickets <- next:
+			case tickets <- due(i):
 			default:
 				dropped.Add(1)
 			}
-			next = next.Add(interval)
 		}
 	}
 }

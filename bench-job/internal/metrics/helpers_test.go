@@ -1,0 +1,5 @@
+package metrics
+
+import "time"
+
+func unix(sec int64) time.Time { return time.Unix(sec, 0) }

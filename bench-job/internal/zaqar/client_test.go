@@ -1,0 +1,75 @@
+package zaqar
+
+import (
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// Unit test of the HTTP plumbing only (headers, bodies, keep-alive,
+// error reasons); behaviour against a queue server is tested with the
+// real sluice-server in cmd/sluice-bench.
+func TestSessionHeadersBodyAndKeepAlive(t *testing.T) {
+	var conns atomic.Int32
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Client-ID") != "cid" || r.Header.Get("X-Project-ID") != "proj" ||
+			r.Header.Get("X-Auth-Token") != "tok" || r.Header.Get("Authorization") != "Bearer tok" {
+			w.WriteHeader(400)
+			return
+		}
+		if r.Method == "POST" && r.Header.Get("Content-Type") != "application/json" {
+			w.WriteHeader(415)
+			return
+		}
+		w.WriteHeader(201)
+		w.Write([]byte(r.URL.RawQuery))
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	c, err := New(Options{BaseURL: srv.URL, ProjectID: "proj", Token: "tok", Conns: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := c.NewSession("cid")
+	for i := 0; i < 50; i++ {
+		st, err := s.Do("POST", c.URL("/v2/queues/q/claims", "limit=5"), []byte(`{}`))
+		if err != nil || st != 201 || s.Resp.String() != "limit=5" {
+			t.Fatalf("request %d: %d %v %q", i, st, err, s.Resp.String())
+		}
+	}
+	if n := conns.Load(); n != 1 {
+		t.Errorf("50 sequential requests used %d connections, want 1 (keep-alive)", n)
+	}
+	if u := c.Href("/v2/queues/q/messages/id?claim_id=c"); u.Path != "/v2/queues/q/messages/id" || u.RawQuery != "claim_id=c" {
+		t.Errorf("href -> %v", u)
+	}
+}
+
+func TestReasons(t *testing.T) {
+	c, _ := New(Options{BaseURL: "http://127.0.0.1:1", Conns: 1, Timeout: time.Second})
+	_, err := c.NewSession("x").Do("GET", c.URL("/", ""), nil)
+	if got := Reason(0, err); got != "connection_refused" {
+		t.Errorf("refused -> %q (%v)", got, err)
+	}
+	hang := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { time.Sleep(2 * time.Second) }))
+	defer hang.Close()
+	c, _ = New(Options{BaseURL: hang.URL, Conns: 1, Timeout: 100 * time.Millisecond})
+	_, err = c.NewSession("x").Do("GET", c.URL("/", ""), nil)
+	if got := Reason(0, err); got != "timeout" {
+		t.Errorf("slow server -> %q (%v)", got, err)
+	}
+	if Reason(503, nil) != "http_503" {
+		t.Error("status reason")
+	}
+	if _, err := New(Options{BaseURL: "ftp://x"}); err == nil {
+		t.Error("ftp URL accepted")
+	}
+}

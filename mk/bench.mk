@@ -1,0 +1,22 @@
+# sluice-bench: the load generator (Go module in bench-job/). See
+# docs/sluice-bench.md. Tests run against a real sluice-server (memory and a
+# real redis-server); the benchmark compares it with zaqar-bench.
+APT_PACKAGES  += redis-server
+TEST_TARGETS  += test-bench
+BENCH_TARGETS += bench-generator
+
+# BENCH_GEN_ARGS passes options to the driver, e.g. "--seconds 10 --workers 10,50".
+BENCH_GEN_ARGS ?=
+
+.PHONY: build-bench test-bench bench-generator
+build-bench: ## build sluice-bench (static) into build/bin
+	@mkdir -p $(BIN)
+	cd bench-job && CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o $(BIN)/sluice-bench ./cmd/sluice-bench
+
+test-bench: deps-apt build-server ## sluice-bench unit tests + runs against sluice-server (memory and real redis)
+	cd bench-job && $(GO) vet ./... && \
+	  SLUICE_SERVER_BIN=$(BIN)/sluice-server $(GO) test -race -count=1 -p 2 -timeout 20m ./...
+
+bench-generator: deps-apt build-bench build-noop venv-compat ## sluice-bench vs zaqar-bench: requests per client CPU-second against the no-op server
+	$(PYTHON) bench-job/scripts/bench_generator.py --bin $(BIN) --zaqar-bench $(BUILD)/venv-compat/bin/zaqar-bench \
+	  --write-doc $(ROOT)/docs/benchmarks.md $(BENCH_GEN_ARGS)
