@@ -79,7 +79,7 @@ func (a *admin) putFlavor(w http.ResponseWriter, r *http.Request, c *Call) {
 		e = decodeStrict(body, &b)
 	}
 	if e == nil && b.PoolList == nil {
-		e = badBody(`"pool_list" is required.`)
+		e = badBody("'pool_list' is required.")
 	}
 	if e != nil {
 		a.s.fail(w, e)
@@ -105,7 +105,7 @@ func (a *admin) patchFlavor(w http.ResponseWriter, r *http.Request, c *Call) {
 		e = decodeStrict(body, &b)
 	}
 	if e == nil && b.PoolList == nil && b.Capabilities == nil {
-		e = badBody(`One of "pool_list" or "capabilities" needs to be specified.`)
+		e = badBody("One of 'pool_list' or 'capabilities' needs to be specified.")
 	}
 	if e != nil {
 		a.s.fail(w, e)

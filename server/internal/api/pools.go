@@ -96,7 +96,7 @@ func showPool(p catalog.Pool, detailed bool) poolJSON {
 
 // poolBody is a PUT or PATCH body; pointers tell absent from zero.
 type poolBody struct {
-	Weight  *json.Number    `json:"weight"`
+	Weight  *json.RawMessage `json:"weight"`
 	URI     *string         `json:"uri"`
 	Flavor  *string         `json:"flavor"`
 	Options *map[string]any `json:"options"`
@@ -114,7 +114,7 @@ func decodeStrict(body []byte, v any) *apiError {
 	if err := dec.Decode(v); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
-			return badBody(fmt.Sprintf("%q must be of type %s.", te.Field, jsonKind(te.Type.String())))
+			return badBody(fmt.Sprintf("'%s' must be of type %s.", te.Field, jsonKind(te.Type.String())))
 		}
 		return badBody("Malformed JSON body: " + err.Error())
 	}
@@ -126,8 +126,6 @@ func decodeStrict(body []byte, v any) *apiError {
 
 func jsonKind(goType string) string {
 	switch goType {
-	case "json.Number":
-		return "integer"
 	case "string":
 		return "string"
 	case "[]string":
@@ -137,9 +135,9 @@ func jsonKind(goType string) string {
 }
 
 func (b *poolBody) weight() (int, *apiError) {
-	n, err := b.Weight.Int64()
-	if err != nil || n < 0 || n > 1<<32-1 {
-		return 0, badBody(`"weight" must be an integer between 0 and 4294967295.`)
+	n, ok := jsonInt(*b.Weight)
+	if !ok || n < 0 || n > 1<<32-1 {
+		return 0, badBody("'weight' must be an integer between 0 and 4294967295.")
 	}
 	return int(n), nil
 }
@@ -206,7 +204,7 @@ func (a *admin) putPool(w http.ResponseWriter, r *http.Request, c *Call) {
 		e = decodeStrict(body, &b)
 	}
 	if e == nil && (b.Weight == nil || b.URI == nil) {
-		e = badBody(`"uri" and "weight" are required.`)
+		e = badBody("'uri' and 'weight' are required.")
 	}
 	p := catalog.Pool{Name: name}
 	if e == nil {
@@ -244,7 +242,7 @@ func (a *admin) patchPool(w http.ResponseWriter, r *http.Request, c *Call) {
 		e = decodeStrict(body, &b)
 	}
 	if e == nil && b.Weight == nil && b.URI == nil && b.Flavor == nil && b.Options == nil {
-		e = badBody(`One of "uri", "weight", "flavor" or "options" needs to be specified.`)
+		e = badBody("One of 'uri', 'weight', 'flavor' or 'options' needs to be specified.")
 	}
 	var patch catalog.PoolPatch
 	if e == nil && b.Weight != nil {
