@@ -29,37 +29,45 @@ local function move(id, h)
   keepalive(DP, now, e, DP .. ':ids', DP .. ':exp', DP .. ':rdy')
 end
 
+local held = {}
 while #taken < limit do
   local ids = redis.call('ZRANGE', RDY, 0, limit - #taken - 1)
   if #ids == 0 then break end
   redis.call('ZREM', RDY, unpack(ids))
   for _, id in ipairs(ids) do
     local mk = mkey(id)
-    local h = redis.call('HMGET', mk, 'e', 'n', 'd')
-    if not h[1] or tonumber(h[1]) <= now then
+    -- One read serves every check and the reply.
+    local h = redis.call('HMGET', mk, 'b', 'c', 'e', 'd', 'u', 'n')
+    local count = tonumber(h[6] or '0')
+    if not h[1] or tonumber(h[3]) <= now then
       drop(id)
-    elseif h[3] and tonumber(h[3]) > now then
-      redis.call('ZADD', DLY, h[3], id) -- never claim a delayed message
-    elseif maxcc > 0 and tonumber(h[2] or '0') >= maxcc then
-      local body = redis.call('HMGET', mk, 'b', 'c', 'e', 'u')
+    elseif h[4] and tonumber(h[4]) > now then
+      redis.call('ZADD', DLY, h[4], id) -- never claim a delayed message
+    elseif maxcc > 0 and count >= maxcc then
       drop(id) -- first: the dead-letter queue may be this very queue
-      if dlq ~= '' then move(id, body) end
+      if dlq ~= '' then move(id, {h[1], h[2], h[3], h[5]}) end
       dead = dead + 1
     else
-      redis.call('HSET', mk, 'k', cid, 'x', cexp)
-      redis.call('HINCRBY', mk, 'n', 1)
-      if tonumber(h[1]) < mexp then
-        redis.call('HSET', mk, 'e', mexp)
-        redis.call('ZADD', EXP, mexp, id)
-        redis.call('PEXPIRE', mk, mexp - now)
+      count = count + 1
+      local e = tonumber(h[3])
+      if e < mexp then
+        e = mexp
+        redis.call('HSET', mk, 'k', cid, 'x', cexp, 'n', count, 'e', e)
+        redis.call('ZADD', EXP, e, id)
+        redis.call('PEXPIRE', mk, e - now)
+      else
+        redis.call('HSET', mk, 'k', cid, 'x', cexp, 'n', count)
       end
-      redis.call('ZADD', HELD, cexp, id)
+      held[#held + 1] = cexp
+      held[#held + 1] = id
       taken[#taken + 1] = id
-      out[#out + 1] = load(id, now)
+      out[#out + 1] = {id, h[1], h[2], string.format('%.0f', e), h[4] or '0', h[5] or '', cid,
+        string.format('%.0f', cexp), tostring(count)}
     end
   end
 end
 if #taken > 0 then
+  redis.call('ZADD', HELD, unpack(held))
   local ck = ckey(cid)
   redis.call('HSET', ck, 't', ttl, 'g', grace, 'c', now, 'e', cexp, 'i', table.concat(taken, ' '))
   redis.call('PEXPIRE', ck, ttl)

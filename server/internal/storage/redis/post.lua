@@ -12,6 +12,9 @@ local n = (#ARGV - 4) / 4
 local seq = redis.call('HINCRBY', Q, 's', n) - n
 local client = ARGV[2]
 local maxe = 0
+-- Index entries are collected and added with one ZADD per index, so a
+-- batch costs one call per message plus a few, not four per message.
+local ids, exps, rdy, dly = {}, {}, {}, {}
 for i = 0, n - 1 do
   local b = 5 + i * 4
   local id, ttl, delay, body = ARGV[b], tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2]), ARGV[b + 3]
@@ -20,15 +23,23 @@ for i = 0, n - 1 do
   local mk = mkey(id)
   if delay > 0 then
     redis.call('HSET', mk, 'b', body, 'c', now, 'e', e, 's', seq, 'u', client, 'd', now + delay)
-    redis.call('ZADD', DLY, now + delay, id)
+    dly[#dly + 1] = now + delay
+    dly[#dly + 1] = id
   else
     redis.call('HSET', mk, 'b', body, 'c', now, 'e', e, 's', seq, 'u', client)
-    redis.call('ZADD', RDY, seq, id)
+    rdy[#rdy + 1] = seq
+    rdy[#rdy + 1] = id
   end
   redis.call('PEXPIRE', mk, ttl)
-  redis.call('ZADD', IDS, seq, id)
-  redis.call('ZADD', EXP, e, id)
+  ids[#ids + 1] = seq
+  ids[#ids + 1] = id
+  exps[#exps + 1] = e
+  exps[#exps + 1] = id
   if e > maxe then maxe = e end
 end
+redis.call('ZADD', IDS, unpack(ids))
+redis.call('ZADD', EXP, unpack(exps))
+if #rdy > 0 then redis.call('ZADD', RDY, unpack(rdy)) end
+if #dly > 0 then redis.call('ZADD', DLY, unpack(dly)) end
 keepalive(P, now, maxe, IDS, EXP, RDY, DLY)
 return {0}
