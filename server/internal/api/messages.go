@@ -134,11 +134,16 @@ func (s *Server) listMessages(w http.ResponseWriter, r *http.Request, c *Call) {
 		Echo: lq.echo, IncludeClaimed: lq.claimed, IncludeDelayed: lq.delayed,
 	}
 	msgs, next, err := s.drv.Messages().List(c.ctx, q, lo)
-	if err == nil && next == "" && len(msgs) > 0 {
-		// Drivers give a marker only after a full page, but clients
-		// (zaqar-bench's observer) need a next link after every non-empty
-		// page to resume from. Asking again for exactly the messages seen
-		// makes the page full, so the driver names its end.
+	// Drivers may give a marker only after a full page, but clients
+	// (zaqar-bench's observer) need a next link after every non-empty page
+	// to resume from. Asking again for exactly as many messages as were
+	// seen makes the page full, so the driver names its end; concurrent
+	// deletes can shrink the page again, hence the bounded retries.
+	for try := 0; err == nil && next == "" && len(msgs) > 0; try++ {
+		if try == 4 {
+			msgs = nil // never a page without a way onwards
+			break
+		}
 		lo.Limit = len(msgs)
 		msgs, next, err = s.drv.Messages().List(c.ctx, q, lo)
 	}
