@@ -4,6 +4,7 @@
 APT_PACKAGES += redis-server
 # test-server runs `go test ./...` over the whole server module, these
 # packages included; deps builds FerretDB first so that run finds it.
+BENCH_TARGETS += bench-pooling
 
 # The pin lives in one place: the wrapper module's go.mod.
 FERRETDB_VERSION := $(shell awk '{for (i = 1; i < NF; i++) if ($$i == "github.com/FerretDB/FerretDB") print $$(i+1)}' $(ROOT)/server/tools/ferretdb/go.mod | head -1)
@@ -26,5 +27,6 @@ $(FERRETDB_BIN):
 test-pooling: deps-apt ferretdb ## MongoDB driver on FerretDB, catalog, pooled driver over 3 redis-servers + FerretDB
 	cd server && $(GO) vet $(POOLING_PKGS) && $(GO) test -race -count=1 -p 2 $(POOLING_PKGS)
 
-bench-pooling: deps-apt ferretdb ## pooled vs direct Redis throughput, 1/2/4 pools
-	cd server && $(GO) test -run '^$$' -bench 'Pooled|Direct' -benchtime 2s ./internal/storage/pooling/
+bench-pooling: deps-apt ## storage benchmarks: one Redis direct vs the same Redis as a pool; 1, 2, 4 pools
+	cd server && $(GO) test -run '^$$' -bench 'Direct|Pooled|PoolsScaling' -benchtime 2s -count 3 ./internal/storage/pooling/ \
+	  | grep -v '^redis: ' | tee $(BUILD)/bench-pooling.txt
