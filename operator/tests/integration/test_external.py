@@ -1,0 +1,213 @@
+"""The whole Pool -> server -> Queue path without a kubelet: an `external`
+Pool whose shards are real redis-server processes on loopback, and the
+namespace's server a real sluice-server process (pooling on, catalog in a
+third redis-server) that the operator reaches through SERVER_URL_TEMPLATE."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import secrets
+import shutil
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+
+import pytest
+import requests
+
+from .conftest import ROOT, Operator, apply, condition, drop_namespace, free_port, get, kc, wait_for
+
+SERVER_BIN = ROOT / "build/bin/sluice-server"
+
+
+def need(path: str | None, what: str) -> str:
+    if not path or not pathlib.Path(path).exists():
+        msg = f"{what} not found"
+        if os.environ.get("CI") == "true":
+            pytest.fail(msg)
+        pytest.skip(msg)
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def stack(sa_kubeconfig: pathlib.Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
+    redis = need(shutil.which("redis-server"), "redis-server")
+    server = need(str(SERVER_BIN), "build/bin/sluice-server (make build-server)")
+    tmp = tmp_path_factory.mktemp("external")
+    procs: list[subprocess.Popen] = []
+    ports = [free_port() for _ in range(3)]
+    for i, p in enumerate(ports):
+        (tmp / f"r{i}").mkdir()
+        procs.append(
+            subprocess.Popen(
+                [redis, "--port", str(p), "--bind", "127.0.0.1", "--save", "", "--dir", str(tmp / f"r{i}")],
+                stdout=subprocess.DEVNULL,
+            )
+        )
+    token = secrets.token_urlsafe(16)
+    sport = free_port()
+    procs.append(
+        subprocess.Popen(
+            [
+                server,
+                "--listen",
+                f"127.0.0.1:{sport}",
+                "--store",
+                f"redis://127.0.0.1:{ports[2]}/1",
+                "--catalog",
+                f"redis://127.0.0.1:{ports[2]}/0",
+                "--admin-token",
+                token,
+            ],
+            stdout=(tmp / "server.log").open("w"),
+            stderr=subprocess.STDOUT,
+        )
+    )
+    base = f"http://127.0.0.1:{sport}"
+    wait_for("sluice-server", lambda: _up(base), timeout=30)
+    ns = f"sit-ext-{uuid.uuid4().hex[:6]}"
+    kc("create", "namespace", ns)
+    apply(
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "sluice-server-admin", "namespace": ns},
+            "stringData": {"token": token},
+        }
+    )
+    apply(
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "shards", "namespace": ns},
+            "stringData": {"uris": "\n".join(f"redis://127.0.0.1:{p}/0" for p in ports[:2])},
+        }
+    )
+    op = Operator(sa_kubeconfig, ns, tmp / "operator.log", {"SLUICE_OPERATOR_SERVER_URL_TEMPLATE": base})
+    yield {"ns": ns, "base": base, "token": token, "op": op}
+    drop_namespace(ns)
+    op.stop()
+    for p in reversed(procs):
+        p.terminate()
+        p.wait(timeout=15)
+    bad = [line for line in op.text().splitlines() if "403" in line or "forbidden" in line.lower()]
+    assert not bad, bad
+
+
+def _up(base: str) -> bool:
+    try:
+        return requests.get(base + "/", timeout=1).status_code in (200, 300)
+    except requests.RequestException:
+        return False
+
+
+def zaqar(stack: dict, method: str, path: str, body=None, project: str | None = None) -> requests.Response:
+    headers = {
+        "Client-ID": str(uuid.uuid4()),
+        "X-Project-ID": project or stack["ns"],
+        "Authorization": f"Bearer {stack['token']}",
+    }
+    return requests.request(method, stack["base"] + path, json=body, headers=headers, timeout=10)
+
+
+def test_pool_registers_and_queue_serves(stack: dict) -> None:
+    ns = stack["ns"]
+    apply(
+        {
+            "apiVersion": "sluice.dev/v1alpha1",
+            "kind": "Pool",
+            "metadata": {"name": "ext", "namespace": ns},
+            "spec": {
+                "backend": "redis",
+                "provisioner": "external",
+                "shards": 2,
+                "weight": 50,
+                "placement": {"nodeClass": "any"},
+                "external": {"secretRef": {"name": "shards"}},
+            },
+        }
+    )
+    start = time.monotonic()
+    obj = wait_for(
+        "Pool Ready",
+        lambda: (o := get("pool", ns, "ext")) and condition(o, "Ready").get("status") == "True" and o,
+        timeout=60,
+    )
+    print(f"external Pool apply->Ready {time.monotonic() - start:.1f}s")
+    assert obj["status"]["phase"] == "Ready" and obj["status"]["readyShards"] == "2/2"
+    pools = zaqar(stack, "GET", "/v2/pools?detailed=true").json()["pools"]
+    assert sorted((p["name"], p["weight"], p["flavor"]) for p in pools) == [("ext-0", 50, "ext"), ("ext-1", 50, "ext")]
+    assert zaqar(stack, "GET", "/v2/flavors/ext").json()["pool_list"] == ["ext-0", "ext-1"]
+
+    start = time.monotonic()
+    apply(
+        {
+            "apiVersion": "sluice.dev/v1alpha1",
+            "kind": "Queue",
+            "metadata": {"name": "orders", "namespace": ns},
+            "spec": {"pool": "ext", "messageTTL": 600, "deadLetter": {"queue": "orders-dlq", "maxClaimCount": 3}},
+        }
+    )
+    wait_for("Queue Ready", lambda: condition(get("queue", ns, "orders"), "Ready").get("status") == "True", timeout=30)
+    print(f"Queue apply->Ready {time.monotonic() - start:.1f}s")
+    md = zaqar(stack, "GET", "/v2/queues/orders").json()
+    assert (
+        md["_default_message_ttl"] == 600 and md["_max_claim_count"] == 3 and md["_dead_letter_queue"] == "orders-dlq"
+    )
+    r = zaqar(stack, "POST", "/v2/queues/orders/messages", {"messages": [{"body": i} for i in range(3)]})
+    assert r.status_code == 201, r.text
+    wait_for(
+        "message counts in status",
+        lambda: ((get("queue", ns, "orders") or {}).get("status") or {}).get("messages", {}).get("total") == 3,
+        timeout=30,
+    )
+    # Spec changes reach the server as metadata patches.
+    kc("patch", "queue", "orders", "-n", ns, "--type=merge", "-p", '{"spec":{"messageTTL":900}}')
+    wait_for(
+        "ttl patched",
+        lambda: zaqar(stack, "GET", "/v2/queues/orders").json()["_default_message_ttl"] == 900,
+        timeout=30,
+    )
+
+
+def test_scale_down_refused_while_shard_holds_queues(stack: dict) -> None:
+    ns = stack["ns"]
+    # Put queues on both shards: the server's weighted choice decides where each lands.
+    for i in range(12):
+        apply(
+            {
+                "apiVersion": "sluice.dev/v1alpha1",
+                "kind": "Queue",
+                "metadata": {"name": f"spread{i}", "namespace": ns},
+                "spec": {"pool": "ext"},
+            }
+        )
+    wait_for(
+        "spread queues Ready",
+        lambda: all(condition(get("queue", ns, f"spread{i}"), "Ready").get("status") == "True" for i in range(12)),
+        timeout=60,
+    )
+    kc("patch", "pool", "ext", "-n", ns, "--type=merge", "-p", '{"spec":{"shards":1}}')
+    obj = wait_for(
+        "ScaledDown=False",
+        lambda: (o := get("pool", ns, "ext")) and condition(o, "ScaledDown").get("status") == "False" and o,
+        timeout=60,
+    )
+    msg = condition(obj, "ScaledDown")["message"]
+    assert "ext-1 holds" in msg and "queue(s)" in msg, msg
+    assert obj["status"]["phase"] == "Draining"
+    pool1 = zaqar(stack, "GET", "/v2/pools/ext-1").json()
+    assert pool1["weight"] == 0
+    # Once every queue is gone the shard is unregistered and dropped from status.
+    names = ["orders"] + [f"spread{i}" for i in range(12)]
+    kc("delete", "queue", *names, "-n", ns, "--timeout=120s")
+    wait_for(
+        "shard removed",
+        lambda: [s["name"] for s in (get("pool", ns, "ext") or {}).get("status", {}).get("shards", [])] == ["ext-0"],
+        timeout=60,
+    )
+    assert zaqar(stack, "GET", "/v2/pools/ext-1").status_code == 404
+    assert json.loads(kc("get", "pool", "ext", "-n", ns, "-o", "json").stdout)["status"]["phase"] == "Ready"
