@@ -116,9 +116,10 @@ def main():
     body = f"""Command: `make bench-generator` (driver `bench-job/scripts/bench_generator.py`,
 {a.seconds} s of measured load per run, `BENCH_GEN_ARGS` to change). Both tools run
 zaqar-bench's producer workload (`-pp 1 -pw W -cw 0 -ow 0`, one message per POST)
-against the no-op Go HTTP server (`e2e/bench/noop`), so the server is never the limit
-on this 2-core machine that client and server share. Client CPU is user+system time
-of the tool's whole process tree; each tool runs for 1 s and for 1+{a.seconds} s and the
+against the no-op Go HTTP server (`e2e/bench/noop`), the cheapest server there is.
+Client, server (and other work) share this machine's 2 cores, so wall-clock req/s
+is bounded by the CPU left over; the fair measure is requests per client
+CPU-second. Client CPU is user+system time of the tool's whole process tree; each tool runs for 1 s and for 1+{a.seconds} s and the
 differences are used, so start-up (Python imports, queue reset) does not count
 against zaqar-bench. Goal: sluice-bench >= 5x zaqar-bench in requests per client
 CPU-second.

@@ -5,7 +5,6 @@ package zaqar
 
 import (
 	"bytes"
-	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -76,9 +75,15 @@ type Session struct {
 	c    *Client
 	hdr  http.Header
 	hdrJ http.Header // same plus Content-Type: application/json
-	body bytes.Reader
+	body reqBody
 	Resp bytes.Buffer // body of the last response, valid until the next call
 }
+
+// reqBody is a reusable request body; being its own io.ReadCloser saves
+// the per-request allocation of io.NopCloser.
+type reqBody struct{ bytes.Reader }
+
+func (*reqBody) Close() error { return nil }
 
 // NewSession returns a session that identifies itself with clientID.
 func (c *Client) NewSession(clientID string) *Session {
@@ -127,7 +132,7 @@ func (s *Session) Do(method string, u *url.URL, body []byte) (int, error) {
 	}
 	if body != nil {
 		s.body.Reset(body)
-		req.Body = io.NopCloser(&s.body)
+		req.Body = &s.body
 		req.ContentLength = int64(len(body))
 		req.Header = s.hdrJ
 	}
