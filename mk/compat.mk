@@ -2,6 +2,7 @@
 # zaqar-bench against sluice-server, and sluice-server vs the real Zaqar
 # 23.0.1 side by side (make bench-server). See docs/compat.md.
 APT_PACKAGES  += redis-server wrk gcc
+TEST_TARGETS  += test-compat
 BENCH_TARGETS += bench-server
 
 COMPAT_VENV := $(BUILD)/venv-compat

@@ -105,3 +105,4 @@ def queue(client):
     q = client.queue("q-" + uuid.uuid4().hex[:8], force_create=True)
     yield q
     q.delete()
+
