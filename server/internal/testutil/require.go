@@ -28,6 +28,7 @@ func RequireBinary(t testing.TB, name, hint string) string {
 	}
 	if InCI() {
 		t.Fatalf("%s not found (%v); install %s", name, err, hint)
+		return ""
 	}
 	t.Skipf("%s not found (%v); install %s to run this test (it fails under CI=true)", name, err, hint)
 	return ""
