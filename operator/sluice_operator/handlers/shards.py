@@ -38,16 +38,21 @@ def queues_on_shard(
 def register(api: ServerAPI, flavor: str, shards: list[dict[str, Any]], uris: dict[str, str], weight: int) -> None:
     """register makes every ready shard a server pool in the Pool's flavor with the Pool's weight,
     then sets the flavor's pool list; it marks each shard's `registered` in place."""
+    live = [s for s in shards if s["ready"] and uris.get(s["name"])]
+    current = {s["name"]: api.get_pool(s["name"]) for s in live}
+    if any(c is None or c.get("flavor") != flavor for c in current.values()):
+        # A pool may only name a flavor that exists: declare it first with the
+        # shards already registered (an empty list is fine).
+        api.put_flavor(flavor, sorted(n for n, c in current.items() if c is not None))
     for s in shards:
-        uri = uris.get(s["name"])
-        if not s["ready"] or not uri:
+        if s not in live:
             s["registered"] = bool(s.get("registered"))
             continue
-        current = api.get_pool(s["name"])
+        uri, cur = uris[s["name"]], current[s["name"]]
         want = 0 if s.get("draining") else weight
-        if current is None:
+        if cur is None:
             api.put_pool(s["name"], uri, want, flavor)
-        elif current.get("uri") != uri or current.get("weight") != want or current.get("flavor") != flavor:
+        elif cur.get("uri") != uri or cur.get("weight") != want or cur.get("flavor") != flavor:
             api.patch_pool(s["name"], uri=uri, weight=want, flavor=flavor)
         s["registered"], s["weight"] = True, want
     members = [s["name"] for s in shards if s.get("registered")]
