@@ -102,3 +102,15 @@ func TestStartAtAndParallelMerge(t *testing.T) {
 		t.Errorf("merged summary lacks scenario")
 	}
 }
+
+func TestProgressLine(t *testing.T) {
+	url := testenv.Server(t, "memory")
+	code, _, errs := cli(t, "run", "-s", url, "-pp", "1", "-pw", "1", "-cw", "0", "-ow", "0", "-t", "2", "-q", "prog", "--progress", "always")
+	if code != 0 || !strings.Contains(errs, "req/s") || !strings.Contains(errs, "errors") {
+		t.Errorf("exit %d, progress output %q", code, errs)
+	}
+	// Not a terminal and not forced: quiet.
+	if _, _, errs := cli(t, "run", "-s", url, "-pp", "1", "-pw", "1", "-cw", "0", "-ow", "0", "-t", "1", "-q", "prog"); errs != "" {
+		t.Errorf("progress written to a non-terminal: %q", errs)
+	}
+}

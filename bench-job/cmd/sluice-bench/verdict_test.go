@@ -39,7 +39,7 @@ func TestThresholdsExit99(t *testing.T) {
 		t.Errorf("task distribution with --max-lost 0: exit %d: %s", code, errs)
 	}
 	// Producing without consuming and without a drain loses everything.
-	code, _, errs = cli(t, "run", "-s", url, "-pp", "1", "-pw", "2", "-cw", "0", "-ow", "0", "-t", "1", "-q", "thr3", "--verify", "--max-lost", "0", "--json")
+	code, _, errs = cli(t, "run", "-s", url, "-pp", "1", "-pw", "2", "-cw", "0", "-ow", "0", "-t", "1", "-q", "thr3", "--verify", "--drain", "0s", "--max-lost", "0", "--json")
 	if code != exitThreshold || !strings.Contains(errs, "lost") {
 		t.Errorf("unconsumed messages with --max-lost 0: exit %d: %s", code, errs)
 	}

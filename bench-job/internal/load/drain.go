@@ -13,8 +13,10 @@ import (
 // (extra drain_* counters) and never count toward the run's rates.
 func (r *run) drain(ctx context.Context, res *result.Result) {
 	p := r.cfg.Params
-	workers := p.Consumer.Total()
-	if workers == 0 || r.cfg.Drain <= 0 {
+	// Sweeps and producer-only runs drain with one worker: whatever is
+	// left in the queues is counted, not guessed.
+	workers := max(p.Consumer.Total(), 1)
+	if r.cfg.Drain <= 0 {
 		return
 	}
 	o := newOps("claim", "delete")
