@@ -68,14 +68,16 @@ def pool_deleted(body: Any, patch: kopf.Patch, retry: int, logger: Any, **_: Any
 @kopf.on.create(*QUEUES)
 @kopf.on.update(*QUEUES, field="spec")
 @kopf.on.resume(*QUEUES)
-def queue_changed(body: Any, patch: kopf.Patch, logger: Any, **_: Any) -> None:
+def queue_changed(body: Any, patch: kopf.Patch, retry: int, logger: Any, **_: Any) -> None:
     """A Queue appeared or changed: create or update it on the server, retrying soon until Ready."""
     plain = _plain(body)
     queue.reconcile(CONFIG, plain, patch, logger)
     conds = patch.get("status", {}).get("conditions") or (plain.get("status") or {}).get("conditions") or []
     ready = next((c for c in conds if c.get("type") == "Ready"), None)
     if not ready or ready.get("status") != "True":
-        raise kopf.TemporaryError((ready or {}).get("message", "not ready"), delay=2)
+        # Soon at first (a Pool becoming Ready), then backing off to the timer's pace.
+        delay = min(2 * (retry + 1), CONFIG.queue_interval)
+        raise kopf.TemporaryError((ready or {}).get("message", "not ready"), delay=delay)
 
 
 @kopf.timer(*QUEUES, interval=CONFIG.queue_interval, initial_delay=CONFIG.queue_interval)
