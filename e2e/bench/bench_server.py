@@ -212,10 +212,25 @@ def measure(target: Target, redis: RedisServer, workdir: Path, args, log) -> dic
                     + (f"  claimed {r['claimed']} empty {r['claims'] - r['claimed']}"
                        if "claimed" in r else ""))
         return {"label": target.label, "idle_rss_kib": idle_kib,
+                "errors_total": sum(c.result["errors"] for c in cells),
                 "load_rss_kib": sampler.peak_kib,
                 "cells": {c.name: c.result for c in cells}}
     finally:
         server.stop()
+
+
+def merge(best: dict | None, run: dict) -> dict:
+    """Keep, per cell, the round with the highest throughput (with that
+    round's latencies); RSS keeps the largest peak and the smallest idle."""
+    if best is None:
+        return run
+    best["errors_total"] += run["errors_total"]  # errors count in every round
+    for cell, res in run["cells"].items():
+        if res["rps"] > best["cells"][cell]["rps"]:
+            best["cells"][cell] = res
+    best["load_rss_kib"] = max(best["load_rss_kib"], run["load_rss_kib"])
+    best["idle_rss_kib"] = min(best["idle_rss_kib"], run["idle_rss_kib"])
+    return best
 
 
 def machine() -> str:
@@ -246,6 +261,8 @@ def main() -> int:
     ap.add_argument("--targets", default="noop,sluice-redis,zaqar",
                     help=f"comma list of {', '.join(TARGETS)}")
     ap.add_argument("--duration", type=float, default=10, help="seconds per cell")
+    ap.add_argument("--rounds", type=int, default=2,
+                    help="measure every target this many times; report each cell's best round")
     ap.add_argument("--msg-size", type=int, default=1024, help="bytes per message JSON")
     ap.add_argument("--json", type=Path, help="also write raw results here")
     ap.add_argument("--write-doc", type=Path, help="replace this file's sluice-vs-Zaqar section")
@@ -262,13 +279,20 @@ def main() -> int:
         print(msg, file=sys.stderr, flush=True)
 
     results = {"machine": machine(), "duration_s": args.duration, "msg_size": args.msg_size,
+               "rounds": args.rounds,
                "command": make_command(sys.argv[1:]),
                "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "targets": {}}
     start_load = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="bench-server-") as tmp:
         with RedisServer(Path(tmp) / "redis") as redis:
-            for name in names:
-                results["targets"][name] = measure(TARGETS[name], redis, Path(tmp), args, log)
+            for rnd in range(args.rounds):
+                # Alternate the order so a noisy neighbour cannot always hit
+                # the same target; each round starts every server afresh.
+                order = names if rnd % 2 == 0 else names[::-1]
+                for name in order:
+                    log(f"-- round {rnd + 1}/{args.rounds}")
+                    run = measure(TARGETS[name], redis, Path(tmp) / f"r{rnd}", args, log)
+                    results["targets"][name] = merge(results["targets"].get(name), run)
     results["loadavg"] = {"start": start_load, "end": os.getloadavg()}
     print(render_text(results))
     if args.json:

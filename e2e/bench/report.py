@@ -22,14 +22,14 @@ ROWS = [
     ("claim+delete, 4 conns: p99", "claim-4", "p99_us", "ms", "x<=", 0.5),
     ("RSS idle", None, "idle_rss_kib", "MB", "abs<=", 25),
     ("RSS under load (peak)", None, "load_rss_kib", "MB", "abs<=", 64),
-    ("errors (socket + non-2xx)", None, "errors", "", None, None),
+    ("errors, all rounds (socket + non-2xx)", None, "errors", "", None, None),
 ]
 
 
 def value(target: dict, cell: str | None, fld: str) -> float | None:
     if cell is None:
         if fld == "errors":
-            return sum(c.get("errors", 0) for c in target["cells"].values())
+            return target["errors_total"]
         return target[fld] / 1024  # KiB -> MB (MiB)
     res = target["cells"].get(cell)
     if not res:
@@ -104,7 +104,8 @@ def render_markdown(results: dict) -> str:
     head, rows = table(results)
     out = [SECTION + " (`make bench-server`)", "",
            f"Command: `{results['command']}` (started {results['started']}).",
-           f"Machine: {results['machine']}; load average {load(results, 'start')} at the "
+           f"Machine: {results['machine']}; {results.get('rounds', 1)} rounds, "
+           "targets in alternating order, each cell's best round shown; load average {load(results, 'start')} at the "
            f"start and {load(results, 'end')} at the end (other work shares this machine; "
            "a load far above 2 depresses every column). Every cell runs wrk for "
            f"{results['duration_s']:g} s with 2 threads on 127.0.0.1; messages are "
