@@ -4,6 +4,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"sort"
 
 	"sluice.dev/bench/internal/load"
@@ -19,10 +21,13 @@ func cmdReport(args []string, stdout, stderr io.Writer) error {
 		return usageError{err}
 	}
 	if fs.NArg() != 1 {
-		return usageError{fmt.Errorf("usage: sluice-bench report RUN_DIR")}
+		return usageError{fmt.Errorf("usage: sluice-bench report RUN_DIR (or a summary.json)")}
 	}
 	dir := fs.Arg(0)
 	res, err := result.Load(dir)
+	if st, serr := os.Stat(dir); serr == nil && !st.IsDir() {
+		dir = filepath.Dir(dir) // a summary file: render next to it
+	}
 	if err != nil {
 		return err
 	}

@@ -22,6 +22,7 @@ type runFlags struct {
 	scenario, out, termLog, samples string
 	startAt                         string
 	jsonOut, verify, noVerify       bool
+	series                          bool
 	rate                            float64
 	minRPS, maxP99                  float64
 	maxLost                         int64
@@ -77,6 +78,7 @@ func newRunFlags(name string) *runFlags {
 	// sluice-bench's additions.
 	fs.StringVar(&f.scenario, "scenario", "custom", "preset name (sluice-bench scenarios)")
 	fs.BoolVar(&f.jsonOut, "json", false, "print the full JSON summary")
+	fs.BoolVar(&f.series, "series", false, "with --json: include the per-second series (what `merge` needs for merged time plots)")
 	fs.StringVar(&f.out, "out", "", "write summary.json and per-second CSV series into this run directory")
 	fs.StringVar(&f.termLog, "termination-log", "", "write a <= 4 KB mergeable summary here (e.g. /dev/termination-log)")
 	fs.StringVar(&f.samples, "samples", "", "write every request as CSV (op,start_unix_ns,latency_us,status)")
