@@ -13,15 +13,20 @@ messages for the whole cell. RSS is read from /proc/PID/status (VmRSS,
 summed over uwsgi's master and workers): idle after start, and the largest
 sample taken every 200 ms while load runs.
 
-Targets are looked up in TARGETS by name, so another configuration (for
-example sluice-server routing through a pool catalog) is one more factory:
-    TARGETS["sluice-pooled-2"] = Target("sluice-pooled-2", start_pooled, ...)
-and --targets noop,sluice-redis,zaqar,sluice-pooled-2 adds its column.
+Targets are looked up in TARGETS by name. Another configuration (for
+example sluice-server routing through a pool catalog of N Redis pools) is a
+module e2e/bench/targets_<name>.py, loaded at start, that calls
+    bench_server.register(Target("sluice-pooled-2", start_pooled, "sluice (2 pools)"))
+with start_pooled(workdir, redis) -> a started Process (.url, .pid, .stop()
+that also stops whatever else it started); then
+    make bench-server BENCH_ARGS="--targets sluice-redis,sluice-pooled-2"
+adds its column. measure() and report.py can be reused for a table of its own.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import shutil
@@ -98,6 +103,21 @@ def _start_noop(workdir: Path, redis: RedisServer) -> Process:
     server = NoopServer(workdir)
     server.start()
     return server
+
+
+def register(target: Target) -> None:
+    """Add a column: called by e2e/bench/targets_*.py modules, loaded at start."""
+    TARGETS[target.name] = target
+
+
+def load_target_modules() -> None:
+    # Run as a script this module is __main__; plugins import it by name and
+    # must reach this very TARGETS, not a second copy.
+    sys.modules.setdefault("bench_server", sys.modules[__name__])
+    for path in sorted(HERE.glob("targets_*.py")):
+        spec = importlib.util.spec_from_file_location(path.stem, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
 
 
 TARGETS: dict[str, Target] = {
@@ -187,7 +207,9 @@ def prefill(url: str, queue: str, want: int, size: int, log) -> int:
     return have
 
 
-def measure(target: Target, redis: RedisServer, workdir: Path, args, log) -> dict:
+def measure(target: Target, redis: RedisServer, workdir: Path, duration: float,
+            msg_size: int, log: Callable[[str], None] = print) -> dict:
+    """Start target, run its cells, stop it; returns RSS and per-cell results."""
     log(f"== {target.label}")
     server = target.start(workdir / target.name, redis)
     try:
@@ -198,14 +220,14 @@ def measure(target: Target, redis: RedisServer, workdir: Path, args, log) -> dic
         with sampler:
             for cell in cells:
                 queue = f"bench-{target.name}-{cell.name}"
-                env = {"QUEUE": queue, "MSG_SIZE": str(args.msg_size)}
+                env = {"QUEUE": queue, "MSG_SIZE": str(msg_size)}
                 if cell.script == "claim_delete.lua":
                     # A cycle is two requests, so the POST rate at the same
                     # concurrency bounds how many messages the cell can use.
                     post = next(c for c in cells if c.name == f"post-{cell.conns}")
-                    want = int(post.result["rps"] * args.duration * 0.75) + 1000
-                    cell.result["prefilled"] = prefill(server.url, queue, want, args.msg_size, log)
-                cell.result.update(run_wrk(server.url, cell.script, cell.conns, args.duration, env))
+                    want = int(post.result["rps"] * duration * 0.75) + 1000
+                    cell.result["prefilled"] = prefill(server.url, queue, want, msg_size, log)
+                cell.result.update(run_wrk(server.url, cell.script, cell.conns, duration, env))
                 r = cell.result
                 log(f"  {cell.name:9s} {r['rps']:9.0f} req/s  p50 {r['p50_us'] / 1000:7.2f} ms"
                     f"  p99 {r['p99_us'] / 1000:7.2f} ms  errors {r['errors']}"
@@ -257,6 +279,7 @@ def make_command(argv: list[str]) -> str:
 
 
 def main() -> int:
+    load_target_modules()
     ap = argparse.ArgumentParser(description="sluice-server vs Zaqar 23.0.1 vs no-op HTTP")
     ap.add_argument("--targets", default="noop,sluice-redis,zaqar",
                     help=f"comma list of {', '.join(TARGETS)}")
@@ -291,7 +314,8 @@ def main() -> int:
                 order = names if rnd % 2 == 0 else names[::-1]
                 for name in order:
                     log(f"-- round {rnd + 1}/{args.rounds}")
-                    run = measure(TARGETS[name], redis, Path(tmp) / f"r{rnd}", args, log)
+                    run = measure(TARGETS[name], redis, Path(tmp) / f"r{rnd}",
+                                  args.duration, args.msg_size, log)
                     results["targets"][name] = merge(results["targets"].get(name), run)
     results["loadavg"] = {"start": start_load, "end": os.getloadavg()}
     print(render_text(results))
