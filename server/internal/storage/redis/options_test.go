@@ -1,8 +1,11 @@
 package redis
 
 import (
+	"context"
+	"log/slog"
 	"net/url"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -83,5 +86,24 @@ func TestScopesAreInjective(t *testing.T) {
 func TestEscapeGlob(t *testing.T) {
 	if got, want := escapeGlob(`a*b?[c]\d`), `a\*b\?\[c\]\\d`; got != want {
 		t.Errorf("escapeGlob = %q, want %q", got, want)
+	}
+}
+
+func TestSetLoggerRoutesClientMessages(t *testing.T) {
+	var buf strings.Builder
+	SetLogger(slog.New(slog.NewTextHandler(&buf, nil)))
+	t.Cleanup(func() { SetLogger(slog.New(slog.DiscardHandler)) })
+	u, _ := url.Parse("redis://127.0.0.1:1/0?dial_timeout=100ms") // nothing listens on port 1
+	cfg, err := parseURI(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := cfg.client()
+	defer c.Close()
+	for i := 0; i < 3; i++ {
+		_ = c.Ping(context.Background()).Err()
+	}
+	if !strings.Contains(buf.String(), "component=go-redis") {
+		t.Errorf("failed dials were not logged through slog: %q", buf.String())
 	}
 }
