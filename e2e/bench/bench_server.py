@@ -261,8 +261,9 @@ def machine() -> str:
         if line.startswith("model name"):
             cpu = line.split(":", 1)[1].strip()
             break
-    wrk = subprocess.run(["wrk", "--version"], capture_output=True, text=True).stdout.split("\n")[0]
-    return f"{os.cpu_count()} cores ({cpu}), {wrk.strip()}"
+    wrk = subprocess.run(["wrk", "--version"], capture_output=True, text=True).stdout.split()
+    version = wrk[1] if len(wrk) > 1 else "?"  # "wrk debian/4.1.0-3+b2 [epoll] ..."
+    return f"{os.cpu_count()} cores ({cpu}), wrk {version}"
 
 
 def make_command(argv: list[str]) -> str:

@@ -105,7 +105,8 @@ def render_markdown(results: dict) -> str:
     out = [SECTION + " (`make bench-server`)", "",
            f"Command: `{results['command']}` (started {results['started']}).",
            f"Machine: {results['machine']}; {results.get('rounds', 1)} rounds, "
-           "targets in alternating order, each cell's best round shown; load average {load(results, 'start')} at the "
+           "targets in alternating order, each cell's best round shown; "
+           f"load average {load(results, 'start')} at the "
            f"start and {load(results, 'end')} at the end (other work shares this machine; "
            "a load far above 2 depresses every column). Every cell runs wrk for "
            f"{results['duration_s']:g} s with 2 threads on 127.0.0.1; messages are "
