@@ -97,9 +97,9 @@ func showPool(p catalog.Pool, detailed bool) poolJSON {
 // poolBody is a PUT or PATCH body; pointers tell absent from zero.
 type poolBody struct {
 	Weight  *json.RawMessage `json:"weight"`
-	URI     *string         `json:"uri"`
-	Flavor  *string         `json:"flavor"`
-	Options *map[string]any `json:"options"`
+	URI     *string          `json:"uri"`
+	Flavor  *string          `json:"flavor"`
+	Options *map[string]any  `json:"options"`
 }
 
 // decodeStrict decodes a JSON object, refusing unknown fields and trailing

@@ -172,6 +172,11 @@ func (c *Catalog) Locate(ctx context.Context, q storage.QueueRef) (string, error
 		return p.pool, nil
 	}
 	pool, err := c.store.Lookup(ctx, q)
+	if err != nil && ok {
+		// The catalog is unreachable: a stale placement is still right,
+		// since placements only change when their queue is deleted.
+		return p.pool, nil
+	}
 	if err != nil || pool == "" {
 		return "", err
 	}

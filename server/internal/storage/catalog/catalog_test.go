@@ -44,7 +44,9 @@ func mustPool(t *testing.T, c *catalog.Catalog, name string, weight int) {
 	}
 }
 
-func q(i int) storage.QueueRef { return storage.QueueRef{Project: "proj", Name: fmt.Sprintf("queue-%04d", i)} }
+func q(i int) storage.QueueRef {
+	return storage.QueueRef{Project: "proj", Name: fmt.Sprintf("queue-%04d", i)}
+}
 
 // TestPlacementFollowsWeights places 3000 queues over pools weighted
 // 100:50:0. Expected shares 2/3 and 1/3; the stated tolerance is 5 points

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"sluice.dev/server/internal/storage"
@@ -34,15 +35,18 @@ type Driver struct {
 	opts     storage.Options
 	log      *slog.Logger
 
-	mu    sync.Mutex
+	mu    sync.RWMutex
 	conns map[string]*conn
 }
 
+// conn is one pool's driver. Opening happens under the conn's own lock, so
+// a pool that is slow to answer never holds up routing to the others.
 type conn struct {
-	uri string
-	d   storage.Driver
-	err error
-	at  time.Time
+	uri  string
+	open atomic.Pointer[storage.Driver]
+	mu   sync.Mutex
+	err  error
+	at   time.Time
 }
 
 // New returns a pooled driver over cat, with fallback as the default store.
@@ -102,8 +106,8 @@ func (d *Driver) Close() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for name, c := range d.conns {
-		if c.d != nil {
-			_ = c.d.Close()
+		if drv := c.open.Load(); drv != nil {
+			_ = (*drv).Close()
 		}
 		delete(d.conns, name)
 	}
@@ -125,25 +129,40 @@ func (d *Driver) pool(ctx context.Context, name string) (storage.Driver, error) 
 	if uri == "" {
 		return nil, storage.E(op, storage.Unavailable, fmt.Sprintf("pool %s is not registered", name))
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
+	d.mu.RLock()
 	c := d.conns[name]
+	d.mu.RUnlock()
 	if c != nil && c.uri == uri {
-		if c.d != nil {
-			return c.d, nil
+		if drv := c.open.Load(); drv != nil {
+			return *drv, nil
 		}
-		if time.Since(c.at) < retryOpen {
-			return nil, c.err
+	} else {
+		d.mu.Lock()
+		if c = d.conns[name]; c == nil || c.uri != uri {
+			c = &conn{uri: uri}
+			d.conns[name] = c
 		}
+		d.mu.Unlock()
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if drv := c.open.Load(); drv != nil {
+		return *drv, nil
+	}
+	if c.err != nil && time.Since(c.at) < retryOpen {
+		return nil, c.err
 	}
 	octx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
 	drv, err := storage.Open(octx, uri, d.opts)
+	c.at = time.Now()
 	if err != nil {
-		err = storage.E(op, storage.Unavailable, fmt.Errorf("pool %s unavailable: %w", name, err))
+		c.err = storage.E(op, storage.Unavailable, fmt.Errorf("pool %s unavailable: %w", name, err))
+		return nil, c.err
 	}
-	d.conns[name] = &conn{uri: uri, d: drv, err: err, at: time.Now()}
-	return drv, err
+	c.err = nil
+	c.open.Store(&drv)
+	return drv, nil
 }
 
 // prune closes drivers of pools that were removed or got a new URI.
@@ -159,8 +178,8 @@ func (d *Driver) prune() {
 			continue
 		}
 		delete(d.conns, name)
-		if c.d != nil {
-			old := c.d
+		if drv := c.open.Load(); drv != nil {
+			old := *drv
 			time.AfterFunc(closeDelay, func() { _ = old.Close() })
 		}
 	}
