@@ -1,13 +1,23 @@
 package testutil
 
 import (
+	"context"
+	"strconv"
 	"testing"
+
+	goredis "github.com/redis/go-redis/v9"
 )
 
-func TestRedisLifecycle(t *testing.T) {
+// TestRedisKillRestartKeepsWrites checks the promise issue-level failure
+// tests rely on: with Persistent, whatever Redis acknowledged survives a
+// SIGKILL and restart on the same address.
+func TestRedisKillRestartKeepsWrites(t *testing.T) {
+	ctx := context.Background()
 	r := StartRedis(t, RedisOptions{Persistent: true})
-	if err := ping(r.Addr); err != nil {
-		t.Fatalf("fresh server: %v", err)
+	c := goredis.NewClient(&goredis.Options{Addr: r.Addr, MaxRetries: -1})
+	defer c.Close()
+	if err := c.Set(ctx, "k", "acknowledged", 0).Err(); err != nil {
+		t.Fatal(err)
 	}
 	r.Kill()
 	if r.Running() {
@@ -17,8 +27,23 @@ func TestRedisLifecycle(t *testing.T) {
 		t.Fatal("killed server still answers")
 	}
 	r.Restart(t)
-	if err := ping(r.Addr); err != nil {
-		t.Fatalf("after restart: %v\n%s", err, r.Logs())
+	if got, err := c.Get(ctx, "k").Result(); err != nil || got != "acknowledged" {
+		t.Fatalf("after restart: %q, %v\n%s", got, err, r.Logs())
+	}
+}
+
+func TestRedisWithoutPersistenceStartsEmpty(t *testing.T) {
+	ctx := context.Background()
+	r := StartRedis(t, RedisOptions{})
+	c := goredis.NewClient(&goredis.Options{Addr: r.Addr, MaxRetries: -1})
+	defer c.Close()
+	if err := c.Set(ctx, "k", "v", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	r.Kill()
+	r.Restart(t)
+	if n, err := c.Exists(ctx, "k").Result(); err != nil || n != 0 {
+		t.Errorf("non-persistent server kept data across a kill: %d, %v", n, err)
 	}
 }
 
@@ -31,4 +56,12 @@ func TestSentinel(t *testing.T) {
 	if want := "redis://" + s.Addr + "?master=mymaster"; s.URL != want {
 		t.Errorf("URL = %q, want %q", s.URL, want)
 	}
+	c := goredis.NewClient(&goredis.Options{Addr: s.Addr, MaxRetries: -1})
+	defer c.Close()
+	addr, err := c.Do(context.Background(), "SENTINEL", "get-master-addr-by-name", "mymaster").StringSlice()
+	if err != nil || len(addr) != 2 || addr[1] != itoa(m.Port) {
+		t.Errorf("sentinel reports master %v, %v; want port %d", addr, err, m.Port)
+	}
 }
+
+func itoa(n int) string { return strconv.Itoa(n) }
