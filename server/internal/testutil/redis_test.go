@@ -8,9 +8,9 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 )
 
-// TestRedisKillRestartKeepsWrites checks the promise issue-level failure
-// tests rely on: with Persistent, whatever Redis acknowledged survives a
-// SIGKILL and restart on the same address.
+// TestRedisKillRestartKeepsWrites checks what pool failure tests rely on:
+// with Persistent, whatever Redis acknowledged survives a SIGKILL and a
+// restart on the same address.
 func TestRedisKillRestartKeepsWrites(t *testing.T) {
 	ctx := context.Background()
 	r := StartRedis(t, RedisOptions{Persistent: true})
