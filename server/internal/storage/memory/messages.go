@@ -10,6 +10,9 @@ import (
 type messageStore struct{ d *Driver }
 
 func (s messageStore) Post(_ context.Context, ref storage.QueueRef, clientID string, msgs []storage.NewMessage) ([]string, error) {
+	if len(msgs) == 0 {
+		return nil, storage.E("messages.post", storage.Invalid, "no messages")
+	}
 	for _, nm := range msgs {
 		if nm.TTL <= 0 {
 			return nil, storage.E("messages.post", storage.Invalid, "message ttl must be positive")
