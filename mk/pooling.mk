@@ -27,6 +27,6 @@ $(FERRETDB_BIN):
 test-pooling: deps-apt ferretdb ## MongoDB driver on FerretDB, catalog, pooled driver over 3 redis-servers + FerretDB
 	cd server && $(GO) vet $(POOLING_PKGS) && $(GO) test -race -count=1 -p 2 $(POOLING_PKGS)
 
-bench-pooling: deps-apt ## storage benchmarks: one Redis direct vs the same Redis as a pool; 1, 2, 4 pools
-	cd server && $(GO) test -run '^$$' -bench 'Direct|Pooled|PoolsScaling' -benchtime 2s -count 3 ./internal/storage/pooling/ \
+bench-pooling: deps-apt ## routing cost (memory direct vs pooled), one Redis direct vs pooled, 1/2/4 Redis pools
+	cd server && $(GO) test -run '^$$' -bench 'Routing|Direct|Pooled|PoolsScaling' -benchtime 2s -count 3 ./internal/storage/pooling/ \
 	  | grep -v '^redis: ' | tee $(BUILD)/bench-pooling.txt

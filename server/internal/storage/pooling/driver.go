@@ -190,14 +190,16 @@ func (d *Driver) prune() {
 // Without it, such a queue is absent, and the default store, which does not
 // hold it either, gives the answers for an absent queue.
 func (d *Driver) route(ctx context.Context, q storage.QueueRef, create bool, flavor string) (storage.Driver, string, error) {
+	if !d.cat.HasPools() {
+		// No pools: everything lives on the default store, and no call
+		// pays a catalog round trip.
+		return d.fallback, "", nil
+	}
 	pool, err := d.cat.Locate(ctx, q)
 	if err != nil {
 		return nil, "", storage.E("pooling.route", storage.Unavailable, fmt.Errorf("catalog: %w", err))
 	}
 	if pool == "" {
-		if !d.cat.HasPools() {
-			return d.fallback, "", nil
-		}
 		exists, err := d.fallback.Queues().Exists(ctx, q)
 		if err != nil {
 			return nil, "", err
