@@ -23,21 +23,30 @@ lint-operator: venv-operator ## ruff and mypy on the operator
 test-operator: deps-apt venv-operator lint-operator ## operator unit tests (builders, logic, CRD schemas, probes on a real redis-server)
 	cd operator && $(OPERATOR_PY) -m pytest -q tests/unit
 
-# Needs the control-plane-only cluster (make controlplane-up) and its kubeconfig.
-test-operator-integration: venv-operator ## operator against a real apiserver + scheduler + kwok nodes
-	cd operator && KUBECONFIG=$(BUILD)/kube/kubeconfig $(OPERATOR_PY) -m pytest -q tests/integration
+# Real apiserver, controller-manager, scheduler and kwok nodes: uses the
+# running cluster (either mode), else brings the control-plane-only mode up
+# for the suite and takes it down again, also when the suite fails.
+test-operator-integration: deps-apt venv-operator build-server ## operator against a real apiserver + scheduler + kwok nodes
+	@if $(KUBECTL) --kubeconfig $(KUBECONFIG_PATH) get --raw /readyz >/dev/null 2>&1; then \
+	  cd operator && KUBECONFIG=$(KUBECONFIG_PATH) $(OPERATOR_PY) -m pytest -q tests/integration; \
+	else \
+	  rc=0; $(MAKE) --no-print-directory controlplane-up && \
+	  (cd operator && KUBECONFIG=$(KUBECONFIG_PATH) $(OPERATOR_PY) -m pytest -q tests/integration) || rc=$$?; \
+	  $(MAKE) --no-print-directory controlplane-down || { [ $$rc -ne 0 ] || rc=1; }; \
+	  exit $$rc; \
+	fi
 
 run-operator: venv-operator ## run the operator locally against build/kube/kubeconfig
-	KUBECONFIG=$(BUILD)/kube/kubeconfig $(OPERATOR_VENV)/bin/sluice-operator
+	KUBECONFIG=$(KUBECONFIG_PATH) $(OPERATOR_VENV)/bin/sluice-operator
 
 crd-docs: venv-operator ## regenerate docs/crds.md from crds/
 	$(OPERATOR_PY) -m sluice_operator.crddoc crds > docs/crds.md
 
 BENCH_TARGETS += bench-operator
 bench-operator: venv-operator build-server ## Pool/Queue apply->Ready and operator RSS with QUEUES (100) Queues, on the running cluster
-	cd operator && KUBECONFIG=$(BUILD)/kube/kubeconfig $(OPERATOR_PY) bench/operator_bench.py
+	cd operator && KUBECONFIG=$(KUBECONFIG_PATH) $(OPERATOR_PY) bench/operator_bench.py
 
 # Needs the full local cluster with the images loaded (make cluster-up images)
 # and the compat venv (python-zaqarclient).
 test-operator-e2e: venv-operator venv-compat ## operator end to end on the full cluster
-	cd operator && KUBECONFIG=$(BUILD)/kube/kubeconfig $(OPERATOR_PY) -m pytest -q -s tests/e2e
+	cd operator && KUBECONFIG=$(KUBECONFIG_PATH) $(OPERATOR_PY) -m pytest -q -s tests/e2e
