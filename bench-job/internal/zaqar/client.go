@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -75,15 +76,32 @@ type Session struct {
 	c    *Client
 	hdr  http.Header
 	hdrJ http.Header // same plus Content-Type: application/json
-	body reqBody
+	body *reqBody
 	Resp bytes.Buffer // body of the last response, valid until the next call
 }
 
-// reqBody is a reusable request body; being its own io.ReadCloser saves
-// the per-request allocation of io.NopCloser.
-type reqBody struct{ bytes.Reader }
+// reqBody is a reusable request body. The transport may still be writing
+// it after the response arrived (a server may answer before reading the
+// whole body) and closes it when done, so a session reuses it (and the
+// caller's byte slice) only once closed.
+type reqBody struct {
+	bytes.Reader
+	closed atomic.Bool
+}
 
-func (*reqBody) Close() error { return nil }
+func (b *reqBody) Close() error { b.closed.Store(true); return nil }
+
+// settle waits until the transport has closed b. It almost always already
+// has; a body still held after the request timeout is abandoned instead.
+func (s *Session) settle(b *reqBody) {
+	for deadline := time.Now().Add(s.c.opts.Timeout); !b.closed.Load(); {
+		if time.Now().After(deadline) {
+			s.body = &reqBody{}
+			return
+		}
+		time.Sleep(20 * time.Microsecond)
+	}
+}
 
 // NewSession returns a session that identifies itself with clientID.
 func (c *Client) NewSession(clientID string) *Session {
@@ -99,7 +117,7 @@ func (c *Client) NewSession(clientID string) *Session {
 	}
 	hj := h.Clone()
 	hj.Set("Content-Type", "application/json")
-	return &Session{c: c, hdr: h, hdrJ: hj}
+	return &Session{c: c, hdr: h, hdrJ: hj, body: &reqBody{}}
 }
 
 // URL builds an absolute URL for a path (with optional query), reusing the
@@ -130,19 +148,24 @@ func (s *Session) Do(method string, u *url.URL, body []byte) (int, error) {
 		Header:     s.hdr,
 		Host:       u.Host,
 	}
+	var rb *reqBody
 	if body != nil {
-		s.body.Reset(body)
-		req.Body = &s.body
+		rb = s.body
+		rb.closed.Store(false)
+		rb.Reset(body)
+		req.Body = rb
 		req.ContentLength = int64(len(body))
 		req.Header = s.hdrJ
 	}
 	resp, err := s.c.tr.RoundTrip(req)
-	if err != nil {
-		return 0, err
+	if err == nil {
+		s.Resp.Reset()
+		_, err = s.Resp.ReadFrom(resp.Body)
+		resp.Body.Close()
 	}
-	s.Resp.Reset()
-	_, err = s.Resp.ReadFrom(resp.Body)
-	resp.Body.Close()
+	if rb != nil {
+		s.settle(rb)
+	}
 	if err != nil {
 		return 0, err
 	}

@@ -73,3 +73,24 @@ func TestReasons(t *testing.T) {
 		t.Error("ftp URL accepted")
 	}
 }
+
+// A server may answer before reading the body; the session must not reuse
+// the body (or let the caller reuse its slice) while the transport still
+// writes it. Run with -race.
+func TestEarlyResponseDoesNotRaceOnBody(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(413)
+	}))
+	defer srv.Close()
+	c, _ := New(Options{BaseURL: srv.URL, Conns: 1, Timeout: 5 * time.Second})
+	s := c.NewSession("cid")
+	buf := make([]byte, 256<<10)
+	for i := 0; i < 30; i++ {
+		for j := range buf {
+			buf[j] = byte('a' + i%26)
+		}
+		if st, err := s.Do("POST", c.URL("/", ""), buf); err == nil && st != 413 {
+			t.Fatalf("status %d", st)
+		}
+	}
+}
