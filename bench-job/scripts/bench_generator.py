@@ -60,6 +60,22 @@ def measure(cmd, seconds):
             "per_cpu_s": reqs / cpu if cpu > 0 else float("inf"), "startup_cpu": short[2]}
 
 
+def reading(all_res):
+    sb = [r["sluice-bench"] for r in all_res]
+    zb = [r["zaqar-bench 23.0.1"] for r in all_res]
+    ratios = [a["per_cpu_s"] / b["per_cpu_s"] for a, b in zip(sb, zb)]
+    us = [1e6 / r["per_cpu_s"] for r in sb]
+    return f"""
+Reading: one zaqar-bench producer process is CPU-bound (up to
+{max(r['cpu_per_s'] for r in zb):.2f} CPU-s per second) at {min(r['rps'] for r in zb):,.0f}-{max(r['rps'] for r in zb):,.0f} req/s, so with one
+process per role it cannot drive any server faster; sluice-bench spends
+{min(us):.0f}-{max(us):.0f} µs of client CPU per request ({min(ratios):.0f}-{max(ratios):.0f}x less), with one keep-alive
+connection per worker. The machine was shared with other work (load average
+{os.getloadavg()[0]:.0f} on 2 cores at the end of this run), so absolute rates vary from run to
+run; the ratio is the result.
+"""
+
+
 def write_doc(path, body):
     text = open(path).read()
     head = "## sluice-bench efficiency vs zaqar-bench"
@@ -90,7 +106,7 @@ def main():
                 break
             except OSError:
                 time.sleep(0.05)
-        rows = []
+        rows, all_res = [], []
         for w in [int(x) for x in a.workers.split(",")]:
             flags = ["-s", url, "-pp", "1", "-pw", str(w), "-cp", "1", "-cw", "0", "-op", "1", "-ow", "0"]
             tools = {
@@ -103,6 +119,7 @@ def main():
                 res[name] = measure(cmd, a.seconds)
                 res[name]["server_cpu"] = proc_cpu(noop.pid) - n0
                 print(f"workers={w} {name}: {res[name]}", file=sys.stderr)
+            all_res.append(res)
             ratio = res["sluice-bench"]["per_cpu_s"] / res["zaqar-bench 23.0.1"]["per_cpu_s"]
             for name, r in res.items():
                 rows.append(f"| {w} | {name} | {r['rps']:,.0f} | {r['cpu_per_s']:.2f} | {r['per_cpu_s']:,.0f} | "
@@ -119,14 +136,15 @@ zaqar-bench's producer workload (`-pp 1 -pw W -cw 0 -ow 0`, one message per POST
 against the no-op Go HTTP server (`e2e/bench/noop`), the cheapest server there is.
 Client, server (and other work) share this machine's 2 cores, so wall-clock req/s
 is bounded by the CPU left over; the fair measure is requests per client
-CPU-second. Client CPU is user+system time of the tool's whole process tree; each tool runs for 1 s and for 1+{a.seconds} s and the
+CPU-second. Client CPU is user+system time of the tool's whole process tree;
+each tool runs for 1 s and for 1+{a.seconds} s and the
 differences are used, so start-up (Python imports, queue reset) does not count
 against zaqar-bench. Goal: sluice-bench >= 5x zaqar-bench in requests per client
 CPU-second.
 
 | workers | tool | req/s (wall) | client CPU s per s | requests per client CPU-second | start-up CPU s (1 s run) | vs zaqar-bench |
 |---:|---|---:|---:|---:|---:|---:|
-""" + "\n".join(rows) + "\n"
+""" + "\n".join(rows) + "\n" + reading(all_res)
     print(body)
     if a.write_doc:
         write_doc(a.write_doc, body)

@@ -126,3 +126,18 @@ func TestTaskDistributionPresetZeroLostZeroDuplicated(t *testing.T) {
 		}
 	})
 }
+
+// Observers page through each queue with the marker of their previous
+// listing, as zaqar-bench's do: every listing succeeds and sees messages.
+func TestObserverPagesWithMarker(t *testing.T) {
+	forEachStore(t, func(t *testing.T, url string) {
+		r := runJSON(t, "--scenario", "point-to-point", "-s", url, "-t", "2", "-q", "p2p")
+		list := r.Ops["list"]
+		if list == nil || list.OK == 0 || list.Failed != 0 || list.Extra["messages"] == 0 {
+			t.Errorf("list: %+v", list)
+		}
+		if r.Observer["successful_reqs"] != float64(list.OK) || r.Observer["duration_sec"] <= 0 {
+			t.Errorf("observer block %v", r.Observer)
+		}
+	})
+}
