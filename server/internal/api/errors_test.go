@@ -1,14 +1,17 @@
 package api
 
 import (
+	"sluice.dev/server/internal/config"
 	"strings"
 	"testing"
 )
 
 // TestRequestErrors replays the error cases of the recorded Zaqar 23.0.1
 // responses: status, title and description must match.
-func TestRequestErrors(t *testing.T) {
-	ts := startServer(t, nil)
+func TestRequestErrors(t *testing.T) { forEachStore(t, testRequestErrors) }
+
+func testRequestErrors(t *testing.T, store func(*config.Options)) {
+	ts := startServer(t, store)
 	ts.must(201, "PUT", "/v2/queues/demo", std(), "")
 	long := strings.Repeat("q", 65)
 	cases := []struct {

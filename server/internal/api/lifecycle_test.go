@@ -3,14 +3,17 @@ package api
 import (
 	"encoding/json"
 	"net/url"
+	"sluice.dev/server/internal/config"
 	"strings"
 	"testing"
 )
 
 const otherClient = "5a1f1b2c00004000800000000000beef" // undashed, as zaqarclient sends
 
-func TestQueueLifecycle(t *testing.T) {
-	ts := startServer(t, nil)
+func TestQueueLifecycle(t *testing.T) { forEachStore(t, testQueueLifecycle) }
+
+func testQueueLifecycle(t *testing.T, store func(*config.Options)) {
+	ts := startServer(t, store)
 	ts.must(204, "DELETE", "/v2/queues/demo", std(), "")
 	r := ts.must(201, "PUT", "/v2/queues/demo", std("Content-Type", "application/json"), `{"description":"anchor demo queue","_default_message_ttl":3600}`)
 	if r.header.Get("Location") != "/v2/queues/demo" {
@@ -113,8 +116,10 @@ func nextHref(t *testing.T, page map[string]any) string {
 	return l["href"].(string)
 }
 
-func TestMessagesLifecycle(t *testing.T) {
-	ts := startServer(t, nil)
+func TestMessagesLifecycle(t *testing.T) { forEachStore(t, testMessagesLifecycle) }
+
+func testMessagesLifecycle(t *testing.T, store func(*config.Options)) {
+	ts := startServer(t, store)
 	r := ts.must(201, "POST", "/v2/queues/demo/messages", std("Content-Type", "text/plain"),
 		`{"messages":[{"ttl":300,"body":{"event":"BackupStarted","n":1}},{"ttl":60,"body":"plain string body"},{"body":[1,2,3]},{"ttl":120,"delay":0,"body":{"event":"n4"}},{"ttl":120,"body":null}]}`)
 	res := r.json(t)["resources"].([]any)
@@ -258,8 +263,10 @@ func TestMessagesLifecycle(t *testing.T) {
 	}
 }
 
-func TestClaimsLifecycle(t *testing.T) {
-	ts := startServer(t, nil)
+func TestClaimsLifecycle(t *testing.T) { forEachStore(t, testClaimsLifecycle) }
+
+func testClaimsLifecycle(t *testing.T, store func(*config.Options)) {
+	ts := startServer(t, store)
 	ts.must(204, "POST", "/v2/queues/cq/claims", std(), "")
 	ts.must(201, "POST", "/v2/queues/cq/messages", std(), `{"messages":[{"body":1},{"body":2},{"body":3}]}`)
 	cr := ts.must(201, "POST", "/v2/queues/cq/claims", std(), "")
@@ -285,8 +292,10 @@ func TestClaimsLifecycle(t *testing.T) {
 	}
 }
 
-func TestDeadLetterSettings(t *testing.T) {
-	ts := startServer(t, nil)
+func TestDeadLetterSettings(t *testing.T) { forEachStore(t, testDeadLetterSettings) }
+
+func testDeadLetterSettings(t *testing.T, store func(*config.Options)) {
+	ts := startServer(t, store)
 	ts.must(201, "PUT", "/v2/queues/work", std(), `{"_max_claim_count":1,"_dead_letter_queue":"dead","_dead_letter_queue_messages_ttl":600}`)
 	ts.must(201, "POST", "/v2/queues/work/messages", std(), `{"messages":[{"body":"poison"}]}`)
 	id := strings.TrimPrefix(ts.must(201, "POST", "/v2/queues/work/claims", std(), "").header.Get("Location"), "/v2/queues/work/claims/")
@@ -299,8 +308,10 @@ func TestDeadLetterSettings(t *testing.T) {
 	}
 }
 
-func TestProjectIsolation(t *testing.T) {
-	ts := startServer(t, nil)
+func TestProjectIsolation(t *testing.T) { forEachStore(t, testProjectIsolation) }
+
+func testProjectIsolation(t *testing.T, store func(*config.Options)) {
+	ts := startServer(t, store)
 	ts.must(201, "POST", "/v2/queues/shared/messages", std(), `{"messages":[{"body":"secret"}]}`)
 	id := strings.TrimPrefix(ts.must(200, "GET", "/v2/queues/shared/messages?echo=true", std(), "").json(t)["messages"].([]any)[0].(map[string]any)["href"].(string), "/v2/queues/shared/messages/")
 	p2 := std("X-Project-ID", "p2")
