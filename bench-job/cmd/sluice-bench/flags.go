@@ -88,7 +88,7 @@ func newRunFlags(name string) *runFlags {
 	fs.Float64Var(&f.maxP99, "max-p99", 0, "threshold: maximum p99 latency in ms (worst operation)")
 	fs.Int64Var(&f.maxLost, "max-lost", -1, "threshold: maximum lost messages (-1 = no threshold)")
 	fs.StringVar(&f.clientID, "client-id", "", "Client-ID for every request (default: a random UUID per process)")
-	fs.StringVar(&f.projectID, "project-id", "my-lovely-benchmark", "X-Project-ID (zaqar-bench's noauth project)")
+	fs.StringVar(&f.projectID, "project-id", "my-lovely-benchmark", "X-Project-ID (zaqar-bench's noauth project; not sent with --token unless given)")
 	fs.StringVar(&f.token, "token", "", "auth token, sent as X-Auth-Token and Authorization: Bearer")
 	fs.DurationVar(&f.timeout, "timeout", 30*time.Second, "per-request timeout (until response headers)")
 	fs.DurationVar(&f.drain, "drain", 30*time.Second, "how long consumers may drain the queues after the run (delivery check)")

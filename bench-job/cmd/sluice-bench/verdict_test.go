@@ -88,3 +88,17 @@ func TestFailuresCountedWithReasons(t *testing.T) {
 		t.Errorf("4xx: post %+v", r.Ops["post"])
 	}
 }
+
+// A bearer token reaches the server; without it every request is a 401,
+// counted as such.
+func TestTokenAuth(t *testing.T) {
+	url := testenv.Server(t, "memory", "--auth-tokens", "s3cret=benchproj")
+	r := runJSON(t, "-s", url, "-pp", "1", "-pw", "2", "-cw", "0", "-ow", "0", "-t", "1", "-q", "auth", "--token", "s3cret")
+	if p := r.Ops["post"]; p.OK == 0 || p.Failed != 0 {
+		t.Errorf("with token: %+v", p)
+	}
+	r = runJSON(t, "-s", url, "-pp", "1", "-pw", "2", "-cw", "0", "-ow", "0", "-t", "1", "-q", "auth")
+	if p := r.Ops["post"]; p.OK != 0 || p.Errors["http_401"] == 0 {
+		t.Errorf("without token: %+v", p)
+	}
+}

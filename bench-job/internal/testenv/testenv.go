@@ -125,13 +125,14 @@ func Redis(t testing.TB) string {
 }
 
 // Server starts sluice-server with the given store URI ("memory" or
-// "redis://host:port/0") and returns its base URL once it answers.
-func Server(t testing.TB, store string) string {
+// "redis://host:port/0") and extra flags, and returns its base URL once it
+// answers.
+func Server(t testing.TB, store string, extra ...string) string {
 	t.Helper()
 	bin := ServerBin(t)
 	port := FreePort(t)
 	addr := "127.0.0.1:" + strconv.Itoa(port)
-	p := start(t, bin, "--listen", addr, "--store", store, "--access-log=false", "--log-level", "warn")
+	p := start(t, bin, append([]string{"--listen", addr, "--store", store, "--access-log=false", "--log-level", "warn"}, extra...)...)
 	url := "http://" + addr
 	deadline := time.Now().Add(15 * time.Second)
 	for time.Now().Before(deadline) && !p.exited() {
@@ -140,7 +141,7 @@ func Server(t testing.TB, store string) string {
 		req.Header.Set("X-Project-ID", "probe")
 		if resp, err := http.DefaultClient.Do(req); err == nil {
 			resp.Body.Close()
-			if resp.StatusCode == 204 {
+			if resp.StatusCode == 204 || resp.StatusCode == 401 { // 401: up, with auth
 				return url
 			}
 		}
