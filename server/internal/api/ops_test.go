@@ -250,11 +250,12 @@ func TestStorageUnavailable(t *testing.T) {
 // TestGracefulShutdown: a request in flight when shutdown starts completes,
 // and the extension hook mounts routes with the header checks applied.
 func TestGracefulShutdown(t *testing.T) {
-	s := newTestServer(t, func(o *config.Options) { o.DrainDelay = 200 * time.Millisecond })
+	s := newTestServer(t, func(o *config.Options) { o.DrainDelay = time.Second })
 	started := make(chan struct{})
 	s.Handle("GET", "/v2/slow", Admin, func(w http.ResponseWriter, r *http.Request, c *Call) {
 		close(started)
-		time.Sleep(400 * time.Millisecond)
+		// Outlasts the drain delay: shutdown must wait for it.
+		time.Sleep(1500 * time.Millisecond)
 		WriteJSON(w, 200, map[string]string{"project": c.Project})
 	})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -286,7 +287,7 @@ func TestGracefulShutdown(t *testing.T) {
 	<-started
 	cancel()
 	// During the drain delay the listener still answers, with ping 503.
-	time.Sleep(50 * time.Millisecond)
+	time.Sleep(100 * time.Millisecond)
 	ts.must(503, "GET", "/v2/ping", std(), "")
 	r := <-got
 	if r.status != 200 || r.body != `{"project":"p9"}` {
