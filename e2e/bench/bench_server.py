@@ -36,6 +36,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -184,11 +185,20 @@ def run_wrk(url: str, script: str, conns: int, seconds: float, env: dict[str, st
 
 
 def api(url: str, method: str, path: str, body: dict | None = None) -> dict:
+    """One Zaqar v2 call; a 5xx is retried (Zaqar's Redis driver answers 503
+    now and then right after a saturating cell)."""
     data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(url + path, data=data, method=method, headers=HEADERS)
-    with urllib.request.urlopen(req, timeout=30) as resp:
-        raw = resp.read()
-    return json.loads(raw) if raw else {}
+    for attempt in range(5):
+        req = urllib.request.Request(url + path, data=data, method=method, headers=HEADERS)
+        try:
+            with urllib.request.urlopen(req, timeout=30) as resp:
+                raw = resp.read()
+            return json.loads(raw) if raw else {}
+        except urllib.error.HTTPError as err:
+            if err.code < 500 or attempt == 4:
+                raise
+            time.sleep(1 + attempt)
+    raise AssertionError("unreachable")
 
 
 def queue_total(url: str, queue: str) -> int:
@@ -267,14 +277,15 @@ def machine() -> str:
 
 
 def make_command(argv: list[str]) -> str:
-    """The make invocation that reproduces this run (--write-doc is make's own)."""
+    """The make invocation that reproduces this run (--write-doc is make's
+    own; --json only picks an extra output file)."""
     rest, skip = [], False
     for a in argv:
         if skip:
             skip = False
-        elif a == "--write-doc":
+        elif a in ("--write-doc", "--json"):
             skip = True
-        elif not a.startswith("--write-doc="):
+        elif not a.startswith(("--write-doc=", "--json=")):
             rest.append(a)
     return "make bench-server" + (f' BENCH_ARGS="{" ".join(rest)}"' if rest else "")
 
@@ -307,6 +318,7 @@ def main() -> int:
                "command": make_command(sys.argv[1:]),
                "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "targets": {}}
     start_load = os.getloadavg()
+    failures: list[str] = []
     with tempfile.TemporaryDirectory(prefix="bench-server-") as tmp:
         with RedisServer(Path(tmp) / "redis") as redis:
             for rnd in range(args.rounds):
@@ -315,10 +327,20 @@ def main() -> int:
                 order = names if rnd % 2 == 0 else names[::-1]
                 for name in order:
                     log(f"-- round {rnd + 1}/{args.rounds}")
-                    run = measure(TARGETS[name], redis, Path(tmp) / f"r{rnd}",
-                                  args.duration, args.msg_size, log)
+                    try:
+                        run = measure(TARGETS[name], redis, Path(tmp) / f"r{rnd}",
+                                      args.duration, args.msg_size, log)
+                    except Exception as err:  # one bad round must not lose the others
+                        log(f"  round {rnd + 1} of {name} failed: {err!r}")
+                        failures.append(f"{name} round {rnd + 1}: {err!r}")
+                        continue
                     results["targets"][name] = merge(results["targets"].get(name), run)
     results["loadavg"] = {"start": start_load, "end": os.getloadavg()}
+    results["failed_rounds"] = failures
+    missing = [n for n in names if n not in results["targets"]]
+    if missing:
+        log(f"no round of {missing} completed: {failures}")
+        return 1
     print(render_text(results))
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))

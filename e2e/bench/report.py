@@ -117,6 +117,9 @@ def render_markdown(results: dict) -> str:
            "| " + " | ".join(head) + " |",
            "|" + "|".join(["---"] + ["---:"] * (len(head) - 1)) + "|"]
     out += ["| " + " | ".join(r) + " |" for r in rows]
+    if results.get("failed_rounds"):
+        out += ["", "Rounds that failed and were left out: "
+                + "; ".join(results["failed_rounds"]) + "."]
     out += ["", "How to read it: throughput and latency are per HTTP request as wrk sees "
             "them (a claim+delete cycle is two requests; *cycles* counts messages "
             "claimed and deleted per second). Latency medians and p99s come from wrk's "
