@@ -16,7 +16,7 @@ func NewLogger(w io.Writer, level string) (*slog.Logger, io.Closer) {
 	go bw.flushLoop()
 	var lv slog.Level
 	_ = lv.UnmarshalText([]byte(level))
-	return slog.New(slog.NewJSONHandler(bw, &slog.HandlerOptions{Level: lv})), bw
+	return slog.New(newJSONHandler(bw, lv)), bw
 }
 
 type bufferedWriter struct {
