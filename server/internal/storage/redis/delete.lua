@@ -1,15 +1,25 @@
 -- KEYS: scope. ARGV: now, id, claim id ("" for none).
--- Returns {lapsed claims, status}: 0 deleted or absent, 1 claimed and no
--- claim id given (Forbidden), 2 claim id does not hold it (Invalid).
+-- Deleting is the hottest call after posting (once per consumed message),
+-- so it skips the cleanup pass (claims, pops and stats run it) and removes
+-- a claimed message only from the indexes it can be in.
+-- Returns {0, status}: 0 deleted or absent, 1 claimed and no claim id given
+-- (Forbidden), 2 claim id does not hold it (Invalid).
 local now, id, cid = tonumber(ARGV[1]), ARGV[2], ARGV[3]
-local lapsed = advance(now)
 local h = redis.call('HMGET', mkey(id), 'e', 'k', 'x')
-if not h[1] or tonumber(h[1]) <= now then return {lapsed, 0} end
+if not h[1] or tonumber(h[1]) <= now then return {0, 0} end
 local holder = ''
 if h[2] and tonumber(h[3]) > now then holder = h[2] end
 if holder ~= cid then
-  if cid == '' then return {lapsed, 1} end
-  return {lapsed, 2}
+  if cid == '' then return {0, 1} end
+  return {0, 2}
 end
-drop(id)
-return {lapsed, 0}
+if holder ~= '' then
+  -- Held by a live claim: not in the free or delayed indexes.
+  redis.call('DEL', mkey(id))
+  redis.call('ZREM', IDS, id)
+  redis.call('ZREM', EXP, id)
+  redis.call('ZREM', HELD, id)
+else
+  drop(id)
+end
+return {0, 0}
