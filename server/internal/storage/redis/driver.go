@@ -3,8 +3,10 @@
 // Every state change is one Lua script (the .lua file next to the Go method
 // that runs it), so each API call is one atomic round trip. Time comes from
 // the injected clock as an argument, and expiry needs no sweeper: reads
-// filter by time, every script first applies what fell due on its queue
-// (lapsed claims, ended delays, expired messages; bounded per call), and
+// filter by time, the scripts that take or count messages first apply what
+// fell due on their queue (lapsed claims, ended delays, expired messages;
+// bounded per call; posting runs only the expiry step, single deletes
+// none), and
 // every message, claim and index key carries a Redis TTL so data nobody
 // touches again disappears by itself.
 //
