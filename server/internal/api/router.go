@@ -157,6 +157,11 @@ func (rt *route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	if !s.boundCalls {
+		c.ctx = r.Context()
+		ep.h(w, r, c)
+		return
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.opts.StorageTimeout)
 	c.ctx = ctx
 	ep.h(w, r, c)

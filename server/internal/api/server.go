@@ -34,6 +34,9 @@ type Server struct {
 	draining  atomic.Bool
 	cache     *settingsCache
 
+	// boundCalls: storage calls get a deadline. The in-process memory
+	// store never waits, so it is spared the timer per request.
+	boundCalls   bool
 	retryAfter   int
 	authRequired bool
 	tokens       map[string]string
@@ -59,6 +62,7 @@ func New(opts config.Options, drv storage.Driver, log *slog.Logger, m *metrics.M
 		mux:          http.NewServeMux(),
 		routes:       map[string]*route{},
 		cache:        newSettingsCache(opts.MetadataCacheTTL),
+		boundCalls:   opts.Store != "memory" || opts.Catalog != "",
 		retryAfter:   int((opts.RetryAfter + time.Second - 1) / time.Second),
 		authRequired: len(opts.Tokens) > 0,
 		tokens:       opts.Tokens,
