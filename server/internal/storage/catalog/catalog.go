@@ -153,5 +153,5 @@ func decodeJSON(s string, v any) error {
 
 // inUse is the Conflict of deleting a pool that still holds queues.
 func inUse(op, pool string, n int) error {
-	return storage.E(op, storage.Conflict, fmt.Sprintf("pool %s still holds %d queue(s); delete them or drain the pool (weight 0) first", pool, n))
+	return storage.E(op, storage.Conflict, fmt.Sprintf("pool %s still holds %d queue(s); delete those queues first (weight 0 only stops new ones landing there)", pool, n))
 }

@@ -20,8 +20,8 @@ type claimStore struct{ d *Driver }
 func (s claimStore) Create(ctx context.Context, q storage.QueueRef, o storage.ClaimOptions) (storage.Claim, error) {
 	const op = "mongo.claims.create"
 	d := s.d
-	if o.Limit <= 0 {
-		return storage.Claim{}, storage.E(op, storage.Invalid, "claim limit must be positive")
+	if o.Limit <= 0 || o.TTL <= 0 || o.Grace < 0 {
+		return storage.Claim{}, storage.E(op, storage.Invalid, "claim limit and ttl must be positive, grace not negative")
 	}
 	now := d.now()
 	// Lapsed claims are noticed here: deleting them is exclusive, so each
@@ -134,6 +134,9 @@ func (s claimStore) Get(ctx context.Context, q storage.QueueRef, id string) (sto
 // Update renews a live claim from now, and its messages with it.
 func (s claimStore) Update(ctx context.Context, q storage.QueueRef, id string, ttl, grace time.Duration) error {
 	const op = "mongo.claims.update"
+	if ttl <= 0 || grace < 0 {
+		return storage.E(op, storage.Invalid, "claim ttl must be positive, grace not negative")
+	}
 	if _, err := s.live(ctx, op, q, id); err != nil {
 		return err
 	}

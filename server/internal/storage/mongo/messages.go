@@ -26,6 +26,14 @@ const cleanupEvery = 64
 // is returned.
 func (s messageStore) Post(ctx context.Context, q storage.QueueRef, clientID string, msgs []storage.NewMessage) ([]string, error) {
 	const op = "mongo.messages.post"
+	if len(msgs) == 0 {
+		return nil, storage.E(op, storage.Invalid, "no messages to post")
+	}
+	for _, m := range msgs {
+		if m.TTL <= 0 || m.Delay < 0 {
+			return nil, storage.E(op, storage.Invalid, "message ttl must be positive and delay not negative")
+		}
+	}
 	if err := (queueStore{s.d}).ensure(ctx, q); err != nil {
 		return nil, wrap(op, err)
 	}
@@ -107,7 +115,7 @@ func (s messageStore) List(ctx context.Context, q storage.QueueRef, o storage.Li
 	}
 	limit := o.Limit
 	if limit <= 0 {
-		limit = 10
+		return nil, "", storage.E(op, storage.Invalid, "limit must be positive")
 	}
 	docs, err := s.d.findMessages(ctx, f, options.Find().SetSort(byPosition).SetLimit(int64(limit+1)))
 	if err != nil {
@@ -216,6 +224,9 @@ func (s messageStore) DeleteMany(ctx context.Context, q storage.QueueRef, ids []
 // handed to a claim.
 func (s messageStore) Pop(ctx context.Context, q storage.QueueRef, limit int) ([]storage.Message, error) {
 	const op = "mongo.messages.pop"
+	if limit <= 0 {
+		return nil, storage.E(op, storage.Invalid, "limit must be positive")
+	}
 	var out []storage.Message
 	err := s.d.eachFree(ctx, q, limit, func(doc *msgDoc, now int64) (bool, error) {
 		ok, err := s.d.deleteVersion(ctx, doc)

@@ -116,6 +116,9 @@ func (s queueStore) purge(ctx context.Context, q storage.QueueRef) error {
 // List pages the project's queues by name.
 func (s queueStore) List(ctx context.Context, project string, o storage.ListQueuesOptions) ([]storage.QueueInfo, error) {
 	const op = "mongo.queues.list"
+	if o.Limit <= 0 {
+		return nil, storage.E(op, storage.Invalid, "limit must be positive")
+	}
 	f := bson.D{{Key: "p", Value: project}}
 	if o.Marker != "" || o.Name != "" {
 		n := bson.D{}
@@ -127,10 +130,7 @@ func (s queueStore) List(ctx context.Context, project string, o storage.ListQueu
 		}
 		f = append(f, bson.E{Key: "n", Value: n})
 	}
-	fo := options.Find().SetSort(bson.D{{Key: "n", Value: 1}})
-	if o.Limit > 0 {
-		fo.SetLimit(int64(o.Limit))
-	}
+	fo := options.Find().SetSort(bson.D{{Key: "n", Value: 1}}).SetLimit(int64(o.Limit))
 	cur, err := s.d.queues.Find(ctx, f, fo)
 	if err != nil {
 		return nil, wrap(op, err)

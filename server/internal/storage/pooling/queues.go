@@ -98,6 +98,9 @@ func (s queueStore) Purge(ctx context.Context, q storage.QueueRef) error {
 // pool that cannot be reached is left out (and logged) rather than failing
 // the listing for every other pool.
 func (s queueStore) List(ctx context.Context, project string, o storage.ListQueuesOptions) ([]storage.QueueInfo, error) {
+	if o.Limit <= 0 {
+		return nil, storage.E("pooling.queues.list", storage.Invalid, "limit must be positive")
+	}
 	sources := map[string]storage.Driver{catalog.DefaultPool: s.d.fallback}
 	var firstErr error
 	for _, p := range s.d.cat.CachedPools() {
@@ -114,6 +117,9 @@ func (s queueStore) List(ctx context.Context, project string, o storage.ListQueu
 	answered := 0
 	for name, drv := range sources {
 		page, err := drv.Queues().List(ctx, project, o)
+		if err != nil && !storage.Is(err, storage.Unavailable) {
+			return nil, err
+		}
 		if err != nil {
 			s.d.log.Warn("queue listing skips an unreachable pool", "pool", name, "err", err)
 			firstErr = err
@@ -131,7 +137,7 @@ func (s queueStore) List(ctx context.Context, project string, o storage.ListQueu
 		return nil, firstErr
 	}
 	sort.Slice(all, func(i, j int) bool { return all[i].Name < all[j].Name })
-	if o.Limit > 0 && len(all) > o.Limit {
+	if len(all) > o.Limit {
 		all = all[:o.Limit]
 	}
 	return all, nil
