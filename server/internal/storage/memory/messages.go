@@ -59,8 +59,14 @@ func (s messageStore) List(_ context.Context, ref storage.QueueRef, opts storage
 	start := q.after(marker)
 	out := make([]storage.Message, 0, min(opts.Limit, len(q.order)-start))
 	var last uint64
-	for i := start; i < len(q.order) && len(out) < opts.Limit; i++ {
+	i := start
+	// The scan is bounded like the Redis driver's: a page whose filters skip
+	// many messages ends early with a marker, instead of holding the queue's
+	// lock over the whole queue.
+	for scanned := 0; i < len(q.order) && len(out) < opts.Limit && scanned < listScanBudget; i++ {
 		m := q.order[i]
+		last = m.seq
+		scanned++
 		switch {
 		case m.gone,
 			!opts.Echo && m.clientID == opts.ClientID,
@@ -69,15 +75,17 @@ func (s messageStore) List(_ context.Context, ref storage.QueueRef, opts storage
 			continue
 		}
 		out = append(out, m.snapshot())
-		last = m.seq
 	}
-	// A full page may be followed by more; the next page (possibly empty)
-	// starts after its last message.
-	if len(out) == opts.Limit {
+	// A full page may be followed by more, and so may a page cut short by
+	// the scan budget; the next page starts after the last message looked at.
+	if len(out) == opts.Limit || i < len(q.order) {
 		return out, strconv.FormatUint(last, 10), nil
 	}
 	return out, "", nil
 }
+
+// listScanBudget bounds how many messages one listing looks at.
+const listScanBudget = 1000
 
 func (s messageStore) Get(_ context.Context, ref storage.QueueRef, id string) (storage.Message, error) {
 	q := s.d.lock(ref, false)

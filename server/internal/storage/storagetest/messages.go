@@ -14,6 +14,7 @@ var messageCases = []testCase{
 	{"Messages/TTLExpiry", testTTL},
 	{"Messages/ListPaging", testListPaging},
 	{"Messages/ListFilters", testListFilters},
+	{"Messages/ListPastManyFiltered", testListPastManyFiltered},
 	{"Messages/GetMany", testGetMany},
 	{"Messages/Delete", testDelete},
 	{"Messages/DeleteMany", testDeleteMany},
@@ -240,5 +241,35 @@ func testGetMany(e *env) {
 	}
 	if got, err := e.d.Messages().GetMany(e.ctx, e.queue("absent"), ids); err != nil || len(got) != 0 {
 		e.t.Errorf("get many on absent queue = %v, %v", messageIDs(got), err)
+	}
+}
+
+// testListPastManyFiltered hides a long run of messages behind the echo
+// filter: a driver may end a page early, but following next markers must
+// reach the message after them, and the last page must say there is no more.
+func testListPastManyFiltered(e *env) {
+	q := e.queue("mostly-mine")
+	for i := 0; i < 6; i++ {
+		e.post(q, "me", 500, time.Hour)
+	}
+	theirs := e.post(q, "them", 1, time.Hour)
+	var got []string
+	marker, pages := "", 0
+	for ; pages < 50; pages++ {
+		page, next, err := e.d.Messages().List(e.ctx, q, storage.ListMessagesOptions{Marker: marker, Limit: 10, ClientID: "me"})
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		got = append(got, messageIDs(page)...)
+		if next == "" {
+			break
+		}
+		marker = next
+	}
+	if !equalStrings(got, theirs) {
+		e.t.Errorf("paging past 3000 own messages found %v, want %v", got, theirs)
+	}
+	if pages == 50 {
+		e.t.Errorf("still no end of the listing after 50 pages")
 	}
 }
