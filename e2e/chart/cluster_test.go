@@ -142,7 +142,11 @@ func TestClusterInstallUpgradeUninstall(t *testing.T) {
 		crdArgs = []string{"--set", "crds.install=false"}
 		t.Logf("CRDs already installed (release %q): installing with crds.install=false", strings.TrimSpace(out))
 	}
-	common := append([]string{"--namespace", ns, "--set", "fullnameOverride=" + release}, crdArgs...)
+	// The operator pod must never run here: on a full cluster it would
+	// reconcile the Pools of other suites next to their own operator. A
+	// nodeSelector no node carries keeps it Pending.
+	common := append([]string{"--namespace", ns, "--set", "fullnameOverride=" + release,
+		"--set-string", "operator.nodeSelector.sluice\\.dev/chart-test=never-scheduled"}, crdArgs...)
 	if out, err := helmKube(t, append([]string{"install", release, previousChart(t), "--timeout", "2m"}, common...)...); err != nil {
 		t.Fatalf("helm install (previous chart): %v\n%s", err, out)
 	}

@@ -59,17 +59,26 @@ k -n "$release_ns" get deploy,pods -o wide | sed 's/^/    /'
 step "apply examples/ (Pool redis with 2 shards, Queue jobs, Benchmark task-distribution)"
 k apply -f examples/ | sed 's/^/    /'
 
-# wait_phase KIND NAME JSONPATH WANTED TIMEOUT: polls a status field, printing
-# each change, until it equals WANTED; Failed ends the wait at once.
+# wait_field KIND NAME JSONPATH WANTED TIMEOUT: polls a status field, printing
+# each change, until it equals WANTED; Failed ends the wait at once, and so
+# does a resource nobody writes a status to (its controller is missing).
 wait_field() {
-  local kind=$1 name=$2 path=$3 want=$4 timeout=$5 last="" cur deadline=$((SECONDS + $5))
+  local kind=$1 name=$2 path=$3 want=$4 timeout=$5 last="" cur status deadline=$((SECONDS + $5)) t0=$SECONDS
   while ((SECONDS < deadline)); do
     cur=$(k -n "$ns" get "$kind" "$name" -o jsonpath="$path" 2>/dev/null || true)
     if [[ $cur != "$last" ]]; then printf '    %s/%s: %s (%ds)\n' "$kind" "$name" "${cur:-<none>}" $((SECONDS - step_start)); last=$cur; fi
     [[ $cur == "$want" ]] && return 0
     [[ $cur == Failed ]] && return 1
+    if ((SECONDS - t0 > 120)); then
+      status=$(k -n "$ns" get "$kind" "$name" -o jsonpath='{.status}' 2>/dev/null || true)
+      if [[ -z $status ]]; then
+        echo "    $kind/$name has no status after 120s: the operator does not reconcile ${kind}s (is it running? kubectl -n $release_ns logs deploy/$release)"
+        return 1
+      fi
+    fi
     sleep 2
   done
+  echo "    timed out after ${timeout}s"
   return 1
 }
 
