@@ -360,3 +360,30 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	defer l.mu.Unlock()
 	return l.w.Write(p)
 }
+
+func TestVersionsAndHome(t *testing.T) {
+	ts := startServer(t, nil)
+	r := ts.must(300, "GET", "/", hdr{}, "")
+	if r.body != versionsDoc || r.header.Get("Content-Type") != "application/json" {
+		t.Errorf("versions: %s %v", r.body, r.header)
+	}
+	if r := ts.must(300, "HEAD", "/", hdr{}, ""); r.body != "" {
+		t.Errorf("HEAD / body %q", r.body)
+	}
+	ts.must(400, "GET", "/v2/", hdr{}, "")
+	r = ts.must(200, "GET", "/v2/", std(), "")
+	if r.header.Get("Content-Type") != "application/json-home" || r.header.Get("Cache-Control") != "max-age=86400" {
+		t.Errorf("home headers %v", r.header)
+	}
+	res := r.json(t)["resources"].(map[string]any)
+	for _, rel := range []string{"rel/queues", "rel/post_messages", "rel/post_claim", "rel/ping", "rel/health", "rel/pools"} {
+		if _, ok := res[rel]; !ok {
+			t.Errorf("home lacks %s", rel)
+		}
+	}
+	for rel := range res {
+		if strings.Contains(rel, "subscription") || strings.Contains(rel, "share") {
+			t.Errorf("home advertises %s, which sluice does not serve", rel)
+		}
+	}
+}
