@@ -20,13 +20,13 @@ $(OPERATOR_STAMP):
 lint-operator: venv-operator ## ruff and mypy on the operator
 	cd operator && $(OPERATOR_VENV)/bin/ruff check . && $(OPERATOR_VENV)/bin/ruff format --check . && $(OPERATOR_VENV)/bin/mypy
 
-test-operator: deps-apt venv-operator lint-operator ## operator unit tests (builders, logic, CRD schemas, probes on a real redis-server)
+test-operator: deps-apt venv-operator lint-operator build-bench build-server ## operator unit tests (builders, logic, CRD schemas, probes on a real redis-server)
 	cd operator && $(OPERATOR_PY) -m pytest -q tests/unit
 
 # Real apiserver, controller-manager, scheduler and kwok nodes: uses the
 # running cluster (either mode), else brings the control-plane-only mode up
 # for the suite and takes it down again, also when the suite fails.
-test-operator-integration: deps-apt venv-operator build-server ## operator against a real apiserver + scheduler + kwok nodes
+test-operator-integration: deps-apt venv-operator build-server build-bench ## operator against a real apiserver + scheduler + kwok nodes
 	@if $(KUBECTL) --kubeconfig $(KUBECONFIG_PATH) get --raw /readyz >/dev/null 2>&1; then \
 	  cd operator && KUBECONFIG=$(KUBECONFIG_PATH) $(OPERATOR_PY) -m pytest -q tests/integration; \
 	else \

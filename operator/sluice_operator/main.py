@@ -15,11 +15,14 @@ import kopf
 
 from . import GROUP, VERSION
 from .config import Config
-from .handlers import pool, queue
+from .handlers import benchmark, pool, queue
+from .handlers import benchmark_results as bench_results
 
 CONFIG = Config.from_env()
 POOLS = (GROUP, VERSION, "pools")
 QUEUES = (GROUP, VERSION, "queues")
+BENCHMARKS = (GROUP, VERSION, "benchmarks")
+BENCH = benchmark.Settings.from_env()
 
 
 @kopf.on.startup()
@@ -90,3 +93,29 @@ def queue_tick(body: Any, patch: kopf.Patch, logger: Any, **_: Any) -> None:
 def queue_deleted(body: Any, retry: int, logger: Any, **_: Any) -> None:
     """A Queue is being deleted: remove it from the server unless Retain; never hang."""
     queue.delete(CONFIG, _plain(body), retry, logger)
+
+
+@kopf.on.create(*BENCHMARKS)
+@kopf.on.update(*BENCHMARKS, field="spec")
+@kopf.on.resume(*BENCHMARKS)
+def benchmark_changed(body: Any, patch: kopf.Patch, logger: Any, **_: Any) -> None:
+    """A Benchmark appeared or its spec changed: a new run starts (the previous one goes to history)."""
+    benchmark.reconcile(CONFIG, BENCH, _plain(body), patch, logger)
+
+
+@kopf.timer(*BENCHMARKS, interval=BENCH.interval, initial_delay=BENCH.interval)
+def benchmark_tick(body: Any, patch: kopf.Patch, logger: Any, **_: Any) -> None:
+    """Follow the active run (never stuck in Running) and render a finished run's report."""
+    benchmark.reconcile(CONFIG, BENCH, _plain(body), patch, logger)
+
+
+@kopf.timer(*BENCHMARKS, interval=30, initial_delay=30)
+def benchmark_compare(body: Any, patch: kopf.Patch, **_: Any) -> None:
+    """Keep status.comparison current when the compared Benchmark finishes later."""
+    benchmark.refresh_comparison(_plain(body), patch)
+
+
+@kopf.on.delete(*BENCHMARKS, optional=True)
+def benchmark_deleted(body: Any, **_: Any) -> None:
+    """Drop a deleted Benchmark's gauges (its Job and ConfigMaps are garbage-collected)."""
+    bench_results.forget(body["metadata"]["namespace"], body["metadata"]["name"])
