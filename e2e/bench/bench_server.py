@@ -311,7 +311,14 @@ def main() -> int:
     ap.add_argument("--msg-size", type=int, default=1024, help="bytes per message JSON")
     ap.add_argument("--json", type=Path, help="also write raw results here")
     ap.add_argument("--write-doc", type=Path, help="replace this file's sluice-vs-Zaqar section")
+    ap.add_argument("--render", type=Path, help="measure nothing: redraw from a --json file")
     args = ap.parse_args()
+    if args.render:
+        results = json.loads(args.render.read_text())
+        print(render_text(results))
+        if args.write_doc:
+            write_doc_section(args.write_doc, render_markdown(results))
+        return 0
     names = [t.strip() for t in args.targets.split(",") if t.strip()]
     unknown = [n for n in names if n not in TARGETS]
     if unknown:
