@@ -44,7 +44,7 @@ def bench_run(server, tmp_path_factory) -> BenchRun:
            "--nodebug"]
     # HOME keeps a developer's ~/.zaqar/zaqar.conf out of zaqar-bench's config.
     env = dict(os.environ, HOME=str(workdir), OS_AUTH_STRATEGY="noauth")
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120,
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300,
                           env=env, cwd=workdir)
     assert done.returncode == 0, f"zaqar-bench exited {done.returncode}\n{done.stderr[-3000:]}"
     # stdout: two banner lines, then one JSON document.
