@@ -7,6 +7,8 @@
 gomod_version = $(shell awk '$$1 == "$(1)" {print $$2} $$1 == "require" && $$2 == "$(1)" {print $$3}' $(2))
 HELM_VERSION  := $(call gomod_version,helm.sh/helm/v3,$(ROOT)/e2e/tools/helm/go.mod)
 PROM_VERSION  := $(call gomod_version,github.com/prometheus/prometheus,$(ROOT)/e2e/tools/promtool/go.mod)
+TEST_TARGETS += test-chart
+
 HELM          := $(CACHE)/helm-$(HELM_VERSION)/helm
 PROMTOOL      := $(CACHE)/prometheus-$(PROM_VERSION)/promtool
 PROMETHEUS    := $(CACHE)/prometheus-$(PROM_VERSION)/prometheus
@@ -44,7 +46,8 @@ $(HELM):
 PROM_SRC := $(CACHE)/prometheus-$(PROM_VERSION)/src
 $(PROM_SRC)/.stamp: $(ROOT)/e2e/tools/promtool/go.mod $(ROOT)/e2e/tools/promtool/go.sum
 	rm -rf $(PROM_SRC) && mkdir -p $(PROM_SRC)/wrap
-	cd e2e/tools/promtool && cp -r "$$($(GO) list -m -f '{{.Dir}}' github.com/prometheus/prometheus)" $(PROM_SRC)/prometheus
+	cd e2e/tools/promtool && $(GO) mod download github.com/prometheus/prometheus && \
+	  cp -r "$$($(GO) list -m -f '{{.Dir}}' github.com/prometheus/prometheus)" $(PROM_SRC)/prometheus
 	chmod -R u+w $(PROM_SRC)/prometheus && rm $(PROM_SRC)/prometheus/plugins/plugins.go
 	cp e2e/tools/promtool/go.mod e2e/tools/promtool/go.sum e2e/tools/promtool/tools.go $(PROM_SRC)/wrap/
 	cd $(PROM_SRC)/wrap && $(GO) mod edit -replace github.com/prometheus/prometheus=../prometheus

@@ -30,7 +30,7 @@ func freePort(t *testing.T) int {
 
 // startProcess runs a long-lived process that the test stops (by its own
 // PID) when it ends; its output goes to a log file shown on failure.
-func startProcess(t *testing.T, name string, args ...string) {
+func startProcess(t *testing.T, env []string, name string, args ...string) {
 	t.Helper()
 	logPath := filepath.Join(t.TempDir(), filepath.Base(name)+".log")
 	logf, err := os.Create(logPath)
@@ -39,6 +39,7 @@ func startProcess(t *testing.T, name string, args ...string) {
 	}
 	cmd := exec.Command(name, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.Env = append(os.Environ(), env...)
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", name, err)
 	}
@@ -131,7 +132,7 @@ func TestRulesOnRealScrape(t *testing.T) {
 
 	// The server, with traffic on the routes the alerts are about.
 	sport := freePort(t)
-	startProcess(t, server, "--listen", fmt.Sprintf("127.0.0.1:%d", sport), "--store", "memory")
+	startProcess(t, nil, server, "--listen", fmt.Sprintf("127.0.0.1:%d", sport), "--store", "memory")
 	base := fmt.Sprintf("http://127.0.0.1:%d", sport)
 	waitFor(t, "sluice-server", 30*time.Second, func() error {
 		resp, err := http.Get(base + "/metrics")
@@ -157,13 +158,16 @@ func TestRulesOnRealScrape(t *testing.T) {
 	// from its virtualenv, with a Pool and a Queue recorded.
 	oport := freePort(t)
 	py := tool(t, "SLUICE_OPERATOR_PY")
-	startProcess(t, py, "-c", fmt.Sprintf(`import time
+	// The package is imported from the working tree; the virtualenv brings
+	// prometheus_client.
+	startProcess(t, []string{"PYTHONPATH=" + filepath.Join(root(t), "operator")}, py, "-c", fmt.Sprintf(`import time
 from sluice_operator import metrics
 metrics.POOL_READY.labels("chart-e2e", "redis").set(1)
 metrics.POOL_SHARDS_READY.labels("chart-e2e", "redis").set(2)
 metrics.QUEUE_READY.labels("chart-e2e", "jobs").set(1)
 metrics.QUEUE_MESSAGES.labels("chart-e2e", "jobs", "free").set(3)
 metrics.QUEUE_OLDEST_AGE.labels("chart-e2e", "jobs").set(12)
+metrics.RECONCILES.labels("Pool").inc()
 metrics.serve(%d)
 time.sleep(300)
 `, oport))
@@ -188,7 +192,7 @@ scrape_configs:
 	if out, err := run(t, tool(t, "SLUICE_PROMTOOL"), "check", "config", cfgPath); err != nil {
 		t.Fatalf("promtool check config: %v\n%s", err, out)
 	}
-	startProcess(t, prometheus, "--config.file="+cfgPath, "--storage.tsdb.path="+filepath.Join(dir, "tsdb"),
+	startProcess(t, nil, prometheus, "--config.file="+cfgPath, "--storage.tsdb.path="+filepath.Join(dir, "tsdb"),
 		fmt.Sprintf("--web.listen-address=127.0.0.1:%d", pport))
 	pbase := fmt.Sprintf("http://127.0.0.1:%d", pport)
 
