@@ -95,17 +95,12 @@ def queue_deleted(body: Any, retry: int, logger: Any, **_: Any) -> None:
     queue.delete(CONFIG, _plain(body), retry, logger)
 
 
-@kopf.on.create(*BENCHMARKS)
-@kopf.on.update(*BENCHMARKS, field="spec")
-@kopf.on.resume(*BENCHMARKS)
-def benchmark_changed(body: Any, patch: kopf.Patch, logger: Any, **_: Any) -> None:
-    """A Benchmark appeared or its spec changed: a new run starts (the previous one goes to history)."""
-    benchmark.reconcile(CONFIG, BENCH, _plain(body), patch, logger)
-
-
-@kopf.timer(*BENCHMARKS, interval=BENCH.interval, initial_delay=BENCH.interval)
+# Benchmarks are driven by one timer only: a new spec generation starts a run, an
+# active run is followed, a finished one gets its report. A single code path means
+# a run is never started twice by a change handler and a timer racing each other.
+@kopf.timer(*BENCHMARKS, interval=BENCH.interval)
 def benchmark_tick(body: Any, patch: kopf.Patch, logger: Any, **_: Any) -> None:
-    """Follow the active run (never stuck in Running) and render a finished run's report."""
+    """Start a run for a new spec, follow the active run (never stuck in Running), render the report."""
     benchmark.reconcile(CONFIG, BENCH, _plain(body), patch, logger)
 
 

@@ -14,6 +14,8 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from kubernetes.client.exceptions import ApiException
+
 from .. import conditions as cond
 from .. import events, kube, metrics
 from ..builders import benchmark as bb
@@ -169,10 +171,15 @@ def start_run(cfg: Config, st: Settings, body: dict[str, Any], patch: Any, logge
     image = spec.get("image") or cfg.bench_image
     params = bb.parameters(cfg, body, gen, start_at, image)
     job = bb.job(cfg, body, gen, start_at, st.start_delay)
-    existing = kube.get("Job", ns, job["metadata"]["name"])
-    if existing is None:
+    if kube.get("Job", ns, job["metadata"]["name"]) is None:
         kube.apply(params)
-        kube.apply(job)
+        try:
+            kube.apply(job)
+        except ApiException as exc:
+            # Created meanwhile (a restarted operator): a Job's template is immutable, keep the live one.
+            if kube.get("Job", ns, job["metadata"]["name"]) is None:
+                raise
+            logger.info("Job %s already exists (%s)", job["metadata"]["name"], exc.status)
         logger.info("Benchmark %s/%s: run %d starts at %s", ns, name, gen, start_at)
     _write(
         patch,

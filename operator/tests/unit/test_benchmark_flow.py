@@ -1,0 +1,211 @@
+"""A Benchmark's runs end to end without a cluster: Kubernetes calls go to an in-memory
+store, pods and Job states are set as the kubelet and Job controller would."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import pytest
+
+from sluice_operator import events, kube
+from sluice_operator.config import Config
+from sluice_operator.handlers import benchmark as bh
+from sluice_operator.handlers import benchmark_report as brep
+from sluice_operator.handlers import benchmark_results as br
+
+from .test_benchmark_merge import BENCH, bits, log
+
+SETTINGS = bh.Settings(start_delay=1, unschedulable_grace=5, setup_timeout=5, interval=1)
+
+
+class Store:
+    def __init__(self) -> None:
+        self.objs: dict[tuple[str, str, str], dict[str, Any]] = {}
+
+    def get(self, kind: str, ns: str, name: str) -> dict[str, Any] | None:
+        o = self.objs.get((kind, ns, name))
+        return copy.deepcopy(o) if o else None
+
+    def list_objects(self, kind: str, ns: str, selector: str | None = None) -> list[dict[str, Any]]:
+        want = dict(kv.split("=", 1) for kv in (selector or "").split(",") if kv)
+        return [
+            copy.deepcopy(o)
+            for (k, n, _), o in self.objs.items()
+            if k == kind and n == ns and all(o["metadata"].get("labels", {}).get(a) == b for a, b in want.items())
+        ]
+
+    def apply(self, obj: dict[str, Any]) -> tuple[dict[str, Any], str]:
+        key = (obj["kind"], obj["metadata"]["namespace"], obj["metadata"]["name"])
+        self.objs[key] = copy.deepcopy(obj)
+        return obj, "created"
+
+    def delete(self, kind: str, ns: str, name: str) -> bool:
+        return self.objs.pop((kind, ns, name), None) is not None
+
+
+class Patch:
+    def __init__(self) -> None:
+        self.status: dict[str, Any] = {}
+
+
+@pytest.fixture
+def store(monkeypatch: pytest.MonkeyPatch) -> Store:
+    s = Store()
+    for fn in ("get", "list_objects", "apply", "delete"):
+        monkeypatch.setattr(kube, fn, getattr(s, fn))
+    return s
+
+
+@pytest.fixture
+def posted(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str, str]]:
+    out: list[tuple[str, str, str]] = []
+    monkeypatch.setattr(events, "info", lambda b, reason, message: out.append(("Normal", reason, message)))
+    monkeypatch.setattr(events, "warn", lambda b, reason, message: out.append(("Warning", reason, message)))
+    return out
+
+
+def step(body: dict[str, Any]) -> dict[str, Any]:
+    """One reconcile; the status patch is applied as the apiserver would (null deletes)."""
+    patch = Patch()
+    bh.reconcile(Config(), SETTINGS, copy.deepcopy(body), patch)
+    st = dict(body.get("status") or {})
+    for k, v in patch.status.items():
+        if v is None:
+            st.pop(k, None)
+        else:
+            st[k] = v
+    body["status"] = st
+    return body
+
+
+def bench(gen: int = 1, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "sluice.dev/v1alpha1",
+        "kind": "Benchmark",
+        "metadata": {"name": "td", "namespace": "shop", "uid": "u1", "generation": gen},
+        "spec": {"scenario": "task-distribution", "parallelism": 2, "placement": {}, "target": {}, **spec},
+    }
+
+
+def finish_pods(store: Store, run: int, msgs: list[str]) -> None:
+    """The kubelet ran the pods to completion; the Job controller marked the Job Complete."""
+    job = store.objs[("Job", "shop", f"td-r{run}")]
+    job["status"] = {"conditions": [{"type": "Complete", "status": "True"}], "succeeded": len(msgs)}
+    for i, m in enumerate(msgs):
+        labels = job["spec"]["template"]["metadata"]["labels"]
+        state = {
+            "terminated": {"exitCode": 0, "reason": "Completed", "message": m, "startedAt": "2026-11-22T08:00:00Z"}
+        }
+        store.objs[("Pod", "shop", f"td-r{run}-{i}-x")] = {
+            "kind": "Pod",
+            "metadata": {"name": f"td-r{run}-{i}-x", "namespace": "shop", "labels": labels},
+            "spec": {"nodeName": "n1"},
+            "status": {"phase": "Succeeded", "containerStatuses": [{"name": "sluice-bench", "state": state}]},
+        }
+
+
+def test_run_lifecycle_results_report_and_history(
+    store: Store, posted: list[tuple[str, str, str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    body = step(bench(thresholds={"maxLost": 0, "minRequestsPerSecond": 1}))
+    st = body["status"]
+    assert (st["phase"], st["runGeneration"], st["jobName"], st["parametersConfigMap"]) == (
+        "Pending",
+        1,
+        "td-r1",
+        "td-r1-params",
+    )
+    assert ("Job", "shop", "td-r1") in store.objs and ("ConfigMap", "shop", "td-r1-params") in store.objs
+    assert posted[0][:2] == ("Normal", "Pending")
+
+    a = log(1000, 3000, {"A": bits(0, 1, 2)}, {"A": bits(0, 1)}, consumed=2)
+    b = log(1000, 3000, {"B": bits(0)}, {"A": bits(2), "B": bits(0)}, consumed=2)
+    finish_pods(store, 1, [json.dumps(a), json.dumps(b)])
+    body = step(body)
+    st = body["status"]
+    assert st["phase"] == "Succeeded" and st["verdict"] == "Pass", st
+    r = st["results"]
+    assert (r["produced"], r["consumed"], r["lost"], r["duplicated"], r["pods"]) == (4, 4, 0, 0, 2)
+    assert r["operations"]["post"]["requests"] == 8 and r["requestsPerSecond"] == 3.0
+    assert st["completionTime"] and st["startTime"] == "2026-11-22T08:00:00Z"
+    assert ("Normal", "Succeeded") in [(k, r) for k, r, _ in posted]
+    assert br.LAST.labels("shop", "td", "task-distribution", "requests_per_second")._value.get() == 3.0
+
+    if BENCH.exists():
+        monkeypatch.setattr(brep, "binary", lambda: str(BENCH))
+        monkeypatch.setattr(brep, "pod_log", lambda ns, pod: None)
+        body = step(body)
+        cm = store.objs[("ConfigMap", "shop", "td-r1-report")]
+        assert body["status"]["reportConfigMap"] == "td-r1-report" and "report.html" in cm["data"]
+        assert any(n.endswith(".png") for n in cm["binaryData"])
+    else:
+        monkeypatch.setattr(brep, "binary", lambda: None)
+        body = step(body)
+    assert any(c["type"] == "ReportReady" for c in body["status"]["conditions"])
+
+    # A new spec starts run 2 and keeps run 1's summary.
+    body["metadata"]["generation"] = 2
+    body["spec"]["parallelism"] = 1
+    body = step(body)
+    st = body["status"]
+    assert (st["runGeneration"], st["phase"], st["jobName"]) == (2, "Pending", "td-r2")
+    assert "results" not in st and "verdict" not in st
+    (h,) = st["history"]
+    assert (h["runGeneration"], h["phase"], h["verdict"], h["requestsPerSecond"]) == (1, "Succeeded", "Pass", 3.0)
+    assert ("Job", "shop", "td-r2") in store.objs
+
+
+def test_threshold_missed_and_pods_without_results(store: Store, posted: list[tuple[str, str, str]]) -> None:
+    body = step(bench(thresholds={"maxLost": 0}))
+    lossy = log(0, 1000, {"A": bits(0, 1, 2)}, {"A": bits(0)}, consumed=1)
+    finish_pods(store, 1, [json.dumps(lossy), json.dumps(log(0, 1000, {}, {}))])
+    st = step(body)["status"]
+    assert st["phase"] == "Succeeded" and st["verdict"] == "Fail" and st["verdictReasons"] == ["lost 2 > maximum 0"]
+
+    store.objs.clear()
+    body = step(bench())
+    finish_pods(store, 1, ["", ""])  # simulated nodes complete pods without running them
+    st = step(body)["status"]
+    assert (st["phase"], st["reason"], st["verdict"]) == ("Failed", "NoResults", "Fail")
+    assert "td-r1-0-x" in st["message"]
+    assert posted[-1][:2] == ("Warning", "FailedNoResults")
+
+
+def test_a_deleted_job_fails_the_run_and_a_failed_run_stops_its_job(store: Store, posted: list[Any]) -> None:
+    body = step(bench())
+    store.delete("Job", "shop", "td-r1")
+    st = step(body)["status"]
+    assert (st["phase"], st["reason"]) == ("Failed", "JobDeleted")
+    body = step(bench(gen=1))
+    job = store.objs[("Job", "shop", "td-r1")]
+    labels = job["spec"]["template"]["metadata"]["labels"]
+    waiting = {"waiting": {"reason": "ErrImagePull", "message": "not found"}}
+    store.objs[("Pod", "shop", "p")] = {
+        "kind": "Pod",
+        "metadata": {"name": "td-r1-0-a", "namespace": "shop", "labels": labels},
+        "spec": {"nodeName": "n1"},
+        "status": {"phase": "Pending", "containerStatuses": [{"name": "sluice-bench", "image": "i", "state": waiting}]},
+    }
+    st = step(body)["status"]
+    assert (st["phase"], st["reason"]) == ("Failed", "ImagePullFailed")
+    assert ("Job", "shop", "td-r1") not in store.objs  # stopped, not left to its deadline
+    # A finished run stays finished: further ticks change nothing.
+    again = step(copy.deepcopy(body))
+    assert again["status"] == body["status"]
+
+
+def test_pool_queues_wait_for_the_pool_then_fail_after_the_setup_timeout(store: Store, posted: list[Any]) -> None:
+    body = step(bench(pool="metal"))
+    st = body["status"]
+    assert (st["phase"], st["reason"]) == ("Pending", "PoolNotFound") and ("Job", "shop", "td-r1") not in store.objs
+    body["status"]["runCreated"] = "2020-01-01T00:00:00Z"
+    st = step(body)["status"]
+    assert (st["phase"], st["reason"]) == ("Failed", "PoolNotFound") and "gave up" in st["message"]
+
+
+def test_settings_refuse_bad_values(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SLUICE_OPERATOR_BENCH_START_DELAY", "soon")
+    with pytest.raises(ValueError, match="START_DELAY"):
+        bh.Settings.from_env()
