@@ -89,6 +89,9 @@ build_operator() {
     /opt/sluice-operator/bin/pip install -q --no-index --disable-pip-version-check \
       --find-links /tmp/wheels --find-links /tmp/operator sluice-operator &&
     rm -rf /tmp/wheels /tmp/operator /root/.cache'
+  # Benchmark reports are rendered by the operator with sluice-bench itself.
+  [[ -x $OUT/bin/sluice-bench ]] || static_go bench-job ./cmd/sluice-bench "$OUT/bin/sluice-bench"
+  bh copy -q "$c" "$OUT/bin/sluice-bench" /usr/local/bin/sluice-bench >/dev/null
   bh config --entrypoint '["/opt/sluice-operator/bin/sluice-operator"]' --user "$NONROOT:$NONROOT" \
     --env PYTHONUNBUFFERED=1 --label org.opencontainers.image.source=sluice "$c"
   bh commit -q --rm "$c" sluice.dev/sluice-operator:dev >/dev/null
