@@ -1,0 +1,77 @@
+package chart
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestOperatorAcceptsChartEnv: for every ci/ values file, the environment
+// the chart gives the operator is read by the operator's own configuration
+// code without error, every SLUICE_OPERATOR_* variable the chart sets is one
+// the operator reads, and the values arrive where they should.
+func TestOperatorAcceptsChartEnv(t *testing.T) {
+	py := tool(t, "SLUICE_OPERATOR_PY")
+	src, err := os.ReadFile(filepath.Join(root(t), "operator", "sluice_operator", "config.py"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range ciFiles(t) {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			out, err := helmTemplate(t, "-f", f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			env := envOf(t, one(t, parseDocs(t, out), "Deployment"))
+			for name := range env {
+				short := strings.TrimPrefix(name, "SLUICE_OPERATOR_")
+				if short == name {
+					continue
+				}
+				if !strings.Contains(string(src), `"`+short+`"`) && !strings.Contains(string(src), `"`+name+`"`) {
+					t.Errorf("the chart sets %s, which operator/sluice_operator/config.py does not read", name)
+				}
+			}
+			envJSON, _ := json.Marshal(env)
+			script := `import json, sys, dataclasses
+from sluice_operator.config import Config
+cfg = Config.from_env(json.loads(sys.argv[1]))
+print(json.dumps(dataclasses.asdict(cfg), default=list))`
+			cmd := exec.Command(py, "-c", script, string(envJSON))
+			cmd.Env = append(os.Environ(), "PYTHONPATH="+filepath.Join(root(t), "operator"))
+			res, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("the operator refuses the chart's configuration: %v\n%s", err, res)
+			}
+			var cfg map[string]any
+			if err := json.Unmarshal(res, &cfg); err != nil {
+				t.Fatalf("config dump: %v\n%s", err, res)
+			}
+			checks := map[string]string{
+				"metal_label_key":     env["SLUICE_OPERATOR_METAL_LABEL_KEY"],
+				"server_image":        env["SLUICE_OPERATOR_SERVER_IMAGE"],
+				"bench_image":         env["SLUICE_OPERATOR_BENCH_IMAGE"],
+				"default_provisioner": env["SLUICE_OPERATOR_DEFAULT_PROVISIONER"],
+				"catalog_uri":         env["SLUICE_OPERATOR_CATALOG_URI"],
+			}
+			for field, want := range checks {
+				if cfg[field] != want {
+					t.Errorf("operator config %s = %v, chart set %q", field, cfg[field], want)
+				}
+			}
+			var podSC map[string]any
+			_ = json.Unmarshal([]byte(env["SLUICE_OPERATOR_POD_SECURITY_CONTEXT"]), &podSC)
+			if got, _ := json.Marshal(cfg["pod_security_context"]); string(got) != mustJSON(podSC) {
+				t.Errorf("operator pod_security_context %s, chart set %s", got, mustJSON(podSC))
+			}
+		})
+	}
+}
+
+func mustJSON(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
