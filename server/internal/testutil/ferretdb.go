@@ -92,6 +92,7 @@ func startFerretDB(bin, dir string) (*FerretDB, error) {
 		"--log-level=warn",
 	)
 	cmd.Stdout, cmd.Stderr = logf, logf
+	ferretDieWithParent(cmd)
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
