@@ -4,8 +4,8 @@
 #                            no Docker; needs root.
 #   CLUSTER=kind:            kind on Docker (same node labels, image names).
 APT_PACKAGES += etcd-server containerd runc containernetworking-plugins iptables \
-                buildah conntrack iproute2 debootstrap curl openssl util-linux \
-                procps gcc libc6-dev ca-certificates
+                buildah conntrack iproute2 debootstrap mmdebstrap curl openssl util-linux \
+                procps gcc libc6-dev ca-certificates python3-venv
 
 CLUSTER ?= local
 KUBECONFIG_PATH := $(BUILD)/kube/kubeconfig
@@ -54,7 +54,15 @@ cluster-status: ## show the cluster's nodes and system pods
 
 e2e-smoke: ## server + redis + DNS client pod + sluice-bench Job on the running cluster
 	@e2e/smoke/run.sh
+# The smoke test needs only the server, bench and redis images.
+ifeq ($(CLUSTER),kind)
 e2e-smoke: images
+else
+e2e-smoke: smoke-images
+endif
+.PHONY: smoke-images
+smoke-images: deps-apt
+	@e2e/images/build.sh server bench redis
 
 # The whole path, as CI runs it: the cluster is torn down even when a step fails.
 test-e2e: deps-apt ## cluster-up, e2e-smoke, cluster-down (local cluster)

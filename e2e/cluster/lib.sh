@@ -53,22 +53,33 @@ elapsed() { local d=$(( ${EPOCHREALTIME/./} - _t0 )); echo "$((d / 1000000)).$((
 kc() { "$KUBECTL" --kubeconfig "$KUBECONFIG_PATH" "$@"; }
 
 # start NAME CMD... : runs a daemon in its own session, logs to $LOGS/NAME.log,
-# records its pid (and its binary, to recognise it later) in $PIDS.
+# and records its pid with its start time (pid + start time name one process
+# for good, even after the pid is reused or the binary is replaced).
 start() {
-  local name=$1; shift
+  local name=$1 pid; shift
   mkdir -p "$PIDS" "$LOGS"
-  setsid "$@" >>"$LOGS/$name.log" 2>&1 < /dev/null &
-  echo $! > "$PIDS/$name.pid"
-  readlink -f "$1" > "$PIDS/$name.exe"
+  # fd 9 is the bring-up lock: daemons must not inherit it.
+  setsid "$@" >>"$LOGS/$name.log" 2>&1 < /dev/null 9>&- &
+  pid=$!
+  echo "$pid" > "$PIDS/$name.pid"
+  starttime "$pid" > "$PIDS/$name.start"
 }
 
-# running NAME : true when the recorded daemon is alive and still our binary.
+# starttime PID : field 22 of /proc/PID/stat (clock ticks since boot).
+starttime() { awk '{sub(/^.*\) /, ""); print $20}' "/proc/$1/stat" 2>/dev/null; }
+
+# running NAME : true when the recorded daemon is alive (not a zombie).
 running() {
-  local name=$1 pid exe
+  local name=$1 pid
   [[ -f $PIDS/$name.pid ]] || return 1
   pid=$(<"$PIDS/$name.pid")
-  exe=$(readlink -f "/proc/$pid/exe" 2>/dev/null) || return 1
-  [[ $exe == "$(cat "$PIDS/$name.exe" 2>/dev/null)" ]]
+  if [[ -f $PIDS/$name.exe && ! -f $PIDS/$name.start ]]; then
+    # Recorded by an earlier version of these scripts: pid and binary.
+    [[ $(readlink -f "/proc/$pid/exe" 2>/dev/null) == "$(<"$PIDS/$name.exe")" ]] || return 1
+  else
+    [[ -n $pid && $(starttime "$pid") == "$(cat "$PIDS/$name.start" 2>/dev/null)" ]] || return 1
+  fi
+  [[ $(awk '{sub(/^.*\) /, ""); print $1}' "/proc/$pid/stat" 2>/dev/null) != Z ]]
 }
 
 # stop NAME : SIGTERM, then SIGKILL after a grace period; only our own pid.
@@ -80,7 +91,7 @@ stop() {
     for i in $(seq 50); do running "$name" || break; sleep 0.1; done
     if running "$name"; then kill -KILL "$pid" 2>/dev/null || true; sleep 0.2; fi
   fi
-  rm -f "$PIDS/$name.pid" "$PIDS/$name.exe"
+  rm -f "$PIDS/$name.pid" "$PIDS/$name.start" "$PIDS/$name.exe"
 }
 
 # wait_for DESC SECONDS CMD... : polls CMD every 0.2s.

@@ -60,16 +60,18 @@ build_redis() {
   finish sluice.dev/redis:dev redis
 }
 
-# Wheels are made on the host (same Python 3.11 as the image) and cached by the
-# requirements' hash; the image installs them with no network.
+# Wheels are made on the host with Debian's own python3 (the very version the
+# image has: markers such as python_full_version < "3.11.3" must agree) and
+# cached by the requirements' and Python's versions; the image installs them
+# with no network.
 build_operator() {
   [[ -f $ROOT/operator/pyproject.toml ]] || { echo "    skipped: operator/ not present yet"; return; }
   local key wheels venv c
-  key=$(cat "$ROOT/operator/requirements.txt" | md5sum | cut -c1-10)
+  key=$({ cat "$ROOT/operator/requirements.txt"; /usr/bin/python3 --version; } | md5sum | cut -c1-10)
   wheels=$CACHE/wheels/operator-$key
   if [[ ! -f $wheels/.done ]]; then
     venv=$BUILD/venv-images
-    [[ -x $venv/bin/pip ]] || python3 -m venv "$venv"
+    [[ -x $venv/bin/pip ]] || /usr/bin/python3 -m venv "$venv"
     mkdir -p "$wheels"
     "$venv/bin/pip" wheel -q --disable-pip-version-check -w "$wheels" -r "$ROOT/operator/requirements.txt"
     touch "$wheels/.done"
