@@ -80,6 +80,6 @@ test-chart: helm promtool prometheus build-server venv-operator ## helm lint/tem
 
 # Against a real apiserver: the local control plane (started if needed, left
 # running for the suites after it; make controlplane-down stops it).
-test-chart-cluster: helm controlplane-up ## server-side dry-run, install -> upgrade -> uninstall on the local control plane
+test-chart-cluster: helm controlplane-up ## server-side dry-run of the chart and examples/, install -> upgrade -> uninstall on the local control plane
 	cd e2e/chart && SLUICE_KUBECONFIG=$(BUILD)/kube/kubeconfig SLUICE_KUBECTL=$(BIN)/kubectl \
 	  $(GO) test -count=1 -v -run '^TestCluster' . 2>&1 | grep -E '^(=== RUN|--- |\s+\w+_test.go|ok|FAIL|PASS)'

@@ -182,3 +182,42 @@ func TestClusterInstallUpgradeUninstall(t *testing.T) {
 		}
 	}
 }
+
+// TestClusterExamplesValid: examples/ (what `make up` applies) passes the
+// CRDs' schemas and validation rules on a real apiserver.
+func TestClusterExamplesValid(t *testing.T) {
+	if _, err := kubectl(t, "", "get", "crd", "pools.sluice.dev"); err != nil {
+		if out, err := kubectl(t, "", "apply", "-f", filepath.Join(root(t), "crds")); err != nil {
+			t.Fatalf("install CRDs: %v\n%s", err, out)
+		}
+		if out, err := kubectl(t, "", "wait", "--for=condition=Established", "crd/pools.sluice.dev", "crd/queues.sluice.dev", "crd/benchmarks.sluice.dev", "--timeout=60s"); err != nil {
+			t.Fatalf("CRDs not established: %v\n%s", err, out)
+		}
+	}
+	ns := tempNamespace(t, "chart-examples")
+	files, _ := filepath.Glob(filepath.Join(root(t), "examples", "*.yaml"))
+	if len(files) == 0 {
+		t.Fatal("examples/ is empty")
+	}
+	kinds := map[string]bool{}
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		doc := string(raw)
+		if strings.Contains(doc, "\nkind: Namespace") {
+			continue
+		}
+		kinds[firstLine(doc, "kind:")] = true
+		doc = strings.ReplaceAll(doc, "namespace: sluice-demo", "namespace: "+ns)
+		if out, err := kubectl(t, doc, "apply", "--dry-run=server", "-f", "-"); err != nil {
+			t.Errorf("%s is refused by the apiserver: %v\n%s", filepath.Base(f), err, out)
+		}
+	}
+	for _, k := range []string{"Pool", "Queue", "Benchmark"} {
+		if !kinds[k] {
+			t.Errorf("examples/ has no %s", k)
+		}
+	}
+}
