@@ -3,11 +3,12 @@
 # modules e2e/tools/{helm,promtool}, into the cache keyed by version: the
 # first build takes minutes, later ones are free until the pin changes.
 
+TEST_TARGETS += test-chart
+
 # The pins live in one place each: the wrapper modules' go.mod.
 gomod_version = $(shell awk '$$1 == "$(1)" {print $$2} $$1 == "require" && $$2 == "$(1)" {print $$3}' $(2))
 HELM_VERSION  := $(call gomod_version,helm.sh/helm/v3,$(ROOT)/e2e/tools/helm/go.mod)
 PROM_VERSION  := $(call gomod_version,github.com/prometheus/prometheus,$(ROOT)/e2e/tools/promtool/go.mod)
-TEST_TARGETS += test-chart
 
 HELM          := $(CACHE)/helm-$(HELM_VERSION)/helm
 PROMTOOL      := $(CACHE)/prometheus-$(PROM_VERSION)/promtool
@@ -22,6 +23,7 @@ export SLUICE_PROMETHEUS := $(PROMETHEUS)
 OPERATOR_RBAC := $(firstword $(wildcard $(ROOT)/operator/deploy/rbac.yaml $(ROOT)/operator/deploy/rbac/*.yaml))
 
 .PHONY: helm promtool prometheus chart-tools chart-sync chart-docs test-chart test-chart-cluster
+deps: chart-tools
 chart-tools: helm promtool prometheus ## build helm, promtool and prometheus (pinned Go modules) into the cache
 
 helm: $(HELM)
