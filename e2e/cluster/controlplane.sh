@@ -53,7 +53,7 @@ start_controllers() {
     --kubeconfig "$PKI/controller-manager.kubeconfig" \
     --authentication-kubeconfig "$PKI/controller-manager.kubeconfig" \
     --authorization-kubeconfig "$PKI/controller-manager.kubeconfig" \
-    --bind-address 127.0.0.1 --leader-elect=false \
+    --bind-address 127.0.0.1 --secure-port $((10257 + PORT_BASE)) --leader-elect=false \
     --service-account-private-key-file "$PKI/sa.key" --root-ca-file "$PKI/ca.crt" \
     --cluster-signing-cert-file "$PKI/ca.crt" --cluster-signing-key-file "$PKI/ca.key" \
     --use-service-account-credentials=true \
@@ -63,7 +63,8 @@ start_controllers() {
     --kubeconfig "$PKI/scheduler.kubeconfig" \
     --authentication-kubeconfig "$PKI/scheduler.kubeconfig" \
     --authorization-kubeconfig "$PKI/scheduler.kubeconfig" \
-    --bind-address 127.0.0.1 --leader-elect=false --profiling=false --v 1
+    --bind-address 127.0.0.1 --secure-port $((10259 + PORT_BASE)) --leader-elect=false \
+    --profiling=false --v 1
 }
 
 # kwok plays kubelet for the nodes labelled type=kwok: it keeps them Ready and
@@ -71,7 +72,7 @@ start_controllers() {
 start_kwok() {
   start kwok "$BIN/kwok" --kubeconfig "$PKI/kwok.kubeconfig" \
     --manage-all-nodes=false --manage-nodes-with-label-selector type=kwok \
-    --node-ip "$NODE_IP" --cidr 10.244.255.0/24 --node-port 0
+    --node-ip "$NODE_IP" --cidr $POD_NET.255.0/24 --node-port 0
 }
 
 # Simulated nodes: sim-metal-N and sim-virtual-N. Each gets a slice of the pod
@@ -107,8 +108,8 @@ metadata:
     sluice.dev/node-type: simulated
     topology.kubernetes.io/zone: zone-$(( (i - 1) % 2 == 0 ? 0 : 1 ))
 spec:
-  podCIDR: 10.244.$n.0/24
-  podCIDRs: [10.244.$n.0/24]
+  podCIDR: $POD_NET.$n.0/24
+  podCIDRs: [$POD_NET.$n.0/24]
 $taints
 status:
   allocatable: {cpu: "16", memory: 64Gi, pods: "110", ephemeral-storage: 200Gi}

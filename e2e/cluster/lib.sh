@@ -10,14 +10,21 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 BUILD=${SLUICE_BUILD:-$ROOT/build}
 BIN=$BUILD/bin
 CACHE=${SLUICE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/sluice}
-KUBE_DIR=$BUILD/kube
+
+# SLUICE_INSTANCE=N (default 0) runs a second, independent cluster beside the
+# default one: its own directories, addresses, ranges and ports (only one of
+# them may be a full cluster at a time: kube-proxy's chains are global).
+INSTANCE=${SLUICE_INSTANCE:-0}
+sfx=""
+((INSTANCE == 0)) || sfx="-$INSTANCE"
+KUBE_DIR=$BUILD/kube$sfx
 PKI=$KUBE_DIR/pki
 KUBECONFIG_PATH=$KUBE_DIR/kubeconfig
-LOGS=$BUILD/cluster/logs
-CONF=$BUILD/cluster/config
+LOGS=$BUILD/cluster$sfx/logs
+CONF=$BUILD/cluster$sfx/config
 
-RUN_DIR=/run/sluice            # pid files, sockets, CNI config, etcd tmpfs
-DATA_DIR=/var/lib/sluice       # containerd and kubelet roots
+RUN_DIR=/run/sluice$sfx        # pid files, sockets, CNI config, etcd tmpfs
+DATA_DIR=/var/lib/sluice$sfx   # containerd and kubelet roots
 PIDS=$RUN_DIR/pids
 CONTAINERD_SOCK=$RUN_DIR/containerd/containerd.sock
 CRI_ENDPOINT=unix://$CONTAINERD_SOCK
@@ -25,20 +32,23 @@ CRI_ENDPOINT=unix://$CONTAINERD_SOCK
 # Addresses. The node address sits on a port-less bridge (sluice0) that also
 # holds the routes for the whole pod and service ranges, so a packet for any
 # cluster address is delivered locally and never follows the default route.
-NODE_NAME=sluice-node-0
-NODE_IP=10.243.255.1
-NODE_DEV=sluice0
-CNI_DEV=sluicecni0
-POD_CIDR=10.244.0.0/16
-NODE_POD_CIDR=10.244.0.0/24
-SERVICE_CIDR=10.96.0.0/16
-KUBE_SERVICE_IP=10.96.0.1
-DNS_SERVICE_IP=10.96.0.10
+NODE_NAME=sluice-node-$INSTANCE
+NODE_IP=10.243.255.$((1 + INSTANCE))
+NODE_DEV=sluice$INSTANCE
+CNI_DEV=sluicecni$INSTANCE
+POD_NET=10.$((244 + 2 * INSTANCE))     # pods: $POD_NET.0.0/16, one /24 per node
+POD_CIDR=$POD_NET.0.0/16
+NODE_POD_CIDR=$POD_NET.0.0/24
+SERVICE_NET=10.$((96 + INSTANCE))
+SERVICE_CIDR=$SERVICE_NET.0.0/16
+KUBE_SERVICE_IP=$SERVICE_NET.0.1
+DNS_SERVICE_IP=$SERVICE_NET.0.10
 CLUSTER_DOMAIN=cluster.local
-APISERVER_PORT=16443
-ETCD_CLIENT=127.0.0.1:12379
-ETCD_PEER=127.0.0.1:12380
-IPT_TAG=sluice-cluster         # comment on every iptables rule we add
+APISERVER_PORT=$((16443 + INSTANCE))
+ETCD_CLIENT=127.0.0.1:$((12379 + 10 * INSTANCE))
+ETCD_PEER=127.0.0.1:$((12380 + 10 * INSTANCE))
+PORT_BASE=$((100 * INSTANCE))  # added to the components' usual local ports
+IPT_TAG=sluice-cluster$sfx     # comment on every iptables rule we add
 KWOK_SIM_METAL=${SLUICE_SIM_METAL:-2}
 KWOK_SIM_VIRTUAL=${SLUICE_SIM_VIRTUAL:-3}
 

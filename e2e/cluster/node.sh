@@ -64,8 +64,10 @@ EOF
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 address: $NODE_IP
+port: $((10250 + PORT_BASE))
 readOnlyPort: 0
 healthzBindAddress: 127.0.0.1
+healthzPort: $((10248 + PORT_BASE))
 authentication:
   anonymous: {enabled: false}
   webhook: {enabled: true}
@@ -100,8 +102,8 @@ hostnameOverride: $NODE_NAME
 mode: iptables
 clusterCIDR: $POD_CIDR
 bindAddress: $NODE_IP
-healthzBindAddress: 127.0.0.1:10256
-metricsBindAddress: 127.0.0.1:10249
+healthzBindAddress: 127.0.0.1:$((10256 + PORT_BASE))
+metricsBindAddress: 127.0.0.1:$((10249 + PORT_BASE))
 nodePortAddresses: [$NODE_IP/32]
 iptables: {localhostNodePorts: false}
 # Leave the machine's conntrack sysctls alone.
