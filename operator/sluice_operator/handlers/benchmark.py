@@ -360,12 +360,26 @@ def refresh_comparison(body: dict[str, Any], patch: Any) -> None:
 def reconcile(cfg: Config, st: Settings, body: dict[str, Any], patch: Any, logger: Any = log) -> None:
     """reconcile is the whole controller: start a run for a new spec, follow an active one,
     render the report of a finished one."""
+    # Deletion bumps the generation (foreground deletion of the owned Job and
+    # ConfigMaps): a Benchmark on its way out never starts another run.
+    if body["metadata"].get("deletionTimestamp"):
+        return
     metrics.RECONCILES.labels("Benchmark").inc()
     gen = int(body["metadata"].get("generation") or 1)
     status = body.get("status") or {}
-    if status.get("runGeneration") != gen:
-        start_run(cfg, st, body, patch, logger)
-    elif status.get("phase") in ACTIVE:
-        follow(cfg, st, body, patch, logger)
-    elif status.get("phase") == "Succeeded":
-        report(cfg, body, patch, logger)
+    try:
+        if status.get("runGeneration") != gen:
+            start_run(cfg, st, body, patch, logger)
+        elif status.get("phase") in ACTIVE:
+            follow(cfg, st, body, patch, logger)
+        elif status.get("phase") == "Succeeded":
+            report(cfg, body, patch, logger)
+    except ApiException as exc:
+        if exc.status == 403 and "being terminated" in str(exc.body):
+            logger.info(
+                "namespace %s is being deleted: Benchmark %s left alone",
+                body["metadata"]["namespace"],
+                body["metadata"]["name"],
+            )
+            return
+        raise

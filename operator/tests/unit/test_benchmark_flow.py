@@ -209,3 +209,9 @@ def test_settings_refuse_bad_values(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SLUICE_OPERATOR_BENCH_START_DELAY", "soon")
     with pytest.raises(ValueError, match="START_DELAY"):
         bh.Settings.from_env()
+
+
+def test_a_benchmark_being_deleted_starts_nothing(store: Store, posted: list[Any]) -> None:
+    body = bench(gen=5)
+    body["metadata"]["deletionTimestamp"] = "2026-11-22T08:00:00Z"
+    assert step(body)["status"] == {} and not store.objs and not posted
