@@ -54,9 +54,6 @@ func Run(ctx context.Context, opts config.Options, log *slog.Logger, ready Ready
 	if err != nil {
 		return err
 	}
-	if opts.Metrics {
-		m.WatchStorage(timed, opts.StorageTimeout)
-	}
 	s := New(opts, timed, log, m)
 	s.raw = drv
 	extMu.Lock()
@@ -66,6 +63,11 @@ func Run(ctx context.Context, opts config.Options, log *slog.Logger, ready Ready
 		if err := e(s); err != nil {
 			return err
 		}
+	}
+	// After the extensions: with pooling on, depth and reachability are
+	// scraped from the routed driver, which spans every pool.
+	if opts.Metrics {
+		m.WatchStorage(s.drv, opts.StorageTimeout)
 	}
 	ln, err := net.Listen("tcp", opts.Listen)
 	if err != nil {
