@@ -7,6 +7,8 @@ APT_PACKAGES += etcd-server containerd runc containernetworking-plugins iptables
                 buildah conntrack iproute2 debootstrap mmdebstrap curl openssl util-linux \
                 procps gcc libc6-dev ca-certificates python3-venv
 
+TEST_TARGETS += test-e2e
+
 CLUSTER ?= local
 KUBECONFIG_PATH := $(BUILD)/kube/kubeconfig
 KUBECTL := $(BIN)/kubectl

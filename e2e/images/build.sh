@@ -50,7 +50,13 @@ build_bench() {
 }
 
 build_redis() {
-  local c
+  local c key
+  # Rebuilt only when the root filesystem or this script changes.
+  key=$({ "$ROOT/e2e/images/rootfs.sh"; md5sum < "$0"; } | md5sum | cut -c1-12)
+  if [[ -f $OUT/redis.tar && $(cat "$OUT/redis.key" 2>/dev/null) == "$key" ]]; then
+    import "$OUT/redis.tar"
+    return
+  fi
   c=$(debian_container)
   bh config --entrypoint '["redis-server"]' --cmd '["--bind", "0.0.0.0", "--protected-mode", "no", "--dir", "/data"]' \
     --user "$(bh run --isolation chroot "$c" -- id -u redis):$(bh run --isolation chroot "$c" -- id -g redis)" --port 6379 --workingdir /data \
@@ -58,6 +64,7 @@ build_redis() {
   bh run --isolation chroot "$c" -- sh -c 'mkdir -p /data && chown redis:redis /data'
   bh commit -q --rm "$c" sluice.dev/redis:dev >/dev/null
   finish sluice.dev/redis:dev redis
+  echo "$key" > "$OUT/redis.key"
 }
 
 # Wheels are made on the host with Debian's own python3 (the very version the

@@ -6,7 +6,9 @@ BUILD=${SLUICE_BUILD:-$ROOT/build}
 BIN=$BUILD/bin
 CACHE=${SLUICE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/sluice}
 BUILDAH=(buildah --root "$CACHE/buildah/storage" --runroot /run/sluice-buildah --storage-driver overlay)
-CONTAINERD_SOCK=/run/sluice/containerd/containerd.sock
+sfx=""
+[[ ${SLUICE_INSTANCE:-0} == 0 ]] || sfx="-$SLUICE_INSTANCE"
+CONTAINERD_SOCK=/run/sluice$sfx/containerd/containerd.sock
 
 bh() { "${BUILDAH[@]}" "$@"; }
 

@@ -8,7 +8,9 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=${SLUICE_BUILD:-$ROOT/build}
 KUBECTL=${KUBECTL:-$BUILD/bin/kubectl}
 [[ -x $KUBECTL ]] || KUBECTL=kubectl
-export KUBECONFIG=${KUBECONFIG:-$BUILD/kube/kubeconfig}
+sfx=""
+[[ ${SLUICE_INSTANCE:-0} == 0 ]] || sfx="-$SLUICE_INSTANCE"
+export KUBECONFIG=${KUBECONFIG:-$BUILD/kube$sfx/kubeconfig}
 NS=sluice-smoke
 HERE=$ROOT/e2e/smoke
 k() { "$KUBECTL" "$@"; }
