@@ -12,3 +12,10 @@ func init() {
 
 // NewID returns a new random message or claim id (a UUID string).
 func NewID() string { return uuid.NewString() }
+
+// IsMessageID reports whether s has the form of a message id (a UUID, as
+// NewID makes), so drivers can tell an id marker from their own positions.
+func IsMessageID(s string) bool {
+	_, err := uuid.Parse(s)
+	return err == nil && len(s) == 36
+}

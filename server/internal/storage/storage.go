@@ -119,7 +119,10 @@ type Message struct {
 }
 
 // ListMessagesOptions filters and pages a message listing. Messages come
-// oldest first; Marker is an opaque position returned by a previous List.
+// oldest first. Marker is an opaque position returned by a previous List,
+// or a message id, Zaqar's own marker form: the listing resumes strictly
+// after that message, and from the start when the id is no longer stored
+// (as Zaqar does). Anything else is Invalid.
 type ListMessagesOptions struct {
 	Marker string
 	// Limit: at most this many messages (> 0).

@@ -44,10 +44,14 @@ func (s messageStore) List(_ context.Context, ref storage.QueueRef, opts storage
 		return nil, "", storage.E("messages.list", storage.Invalid, "limit must be positive")
 	}
 	var marker uint64
+	byID := false
 	if opts.Marker != "" {
 		var err error
 		if marker, err = strconv.ParseUint(opts.Marker, 10, 64); err != nil {
-			return nil, "", storage.E("messages.list", storage.Invalid, "malformed marker")
+			if !storage.IsMessageID(opts.Marker) {
+				return nil, "", storage.E("messages.list", storage.Invalid, "malformed marker")
+			}
+			byID = true
 		}
 	}
 	q := s.d.lock(ref, false)
@@ -55,6 +59,13 @@ func (s messageStore) List(_ context.Context, ref storage.QueueRef, opts storage
 		return nil, "", nil
 	}
 	defer q.mu.Unlock()
+	if byID {
+		// A message id marker: resume after that message, or from the start
+		// when it is gone.
+		if m, ok := q.msgs[opts.Marker]; ok {
+			marker = m.seq
+		}
+	}
 	now := s.d.clock.Now()
 	start := q.after(marker)
 	out := make([]storage.Message, 0, min(opts.Limit, len(q.order)-start))

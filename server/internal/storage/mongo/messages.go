@@ -96,6 +96,20 @@ func (s messageStore) List(ctx context.Context, q storage.QueueRef, o storage.Li
 	and := bson.A{}
 	if o.Marker != "" {
 		e, ok := afterMarker(o.Marker)
+		if !ok && storage.IsMessageID(o.Marker) {
+			// A message id marker: resume after that message, or from the
+			// start when it is gone.
+			var doc msgDoc
+			err := s.d.messages.FindOne(ctx, append(queueFilter(q), bson.E{Key: "_id", Value: o.Marker})).Decode(&doc)
+			switch {
+			case err == nil:
+				e, ok = afterMarker(marker(&doc))
+			case errors.Is(err, mongo.ErrNoDocuments):
+				e, ok = bson.E{Key: "k", Value: bson.M{"$gte": int64(0)}}, true
+			default:
+				return nil, "", wrap(op, err)
+			}
+		}
 		if !ok {
 			return nil, "", storage.E(op, storage.Invalid, "malformed marker "+strconv.Quote(o.Marker))
 		}

@@ -1,9 +1,12 @@
--- KEYS: scope. ARGV: now, marker seq, limit, client id, echo, include
+-- KEYS: scope. ARGV: now, marker seq or message id, limit, client id, echo, include
 -- claimed, include delayed (flags "1"/"0"). Read-only: filters by time.
 -- Returns {next marker or "", messages...}. The next marker is set when the
 -- page is full or when the scan budget ran out before the end of the queue.
 local now, last, limit, client = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3]), ARGV[4]
 local echo, claimed, delayed = ARGV[5] == '1', ARGV[6] == '1', ARGV[7] == '1'
+-- A message id marker resumes after that message, or from the start when it
+-- is gone (Zaqar's marker form).
+if not tonumber(last) then last = redis.call('ZSCORE', IDS, last) or '0' end
 local out, scanned, done = {''}, 0, false
 while #out <= limit and not done do
   if scanned >= BUDGET * 2 then break end

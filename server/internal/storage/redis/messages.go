@@ -62,7 +62,8 @@ func (s messageStore) List(ctx context.Context, q storage.QueueRef, opts storage
 	}
 	marker := "0"
 	if opts.Marker != "" {
-		if _, err := strconv.ParseUint(opts.Marker, 10, 63); err != nil {
+		// A message id is resolved to its position inside the script.
+		if _, err := strconv.ParseUint(opts.Marker, 10, 63); err != nil && !storage.IsMessageID(opts.Marker) {
 			return nil, "", storage.E("messages.list", storage.Invalid, "malformed marker")
 		}
 		marker = opts.Marker

@@ -181,6 +181,16 @@ func testListPaging(e *env) {
 	if err != nil || len(page2) == 0 || page2[0].ID != ids[5] {
 		e.t.Errorf("page after a deleted marker message = %v, %v; want to start at %s", messageIDs(page2), err, ids[5])
 	}
+	// A message id is a marker too (Zaqar's form): the listing resumes after
+	// that message, and from the start when the id is not stored.
+	byID, _, err := e.d.Messages().List(e.ctx, q, storage.ListMessagesOptions{Marker: ids[5], Limit: 3, Echo: true})
+	if err != nil || !equalStrings(messageIDs(byID), ids[6:9]) {
+		e.t.Errorf("list after message id %s = %v, %v; want %v", ids[5], messageIDs(byID), err, ids[6:9])
+	}
+	fromStart, _, err := e.d.Messages().List(e.ctx, q, storage.ListMessagesOptions{Marker: storage.NewID(), Limit: 2, Echo: true})
+	if err != nil || !equalStrings(messageIDs(fromStart), ids[:2]) {
+		e.t.Errorf("list after an unknown message id = %v, %v; want %v", messageIDs(fromStart), err, ids[:2])
+	}
 	_, _, err = e.d.Messages().List(e.ctx, q, storage.ListMessagesOptions{Marker: "not a marker", Limit: 5})
 	e.wantKind("list with malformed marker", err, kind(storage.Invalid))
 	if msgs, next, err := e.d.Messages().List(e.ctx, e.queue("absent"), storage.ListMessagesOptions{Limit: 5}); err != nil || len(msgs) != 0 || next != "" {
