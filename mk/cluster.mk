@@ -41,7 +41,7 @@ cluster-up: deps-apt cluster-base-images
 	@$(E2E_CLUSTER)/up.sh full
 cluster-down:
 	@$(E2E_CLUSTER)/down.sh
-images: deps-apt cluster-binaries
+images: deps-apt
 	@e2e/images/build.sh
 endif
 
