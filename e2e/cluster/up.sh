@@ -34,9 +34,14 @@ usage() {
 Cluster ($(cluster_mode)) is up. Use it with:
   export KUBECONFIG=$KUBECONFIG_PATH
   $KUBECTL get nodes -L sluice.dev/node-class,sluice.dev/node-type
-Real node: $NODE_NAME (sluice.dev/node-type=real); simulated nodes carry type=kwok.
+Simulated nodes carry type=kwok and sluice.dev/node-type=simulated.
 Logs: $LOGS
 EOF2
+  if [[ $(cluster_mode) == full ]]; then
+    echo "Real node: $NODE_NAME (sluice.dev/node-type=real, sluice.dev/node-class=metal)."
+  else
+    echo "No real node (control plane only): pods bound to simulated nodes never run."
+  fi
 }
 
 current=$(cluster_mode)
