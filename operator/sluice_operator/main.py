@@ -8,6 +8,7 @@ handlers but never watched, so Kopf writes nothing onto them.
 from __future__ import annotations
 
 import copy
+import datetime as dt
 import logging
 from typing import Any
 
@@ -19,6 +20,7 @@ from .handlers import benchmark, pool, queue
 from .handlers import benchmark_results as bench_results
 
 CONFIG = Config.from_env()
+CONFIG_FINALIZER = f"{GROUP}/finalizer"
 POOLS = (GROUP, VERSION, "pools")
 QUEUES = (GROUP, VERSION, "queues")
 BENCHMARKS = (GROUP, VERSION, "benchmarks")
@@ -28,7 +30,7 @@ BENCH = benchmark.Settings.from_env()
 @kopf.on.startup()
 def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     """configure keeps Kopf's own state under sluice.dev and bounds every watch."""
-    settings.persistence.finalizer = f"{GROUP}/finalizer"
+    settings.persistence.finalizer = CONFIG_FINALIZER
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
         prefix=GROUP, key="last-handled-configuration"
@@ -48,18 +50,47 @@ def _plain(body: Any) -> dict[str, Any]:
     return copy.deepcopy(dict(body))
 
 
+def _deleting(plain: dict[str, Any]) -> float | None:
+    """Seconds since the object was marked for deletion, None when it is not."""
+    ts = plain["metadata"].get("deletionTimestamp")
+    if not ts:
+        return None
+    when = dt.datetime.strptime(ts, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.UTC)
+    return (dt.datetime.now(dt.UTC) - when).total_seconds()
+
+
+def _finish_deletion(plain: dict[str, Any], patch: kopf.Patch, delete: Any) -> None:
+    """Timers can outlive a deletion Kopf has not acted on (seen while a namespace
+    terminates): run the deletion body from the timer and release our finalizer,
+    so nothing ever hangs. Retries are counted in 5-second steps of the wait."""
+    elapsed = _deleting(plain) or 0.0
+    try:
+        delete(int(elapsed // 5))
+    except kopf.TemporaryError:
+        return
+    finalizers = plain["metadata"].get("finalizers") or []
+    if CONFIG_FINALIZER in finalizers:
+        patch.metadata["finalizers"] = [f for f in finalizers if f != CONFIG_FINALIZER]
+
+
 @kopf.on.create(*POOLS)
 @kopf.on.update(*POOLS, field="spec")
 @kopf.on.resume(*POOLS)
 def pool_changed(body: Any, patch: kopf.Patch, logger: Any, **_: Any) -> None:
     """A Pool appeared or its spec changed: converge now rather than at the next tick."""
-    pool.reconcile(CONFIG, _plain(body), patch, logger)
+    plain = _plain(body)
+    if _deleting(plain) is None:
+        pool.reconcile(CONFIG, plain, patch, logger)
 
 
 @kopf.timer(*POOLS, interval=CONFIG.pool_interval, initial_delay=1)
 def pool_tick(body: Any, patch: kopf.Patch, logger: Any, **_: Any) -> None:
     """Probe shards, follow scheduling and scale-down, keep status current."""
-    pool.reconcile(CONFIG, _plain(body), patch, logger)
+    plain = _plain(body)
+    if _deleting(plain) is not None:
+        _finish_deletion(plain, patch, lambda retry: pool.delete(CONFIG, plain, patch, retry, logger))
+        return
+    pool.reconcile(CONFIG, plain, patch, logger)
 
 
 @kopf.on.delete(*POOLS)
@@ -74,6 +105,8 @@ def pool_deleted(body: Any, patch: kopf.Patch, retry: int, logger: Any, **_: Any
 def queue_changed(body: Any, patch: kopf.Patch, retry: int, logger: Any, **_: Any) -> None:
     """A Queue appeared or changed: create or update it on the server, retrying soon until Ready."""
     plain = _plain(body)
+    if _deleting(plain) is not None:
+        return
     queue.reconcile(CONFIG, plain, patch, logger)
     conds = patch.get("status", {}).get("conditions") or (plain.get("status") or {}).get("conditions") or []
     ready = next((c for c in conds if c.get("type") == "Ready"), None)
@@ -86,7 +119,11 @@ def queue_changed(body: Any, patch: kopf.Patch, retry: int, logger: Any, **_: An
 @kopf.timer(*QUEUES, interval=CONFIG.queue_interval, initial_delay=CONFIG.queue_interval)
 def queue_tick(body: Any, patch: kopf.Patch, logger: Any, **_: Any) -> None:
     """Refresh message counts (and heal a queue that disappeared from the server)."""
-    queue.reconcile(CONFIG, _plain(body), patch, logger)
+    plain = _plain(body)
+    if _deleting(plain) is not None:
+        _finish_deletion(plain, patch, lambda retry: queue.delete(CONFIG, plain, retry, logger))
+        return
+    queue.reconcile(CONFIG, plain, patch, logger)
 
 
 @kopf.on.delete(*QUEUES)

@@ -88,11 +88,13 @@ def stack(sa_kubeconfig: pathlib.Path, tmp_path_factory: pytest.TempPathFactory)
     )
     op = Operator(sa_kubeconfig, ns, tmp / "operator.log", {"SLUICE_OPERATOR_SERVER_URL_TEMPLATE": base})
     yield {"ns": ns, "base": base, "token": token, "op": op}
-    drop_namespace(ns)
-    op.stop()
-    for p in reversed(procs):
-        p.terminate()
-        p.wait(timeout=15)
+    try:
+        drop_namespace(ns)
+    finally:
+        op.stop()
+        for p in reversed(procs):
+            p.terminate()
+            p.wait(timeout=15)
     bad = [line for line in op.text().splitlines() if "403" in line or "forbidden" in line.lower()]
     assert not bad, bad
 
