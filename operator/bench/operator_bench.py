@@ -179,8 +179,13 @@ def main() -> int:
         )
         return 0
     finally:
-        # The operator must still run while the namespace goes: it releases the finalizers.
-        kc("delete", "namespace", ns, "--timeout=180s", check=False)
+        # The operator must still run while the sluice objects go: it releases their
+        # finalizers (a namespace-scoped operator stops serving a terminating namespace).
+        try:
+            kc("delete", "queues,pools", "--all", "-n", ns, "--timeout=80s", check=False)
+            kc("delete", "namespace", ns, "--wait=false", check=False)
+        except subprocess.TimeoutExpired:
+            pass
         for p in reversed(procs):
             p.terminate()
             try:
