@@ -176,7 +176,7 @@ def drop_namespace(ns: str) -> None:
     # Kopf serves a namespaced watch only while the namespace is not terminating,
     # so a namespace-scoped operator releases its finalizers first (a cluster-wide
     # one, as deployed, also does during namespace deletion).
-    kc("delete", "queues,pools", "--all", "-n", ns, "--timeout=120s", check=False)
+    kc("delete", "queues,pools", "--all", "-n", ns, "--timeout=80s", check=False)
     kc("delete", "namespace", ns, "--wait=false", check=False)
     wait_for(f"namespace {ns} deleted", lambda: kc("get", "namespace", ns, check=False).returncode != 0, timeout=180)
 

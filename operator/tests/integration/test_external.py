@@ -87,8 +87,13 @@ def stack(sa_kubeconfig: pathlib.Path, tmp_path_factory: pytest.TempPathFactory)
         }
     )
     op = Operator(sa_kubeconfig, ns, tmp / "operator.log", {"SLUICE_OPERATOR_SERVER_URL_TEMPLATE": base})
-    yield {"ns": ns, "base": base, "token": token, "op": op}
+    st = {"ns": ns, "base": base, "token": token, "op": op}
+    yield st
     try:
+        # Queues made straight through the API (dead-letter targets, lazy
+        # creation) are not Queue resources: remove them so the Pool may go.
+        for q in zaqar(st, "GET", "/v2/queues?limit=100").json().get("queues", []):
+            zaqar(st, "DELETE", f"/v2/queues/{q['name']}")
         drop_namespace(ns)
     finally:
         op.stop()
