@@ -5,6 +5,7 @@ an unreachable server."""
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 import kopf
@@ -126,7 +127,12 @@ def delete(cfg: Config, body: dict[str, Any], retry: int, logger: Any = log) -> 
         events.warn(body, reason="PoolGone", message=f"Pool {spec['pool']} is gone; nothing to delete on a server")
         return
     try:
-        server.api(cfg, ns).delete_queue(project, qname)
+        api = server.api(cfg, ns)
+        api.delete_queue(project, qname)
+        # A timer tick that read the Queue just before its deletion may still be
+        # re-creating it; deleting again after that window closes the race.
+        time.sleep(cfg.probe_timeout)
+        api.delete_queue(project, qname)
     except Unavailable as exc:
         if retry < cfg.delete_retries and not namespace_terminating(ns):
             raise kopf.TemporaryError(f"server unavailable, retrying: {exc}", delay=5) from exc
