@@ -191,18 +191,22 @@ func (a *admin) getPool(w http.ResponseWriter, r *http.Request, c *Call) {
 	WriteJSON(w, http.StatusOK, showPool(p, detailed))
 }
 
-func (a *admin) putPool(w http.ResponseWriter, r *http.Request, c *Call) {
-	name := r.PathValue("pool_name")
-	force, _, e := queryBool(r.URL.Query(), "force")
-	if e != nil {
-		a.s.fail(w, e)
-		return
+// readPoolBody reads what PUT and PATCH of a pool share: the ?force flag
+// (register even when the URI does not answer) and the strict JSON body.
+func (a *admin) readPoolBody(r *http.Request, c *Call) (force bool, b poolBody, e *apiError) {
+	if force, _, e = queryBool(r.URL.Query(), "force"); e != nil {
+		return false, b, e
 	}
 	body, e := a.s.readBody(r, c.w)
-	var b poolBody
 	if e == nil {
 		e = decodeStrict(body, &b)
 	}
+	return force, b, e
+}
+
+func (a *admin) putPool(w http.ResponseWriter, r *http.Request, c *Call) {
+	name := r.PathValue("pool_name")
+	force, b, e := a.readPoolBody(r, c)
 	if e == nil && (b.Weight == nil || b.URI == nil) {
 		e = badBody("'uri' and 'weight' are required.")
 	}
@@ -231,16 +235,7 @@ func (a *admin) putPool(w http.ResponseWriter, r *http.Request, c *Call) {
 
 func (a *admin) patchPool(w http.ResponseWriter, r *http.Request, c *Call) {
 	name := r.PathValue("pool_name")
-	force, _, e := queryBool(r.URL.Query(), "force")
-	if e != nil {
-		a.s.fail(w, e)
-		return
-	}
-	body, e := a.s.readBody(r, c.w)
-	var b poolBody
-	if e == nil {
-		e = decodeStrict(body, &b)
-	}
+	force, b, e := a.readPoolBody(r, c)
 	if e == nil && b.Weight == nil && b.URI == nil && b.Flavor == nil && b.Options == nil {
 		e = badBody("One of 'uri', 'weight', 'flavor' or 'options' needs to be specified.")
 	}
