@@ -33,12 +33,7 @@ func (s *Server) createClaim(w http.ResponseWriter, r *http.Request, c *Call) {
 			limit = n
 		}
 	}
-	body, e := s.readBody(r, c.w)
-	if e != nil {
-		s.fail(w, e)
-		return
-	}
-	ttl, grace, e := parseClaimBody(body, s.claimLimits(), false)
+	ttl, grace, e := s.readClaimBody(r, c, false)
 	if e != nil {
 		s.fail(w, e)
 		return
@@ -112,12 +107,7 @@ func (s *Server) getClaim(w http.ResponseWriter, r *http.Request, c *Call) {
 // updateClaim: PATCH /v2/queues/{queue_name}/claims/{claim_id} {"ttl","grace"}.
 func (s *Server) updateClaim(w http.ResponseWriter, r *http.Request, c *Call) {
 	id := r.PathValue("claim_id")
-	body, e := s.readBody(r, c.w)
-	if e != nil {
-		s.fail(w, e)
-		return
-	}
-	ttl, grace, e := parseClaimBody(body, s.claimLimits(), true)
+	ttl, grace, e := s.readClaimBody(r, c, true)
 	if e != nil {
 		s.fail(w, e)
 		return
@@ -138,4 +128,14 @@ func (s *Server) deleteClaim(w http.ResponseWriter, r *http.Request, c *Call) {
 		return
 	}
 	writeEmpty(w, http.StatusNoContent)
+}
+
+// readClaimBody reads and validates the {"ttl","grace"} body that creating
+// and renewing a claim share; partial allows either field alone (PATCH).
+func (s *Server) readClaimBody(r *http.Request, c *Call, partial bool) (ttl, grace time.Duration, e *apiError) {
+	body, e := s.readBody(r, c.w)
+	if e != nil {
+		return 0, 0, e
+	}
+	return parseClaimBody(body, s.claimLimits(), partial)
 }

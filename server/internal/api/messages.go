@@ -291,16 +291,8 @@ func (s *Server) deleteMessages(w http.ResponseWriter, r *http.Request, c *Call)
 		}
 		b = append(b, `{"id":`...)
 		b = appendString(b, m.ID)
-		b = append(b, `,"age":`...)
-		b = appendInt(b, age(now, m.Created))
-		b = append(b, `,"ttl":`...)
-		b = appendInt(b, int64(m.TTL/time.Second))
-		b = append(b, `,"body":`...)
-		b = appendBody(b, m.Body)
-		b = append(b, `,"claim_id":`...)
-		b = appendNullableString(b, m.ClaimID)
-		b = append(b, `,"claim_count":`...)
-		b = appendInt(b, int64(m.ClaimCount))
+		b = append(b, ',')
+		b = appendMessageState(b, m, now)
 		b = append(b, '}')
 	}
 	b = append(b, "]}"...)
@@ -313,4 +305,19 @@ func appendNullableString(b []byte, s string) []byte {
 		return append(b, "null"...)
 	}
 	return appendString(b, s)
+}
+
+// appendMessageState appends the "age","ttl","body","claim_id","claim_count"
+// members that popped messages and queue stats both show.
+func appendMessageState(b []byte, m *storage.Message, now time.Time) []byte {
+	b = append(b, `"age":`...)
+	b = appendInt(b, age(now, m.Created))
+	b = append(b, `,"ttl":`...)
+	b = appendInt(b, int64(m.TTL/time.Second))
+	b = append(b, `,"body":`...)
+	b = appendBody(b, m.Body)
+	b = append(b, `,"claim_id":`...)
+	b = appendNullableString(b, m.ClaimID)
+	b = append(b, `,"claim_count":`...)
+	return appendInt(b, int64(m.ClaimCount))
 }

@@ -266,16 +266,8 @@ func (s *Server) queueStats(w http.ResponseWriter, r *http.Request, c *Call) {
 }
 
 func appendStatMessage(b []byte, base string, m *storage.Message, now time.Time) []byte {
-	b = append(b, `{"age":`...)
-	b = appendInt(b, age(now, m.Created))
-	b = append(b, `,"ttl":`...)
-	b = appendInt(b, int64(m.TTL/time.Second))
-	b = append(b, `,"body":`...)
-	b = appendBody(b, m.Body)
-	b = append(b, `,"claim_id":`...)
-	b = appendNullableString(b, m.ClaimID)
-	b = append(b, `,"claim_count":`...)
-	b = appendInt(b, int64(m.ClaimCount))
+	b = append(b, '{')
+	b = appendMessageState(b, m, now)
 	b = append(b, `,"created":"`...)
 	b = m.Created.UTC().AppendFormat(b, "2006-01-02T15:04:05Z")
 	b = append(b, `","href":"`...)
