@@ -5,10 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
+import socket
 import sys
 from dataclasses import asdict
 
 import kopf
+from kopf._core.engines import peering  # Identity is not re-exported by kopf
 from kubernetes import config as kconfig
 
 from . import metrics
@@ -21,6 +24,16 @@ def load_kube_config() -> None:
         kconfig.load_incluster_config()
     except kconfig.ConfigException:
         kconfig.load_kube_config()
+
+
+def identity() -> str:
+    """identity names this operator instance for Kopf's peering and logs.
+
+    Kopf's own default is user@host via getpass, which raises in the image:
+    it runs as uid 65532, which has no passwd entry. The pod name is what an
+    operator of the cluster recognises anyway.
+    """
+    return os.environ.get("POD_NAME") or socket.gethostname()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -48,6 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     liveness = f"http://0.0.0.0:{cfg.liveness_port}/healthz" if cfg.liveness_port else None
     kopf.run(
         standalone=True,
+        identity=peering.Identity(identity()),
         clusterwide=not cfg.watch_namespaces,
         namespaces=list(cfg.watch_namespaces),
         liveness_endpoint=liveness,

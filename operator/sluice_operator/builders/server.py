@@ -66,7 +66,11 @@ def deployment(cfg: Config, ns: str, owners: list[dict[str, Any]]) -> dict[str, 
         "imagePullPolicy": cfg.image_pull_policy,
         "env": env,
         "ports": [{"name": "http", "containerPort": cfg.server_port}],
-        "readinessProbe": {"httpGet": {"path": "/", "port": "http"}, "periodSeconds": 5},
+        # The server keeps retrying its catalog for up to SLUICE_START_TIMEOUT
+        # (2 min) while a fresh namespace's catalog Redis starts: the startup
+        # probe holds liveness off that long instead of restarting it.
+        "startupProbe": {"httpGet": {"path": "/", "port": "http"}, "periodSeconds": 2, "failureThreshold": 75},
+        "readinessProbe": {"httpGet": {"path": "/", "port": "http"}, "periodSeconds": 2},
         "livenessProbe": {"httpGet": {"path": "/", "port": "http"}, "periodSeconds": 10, "failureThreshold": 6},
         "securityContext": common.container_security(cfg),
     }

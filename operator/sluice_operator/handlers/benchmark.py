@@ -52,7 +52,7 @@ class Settings:
     # A pod the scheduler cannot place for this long fails the run (an autoscaler may add nodes first).
     unschedulable_grace: int = 60
     # Seconds a run may wait for its Pool's queues to be created before it fails.
-    setup_timeout: int = 120
+    setup_timeout: int = 600
     # Timer period while a run is active.
     interval: int = 2
 

@@ -137,6 +137,9 @@ def test_server_objects_share_all_pool_owners(cfg: Config) -> None:
     assert env["SLUICE_STORE"]["value"] == "redis://sluice-catalog.shop.svc:6379/1"
     assert env["SLUICE_ADMIN_TOKEN"]["valueFrom"]["secretKeyRef"]["name"] == "sluice-server-admin"
     assert dep["spec"]["replicas"] == cfg.server_replicas
+    # Liveness waits out the server's start-up retries (SLUICE_START_TIMEOUT, 2 min).
+    startup = dep["spec"]["template"]["spec"]["containers"][0]["startupProbe"]
+    assert startup["periodSeconds"] * startup["failureThreshold"] > 120
     svc = server.service(cfg, "shop", owners)
     assert svc["spec"]["ports"][0]["port"] == 8888
     assert server.pdb(cfg, "shop", owners)["spec"]["maxUnavailable"] == 1

@@ -9,8 +9,8 @@ import (
 	"net/http"
 	"net/url"
 	"sort"
-	"time"
 
+	"sluice.dev/server/internal/config"
 	"sluice.dev/server/internal/storage"
 	"sluice.dev/server/internal/storage/catalog"
 	_ "sluice.dev/server/internal/storage/mongo" // pool URIs may be mongodb://
@@ -27,16 +27,21 @@ func mountPooling(s *Server) error {
 	if s.opts.Catalog == "" {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	st, err := catalog.OpenStore(ctx, s.opts.Catalog)
+	var cat *catalog.Catalog
+	err := openWithRetry(context.Background(), s.log, "open catalog "+config.RedactURI(s.opts.Catalog), s.opts.StartTimeout,
+		func(ctx context.Context) error {
+			st, err := catalog.OpenStore(ctx, s.opts.Catalog)
+			if err != nil {
+				return err
+			}
+			if cat, err = catalog.New(ctx, st, catalog.Options{Logger: s.log}); err != nil {
+				st.Close()
+				return fmt.Errorf("load: %w", err)
+			}
+			return nil
+		})
 	if err != nil {
-		return fmt.Errorf("open catalog: %w", err)
-	}
-	cat, err := catalog.New(ctx, st, catalog.Options{Logger: s.log})
-	if err != nil {
-		st.Close()
-		return fmt.Errorf("load catalog: %w", err)
+		return err
 	}
 	s.EnablePooling(cat)
 	return nil

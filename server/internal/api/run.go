@@ -3,7 +3,6 @@ package api
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -42,11 +41,13 @@ type Ready func(addr net.Addr)
 // up to the shutdown timeout to finish.
 func Run(ctx context.Context, opts config.Options, log *slog.Logger, ready Ready) error {
 	m := metrics.New()
-	openCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	drv, err := storage.Open(openCtx, opts.Store, storage.Options{Events: m})
-	cancel()
+	var drv storage.Driver
+	err := openWithRetry(ctx, log, "open store "+config.RedactURI(opts.Store), opts.StartTimeout, func(ctx context.Context) (err error) {
+		drv, err = storage.Open(ctx, opts.Store, storage.Options{Events: m})
+		return err
+	})
 	if err != nil {
-		return fmt.Errorf("open store %s: %w", opts.Store, err)
+		return err
 	}
 	defer drv.Close()
 	// Every store call is timed as sluice_storage_op_duration_seconds{driver,op}.

@@ -64,6 +64,9 @@ type Options struct {
 	StorageTimeout time.Duration
 	// RetryAfter is the Retry-After sent with 503 answers.
 	RetryAfter time.Duration
+	// StartTimeout bounds how long start-up keeps retrying the store and the
+	// catalog: in Kubernetes they often come up after the server does.
+	StartTimeout time.Duration
 
 	// DrainDelay is how long health answers 503 after SIGTERM before the
 	// listener closes, so load balancers stop sending traffic first.
@@ -100,6 +103,7 @@ func Defaults() Options {
 		MetadataCacheTTL:    time.Second,
 		StorageTimeout:      5 * time.Second,
 		RetryAfter:          2 * time.Second,
+		StartTimeout:        2 * time.Minute,
 		DrainDelay:          5 * time.Second,
 		ShutdownTimeout:     25 * time.Second,
 		ReadHeaderTimeout:   10 * time.Second,
@@ -180,6 +184,7 @@ func (o *Options) Validate() error {
 	for name, d := range map[string]time.Duration{
 		"storage-timeout":     o.StorageTimeout,
 		"retry-after":         o.RetryAfter,
+		"start-timeout":       o.StartTimeout,
 		"shutdown-timeout":    o.ShutdownTimeout,
 		"read-header-timeout": o.ReadHeaderTimeout,
 		"idle-timeout":        o.IdleTimeout,

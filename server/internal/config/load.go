@@ -176,6 +176,8 @@ var options = func() []option {
 	add("storage-timeout", "bound on a request's storage calls (503 beyond)", s, g)
 	s, g = duration(func(o *Options) *time.Duration { return &o.RetryAfter })
 	add("retry-after", "Retry-After sent with 503 answers", s, g)
+	s, g = duration(func(o *Options) *time.Duration { return &o.StartTimeout })
+	add("start-timeout", "keep retrying the store and the catalog at start-up this long", s, g)
 	s, g = duration(func(o *Options) *time.Duration { return &o.DrainDelay })
 	add("drain-delay", "after SIGTERM, answer health with 503 this long before closing the listener", s, g)
 	s, g = duration(func(o *Options) *time.Duration { return &o.ShutdownTimeout })
