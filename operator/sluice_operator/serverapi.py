@@ -122,8 +122,13 @@ class ServerAPI:
         return self._req("PUT", f"/v2/queues/{name}", project=project, body=metadata).status_code == 201
 
     def get_queue(self, project: str, name: str) -> dict[str, Any]:
-        """get_queue returns the queue's metadata, reserved keys included."""
-        return self._req("GET", f"/v2/queues/{name}", project=project).json()
+        """get_queue returns the queue's metadata, reserved keys included, and under
+        "_pool" the shard the server placed it on (its X-Sluice-Pool header)."""
+        resp = self._req("GET", f"/v2/queues/{name}", project=project)
+        meta: dict[str, Any] = resp.json()
+        if pool := resp.headers.get("X-Sluice-Pool"):
+            meta["_pool"] = pool
+        return meta
 
     def patch_queue(self, project: str, name: str, changes: dict[str, Any], current: dict[str, Any]) -> None:
         """patch_queue sets metadata keys with Zaqar's JSON-patch dialect."""

@@ -147,6 +147,7 @@ def test_external_pool_registers_serves_queues_and_scales_down_safely(
     assert qp.status["messages"] == {"free": 2, "claimed": 1, "total": 3}
     assert server.state.queues[("shop", "orders")]["_default_message_ttl"] == 120
     assert server.state.placement[("shop", "orders")] == "web-1"
+    assert qp.status["shard"] == "web-1"  # from the server's X-Sluice-Pool header
 
     # Scaling to one shard while the queue lives on shard 1 is refused, with the count.
     store.objs[("Pool", "shop", "web")]["spec"]["shards"] = 1

@@ -26,10 +26,12 @@ def _handler(state: State) -> type[BaseHTTPRequestHandler]:
         def log_message(self, *args: Any) -> None:
             pass
 
-        def _send(self, code: int, body: Any = None) -> None:
+        def _send(self, code: int, body: Any = None, headers: dict[str, str] | None = None) -> None:
             data = b"" if body is None else json.dumps(body).encode()
             self.send_response(code)
             self.send_header("Content-Type", "application/json")
+            for k, v in (headers or {}).items():
+                self.send_header(k, v)
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
             self.wfile.write(data)
@@ -106,7 +108,8 @@ def _handler(state: State) -> type[BaseHTTPRequestHandler]:
             if method == "GET":
                 md = {"_default_message_ttl": 3600, "_default_message_delay": 0, "_max_messages_post_size": 262144}
                 md.update(state.queues.get(key, {}))
-                return self._send(200, md)
+                placed = state.placement.get(key)
+                return self._send(200, md, {"X-Sluice-Pool": placed} if placed else None)
             if method == "PATCH":
                 if self.headers.get("Content-Type") != "application/openstack-messaging-v2.0-json-patch":
                     return self._err(415, "Unsupported media type", "")

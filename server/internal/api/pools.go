@@ -53,6 +53,7 @@ func (s *Server) EnablePooling(cat *catalog.Catalog) *pooling.Driver {
 	pd := pooling.New(cat, s.drv, storage.Options{Events: s.m}, s.log)
 	s.drv = pd
 	a := &admin{s: s, cat: cat, pd: pd}
+	s.locate = cat.Locate
 	s.Handle("GET", "/v2/pools", Admin, a.listPools)
 	s.Handle("GET", "/v2/pools/{pool_name}", Admin, a.getPool)
 	s.Handle("PUT", "/v2/pools/{pool_name}", Admin, a.putPool)
@@ -82,6 +83,8 @@ type poolJSON struct {
 	Flavor  *string         `json:"flavor"`
 	Options *map[string]any `json:"options,omitempty"`
 	Href    string          `json:"href"`
+	// Queues counts the queues placed on the pool (detailed GET only).
+	Queues *int `json:"queues,omitempty"`
 }
 
 func showPool(p catalog.Pool, detailed bool) poolJSON {
@@ -193,7 +196,18 @@ func (a *admin) getPool(w http.ResponseWriter, r *http.Request, c *Call) {
 		a.fail(w, err, "Pool could not be read.", "Pool "+name+" does not exist")
 		return
 	}
-	WriteJSON(w, http.StatusOK, showPool(p, detailed))
+	out := showPool(p, detailed)
+	if detailed {
+		// How many queues the pool holds: what decides whether it may be
+		// removed (DELETE answers 409 while any is left).
+		n, err := a.cat.Store().QueueCount(c.ctx, name)
+		if err != nil {
+			a.fail(w, err, "Pool could not be read.", "")
+			return
+		}
+		out.Queues = &n
+	}
+	WriteJSON(w, http.StatusOK, out)
 }
 
 // readPoolBody reads what PUT and PATCH of a pool share: the ?force flag

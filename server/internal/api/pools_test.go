@@ -69,7 +69,7 @@ func TestPoolsAndFlavorsAPI(t *testing.T) {
 	if b := ts.must(200, "GET", "/v2/pools/p1", adm, "").body; b != `{"name":"p1","uri":"`+r1.URL+`","weight":100,"flavor":null,"href":"/v2/pools/p1"}` {
 		t.Errorf("GET pool = %s", b)
 	}
-	if b := ts.must(200, "GET", "/v2/pools/p1?detailed=true", adm, "").body; !strings.Contains(b, `"options":{}`) {
+	if b := ts.must(200, "GET", "/v2/pools/p1?detailed=true", adm, "").body; !strings.Contains(b, `"options":{}`) || !strings.Contains(b, `"queues":0`) {
 		t.Errorf("detailed pool = %s", b)
 	}
 	r = ts.must(200, "GET", "/v2/pools?limit=2", adm, "")
@@ -104,6 +104,17 @@ func TestPoolsAndFlavorsAPI(t *testing.T) {
 	// Queues pick a flavor with _flavor.
 	ts.must(201, "PUT", "/v2/queues/fq", std(), `{"_flavor":"gold"}`)
 	ts.must(201, "POST", "/v2/queues/fq/messages", std(), `{"messages":[{"body":"on gold"}]}`)
+	// The queue's shard is a header (the Zaqar body is unchanged), and the
+	// detailed pool counts the queues placed on it.
+	if r := ts.must(200, "GET", "/v2/queues/fq", std(), ""); r.header.Get("X-Sluice-Pool") != "p1" || strings.Contains(r.body, "p1") {
+		t.Errorf("GET queue on gold: X-Sluice-Pool %q, body %s", r.header.Get("X-Sluice-Pool"), r.body)
+	}
+	if b := ts.must(200, "GET", "/v2/pools/p1?detailed=true", adm, "").body; !strings.Contains(b, `"queues":1`) {
+		t.Errorf("detailed pool holding fq = %s", b)
+	}
+	if b := ts.must(200, "GET", "/v2/pools/p1", adm, "").body; strings.Contains(b, `"queues"`) {
+		t.Errorf("plain pool GET shows the queue count: %s", b)
+	}
 	if r := ts.do("PUT", "/v2/queues/uq", std(), `{"_flavor":"nosuch"}`); r.status != 400 || !strings.Contains(r.body, "Flavor nosuch does not exist") {
 		t.Errorf("unknown flavor: %d %s", r.status, r.body)
 	}

@@ -167,6 +167,13 @@ func (s *Server) getQueue(w http.ResponseWriter, r *http.Request, c *Call) {
 		return
 	}
 	c.w.out = b
+	if s.locate != nil {
+		// Which shard holds the queue: what an operator needs to drain a
+		// shard safely. Not part of the Zaqar body, so clients are unaffected.
+		if pool, err := s.locate(c.ctx, c.ref()); err == nil && pool != "" {
+			w.Header()["X-Sluice-Pool"] = []string{pool}
+		}
+	}
 	writeRaw(w, http.StatusOK, b)
 }
 

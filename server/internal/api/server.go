@@ -42,6 +42,10 @@ type Server struct {
 	tokens       map[string]string
 	adminToken   string
 	trustRoles   bool
+
+	// locate names the pool a queue is placed on; set with pooling on, so
+	// GET of a queue can tell operators its shard (X-Sluice-Pool).
+	locate func(context.Context, storage.QueueRef) (string, error)
 }
 
 // New builds a server over an open driver. m may be nil (no metrics); log
