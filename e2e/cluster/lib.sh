@@ -25,6 +25,7 @@ CONF=$BUILD/cluster$sfx/config
 
 RUN_DIR=/run/sluice$sfx        # pid files, sockets, CNI config, etcd tmpfs
 DATA_DIR=/var/lib/sluice$sfx   # containerd and kubelet roots
+VOLUMES_DIR=$DATA_DIR/volumes  # one directory per provisioned volume (storage.sh)
 PIDS=$RUN_DIR/pids
 CONTAINERD_SOCK=$RUN_DIR/containerd/containerd.sock
 CRI_ENDPOINT=unix://$CONTAINERD_SOCK

@@ -49,6 +49,8 @@ cert kube-proxy system:kube-proxy "" "" client
 cert kubelet "system:node:$NODE_NAME" system:nodes "" client
 cert kubelet-serving "system:node:$NODE_NAME" system:nodes "DNS:$NODE_NAME,IP:$NODE_IP,IP:127.0.0.1" server
 cert kwok sluice-kwok system:masters "" client
+# The volume provisioner gets only what its ClusterRole grants (storage.sh).
+cert local-provisioner sluice:local-provisioner "" "" client
 if [[ ! -f sa.key ]]; then
   openssl ecparam -name prime256v1 -genkey -noout -out sa.key 2>/dev/null
   openssl ec -in sa.key -pubout -out sa.pub 2>/dev/null
@@ -56,7 +58,8 @@ fi
 
 kubeconfig() { # kubeconfig FILE USER CERTNAME
   local file=$1 user=$2 name=$3
-  cat > "$file" <<EOF
+  # Written aside and renamed: a running cluster's users may be reading it.
+  (umask 077; cat > "$file.tmp") <<EOF
 apiVersion: v1
 kind: Config
 clusters:
@@ -76,11 +79,13 @@ contexts:
     user: $user
 current-context: sluice-local
 EOF
+  mv -f "$file.tmp" "$file"
 }
 kubeconfig controller-manager.kubeconfig system:kube-controller-manager controller-manager
 kubeconfig scheduler.kubeconfig system:kube-scheduler scheduler
 kubeconfig kube-proxy.kubeconfig system:kube-proxy kube-proxy
 kubeconfig kubelet.kubeconfig "system:node:$NODE_NAME" kubelet
 kubeconfig kwok.kubeconfig sluice-kwok kwok
+kubeconfig local-provisioner.kubeconfig sluice:local-provisioner local-provisioner
 kubeconfig "$KUBECONFIG_PATH" sluice-admin admin
 chmod 600 ./*.key "$KUBECONFIG_PATH" ./*.kubeconfig

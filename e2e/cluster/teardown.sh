@@ -21,7 +21,7 @@ teardown() {
   if [[ -x $BIN/kube-proxy && -f $CONF/kube-proxy.yaml ]] && iptables-save 2>/dev/null | grep -q KUBE-SERVICES; then
     "$BIN/kube-proxy" --cleanup --config "$CONF/kube-proxy.yaml" >>"$LOGS/kube-proxy.log" 2>&1 || true
   fi
-  for name in kwok kube-scheduler kube-controller-manager kube-apiserver etcd containerd; do
+  for name in local-provisioner kwok kube-scheduler kube-controller-manager kube-apiserver etcd containerd; do
     stop "$name"
   done
   kill_leftover_shims
@@ -31,7 +31,9 @@ teardown() {
   ip link del "$NODE_DEV" 2>/dev/null || true
   remove_iptables
   restore_sysctls
-  rm -rf "$DATA_DIR" "$RUN_DIR/containerd" "$RUN_DIR/runc" "$RUN_DIR/cni" "$RUN_DIR/etcd" \
+  # The provisioned volumes go with the cluster (they are under DATA_DIR;
+  # named here so that stays true if either moves).
+  rm -rf "$VOLUMES_DIR" "$DATA_DIR" "$RUN_DIR/containerd" "$RUN_DIR/runc" "$RUN_DIR/cni" "$RUN_DIR/etcd" \
          "$RUN_DIR/pids" "$RUN_DIR/mode" "$RUN_DIR/sysctl"
 }
 

@@ -7,6 +7,7 @@
 source "$(dirname "$0")/lib.sh"
 source "$ROOT/e2e/cluster/controlplane.sh"
 source "$ROOT/e2e/cluster/node.sh"
+source "$ROOT/e2e/cluster/storage.sh"
 source "$ROOT/e2e/cluster/teardown.sh"
 
 want=${1:-full}
@@ -18,6 +19,7 @@ done
 if [[ $want == full ]]; then
   for b in kubelet kube-proxy cri-reset; do [[ -x $BIN/$b ]] || die "$BIN/$b missing"; done
 fi
+build_provisioner || die "building $PROVISIONER_SRC failed"
 lock
 
 healthy() {
@@ -46,6 +48,10 @@ EOF2
 
 current=$(cluster_mode)
 if [[ $current != none ]] && healthy "$current"; then
+  # A cluster started before the volume provisioner existed gets it now
+  # (its certificate too); nothing that runs is restarted.
+  [[ -f $PKI/local-provisioner.kubeconfig ]] || "$ROOT/e2e/cluster/pki.sh"
+  storage_up
   if [[ $current == full || $want == controlplane ]]; then
     log "cluster already running ($current mode)"
     usage
@@ -68,6 +74,8 @@ mkdir -p "$RUN_DIR" "$LOGS"
 trap 'echo "bring-up failed: see logs in $LOGS; run make cluster-down to clean up" >&2' ERR
 echo "$want" > "$RUN_DIR/mode"
 controlplane_up "$want"
+log "local-provisioner, default StorageClass local (volumes in $VOLUMES_DIR)"
+storage_up
 if [[ $want == full ]]; then
   node_up
 fi

@@ -2,7 +2,8 @@
 # `make e2e-smoke`: on the running cluster (local or kind), deploys Redis and
 # sluice-server behind Services, runs a pod that resolves and calls the server
 # by its DNS name, and a sluice-bench Job whose result is read back from its
-# pod's termination message. Fails with diagnostics on any error.
+# pod's termination message; then checks dynamic provisioning of node-local
+# volumes (volumes.sh). Fails with diagnostics on any error.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=${SLUICE_BUILD:-$ROOT/build}
@@ -71,7 +72,10 @@ if d:
     assert d["lost"] == 0, f"{d['lost']} messages lost"
 PY
 
+step "node-local volumes: a claim of the default StorageClass, written by a non-root pod"
+trap - ERR # volumes.sh prints its own diagnostics
+"$HERE/volumes.sh"
+
 step "cleaning up"
-trap - ERR
 k delete ns "$NS" --wait=false >/dev/null
 step "smoke test passed"
