@@ -10,7 +10,7 @@ APT_PACKAGES += etcd-server containerd runc containernetworking-plugins iptables
 TEST_TARGETS += test-e2e
 
 CLUSTER ?= local
-KUBECONFIG_PATH := $(BUILD)/kube/kubeconfig
+KUBECONFIG_PATH := $(BUILD)/kube$(if $(filter-out 0,$(SLUICE_INSTANCE)),-$(SLUICE_INSTANCE))/kubeconfig
 KUBECTL := $(BIN)/kubectl
 E2E_CLUSTER := $(ROOT)/e2e/cluster
 KIND_VERSION := v0.30.0

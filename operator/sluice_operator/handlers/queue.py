@@ -5,7 +5,10 @@ an unreachable server."""
 from __future__ import annotations
 
 import logging
-import time
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import kopf
@@ -18,6 +21,37 @@ from . import server
 from .pool import namespace_terminating
 
 log = logging.getLogger(__name__)
+
+
+# A status tick that read a Queue just before its deletion may still be talking
+# to the server when the deletion runs: without this, its PUT could re-create
+# the queue the deletion has just removed. Both run in this process, so one
+# lock per Queue serialises them, and a tick that waited finds the queue gone.
+_GUARD = threading.Lock()
+_LOCKS: dict[str, threading.Lock] = {}
+_DELETED: OrderedDict[str, None] = OrderedDict()
+_DELETED_MAX = 10000
+
+
+@contextmanager
+def _exclusive(body: dict[str, Any]) -> Iterator[bool]:
+    """_exclusive holds the Queue's lock; yields False when its server-side queue was deleted."""
+    meta = body["metadata"]
+    key = meta.get("uid") or f"{meta['namespace']}/{meta['name']}"
+    with _GUARD:
+        lock = _LOCKS.setdefault(key, threading.Lock())
+    with lock:
+        yield key not in _DELETED
+
+
+def _mark_deleted(body: dict[str, Any]) -> None:
+    meta = body["metadata"]
+    key = meta.get("uid") or f"{meta['namespace']}/{meta['name']}"
+    with _GUARD:
+        _DELETED[key] = None
+        while len(_DELETED) > _DELETED_MAX:
+            _DELETED.popitem(last=False)
+        _LOCKS.pop(key, None)
 
 
 def identity(body: dict[str, Any]) -> tuple[str, str]:
@@ -57,6 +91,12 @@ def _not_ready(patch: Any, status: dict[str, Any], gen: Any, reason: str, msg: s
 
 def reconcile(cfg: Config, body: dict[str, Any], patch: Any, logger: Any = log) -> None:
     """reconcile creates or updates the queue on the server and refreshes its status."""
+    with _exclusive(body) as live:
+        if live:
+            _reconcile(cfg, body, patch)
+
+
+def _reconcile(cfg: Config, body: dict[str, Any], patch: Any) -> None:
     meta, spec = body["metadata"], body["spec"]
     ns, name, gen = meta["namespace"], meta["name"], meta.get("generation")
     status = body.get("status") or {}
@@ -114,8 +154,9 @@ def reconcile(cfg: Config, body: dict[str, Any], patch: Any, logger: Any = log) 
 
 
 def delete(cfg: Config, body: dict[str, Any], retry: int, logger: Any = log) -> None:
-    """delete removes the server-side queue (deletionPolicy Delete). With the Pool or the
-    server gone, the finalizer is released anyway and an event says why."""
+    """delete removes the server-side queue (deletionPolicy Delete), and its dead-letter
+    queue when nothing else uses it. With the Pool or the server gone, the finalizer is
+    released anyway and an event says why."""
     meta, spec = body["metadata"], body["spec"]
     ns, name = meta["namespace"], meta["name"]
     project, qname = identity(body)
@@ -128,11 +169,10 @@ def delete(cfg: Config, body: dict[str, Any], retry: int, logger: Any = log) -> 
         return
     try:
         api = server.api(cfg, ns)
-        api.delete_queue(project, qname)
-        # A timer tick that read the Queue just before its deletion may still be
-        # re-creating it; deleting again after that window closes the race.
-        time.sleep(cfg.probe_timeout)
-        api.delete_queue(project, qname)
+        with _exclusive(body):
+            api.delete_queue(project, qname)
+            _mark_deleted(body)
+        _release_dead_letter(api, body, project)
     except Unavailable as exc:
         if retry < cfg.delete_retries and not namespace_terminating(ns):
             raise kopf.TemporaryError(f"server unavailable, retrying: {exc}", delay=5) from exc
@@ -143,3 +183,35 @@ def delete(cfg: Config, body: dict[str, Any], retry: int, logger: Any = log) -> 
         )
     except ServerError as exc:
         events.warn(body, reason="DeleteRefused", message=f"{exc.title}: {exc.description}")
+
+
+def dead_letter_in_use(body: dict[str, Any], others: list[dict[str, Any]]) -> bool:
+    """dead_letter_in_use: another live Queue of the same project is the dead-letter
+    queue itself or names it as its own dead-letter queue."""
+    project, _ = identity(body)
+    dlq = (body["spec"].get("deadLetter") or {}).get("queue")
+    for q in others:
+        qm = q["metadata"]
+        if qm.get("uid") == body["metadata"].get("uid") or qm.get("deletionTimestamp"):
+            continue
+        qproject, qname = identity(q)
+        if qproject == project and dlq in (qname, (q["spec"].get("deadLetter") or {}).get("queue")):
+            return True
+    return False
+
+
+def _release_dead_letter(api: Any, body: dict[str, Any], project: str) -> None:
+    """The server keeps a dead-letter queue on its queue's shard, and reserves that
+    place as soon as the queue names it, before any message was dead-lettered. Once
+    the queue is gone, an empty dead-letter queue nothing else uses is deleted too,
+    so the reservation does not pin the shard (a drained shard could never leave)."""
+    dlq = (body["spec"].get("deadLetter") or {}).get("queue")
+    if not dlq or dead_letter_in_use(body, kube.list_objects("Queue", body["metadata"]["namespace"])):
+        return
+    counts, _ = api.queue_stats(project, dlq)
+    if counts["total"]:
+        events.info(
+            body, reason="DeadLetterKept", message=f"dead-letter queue {dlq} holds {counts['total']} message(s)"
+        )
+        return
+    api.delete_queue(project, dlq)

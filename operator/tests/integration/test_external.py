@@ -183,13 +183,16 @@ def test_pool_registers_and_queue_serves(stack: dict) -> None:
 def test_scale_down_refused_while_shard_holds_queues(stack: dict) -> None:
     ns = stack["ns"]
     # Put queues on both shards: the server's weighted choice decides where each lands.
+    # Each names a dead-letter queue, which the server places on the same shard before
+    # any message is dead-lettered: deleting the Queues must release those places too.
     for i in range(12):
+        spec = {"pool": "ext", "deadLetter": {"queue": f"spread{i}-dlq", "maxClaimCount": 5}}
         apply(
             {
                 "apiVersion": "sluice.dev/v1alpha1",
                 "kind": "Queue",
                 "metadata": {"name": f"spread{i}", "namespace": ns},
-                "spec": {"pool": "ext"},
+                "spec": spec,
             }
         )
     wait_for(
@@ -208,7 +211,8 @@ def test_scale_down_refused_while_shard_holds_queues(stack: dict) -> None:
     assert obj["status"]["phase"] == "Draining"
     pool1 = zaqar(stack, "GET", "/v2/pools/ext-1").json()
     assert pool1["weight"] == 0
-    # Once every queue is gone the shard is unregistered and dropped from status.
+    # Once every queue is gone (dead-letter places included) the shard is unregistered
+    # and dropped from status.
     names = ["orders"] + [f"spread{i}" for i in range(12)]
     kc("delete", "queue", *names, "-n", ns, "--timeout=120s")
     wait_for(

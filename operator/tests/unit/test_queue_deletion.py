@@ -1,0 +1,143 @@
+"""Deleting a Queue: its dead-letter queue's reservation is released when nothing
+else uses it, and a status tick racing the deletion never re-creates the queue."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from sluice_operator import kube
+from sluice_operator.config import Config
+from sluice_operator.handlers import queue as queue_handler
+from sluice_operator.handlers import server
+
+
+class FakeAPI:
+    """The calls queue.py makes, recorded; queues hold message counts."""
+
+    def __init__(self, queues: dict[str, int] | None = None, slow_put: threading.Event | None = None) -> None:
+        self.queues = dict(queues or {})
+        self.calls: list[tuple[str, str]] = []
+        self.slow_put = slow_put
+        self.put_started = threading.Event()
+
+    def put_flavor(self, name: str, pools: list[str], project: str = "") -> None:
+        pass
+
+    def put_queue(self, project: str, name: str, md: dict[str, Any]) -> bool:
+        self.put_started.set()
+        if self.slow_put:
+            self.slow_put.wait(5)
+        self.calls.append(("put", name))
+        new = name not in self.queues
+        self.queues.setdefault(name, 0)
+        return new
+
+    def get_queue(self, project: str, name: str) -> dict[str, Any]:
+        return {}
+
+    def patch_queue(self, *a: Any) -> None:
+        pass
+
+    def queue_stats(self, project: str, name: str) -> tuple[dict[str, int], float]:
+        n = self.queues.get(name, 0)
+        return {"free": n, "claimed": 0, "total": n}, 0.0
+
+    def delete_queue(self, project: str, name: str) -> None:
+        self.calls.append(("delete", name))
+        self.queues.pop(name, None)
+
+
+def queue(name: str, dlq: str | None = None, uid: str | None = None, **meta: Any) -> dict[str, Any]:
+    spec: dict[str, Any] = {"pool": "web"}
+    if dlq:
+        spec["deadLetter"] = {"queue": dlq, "maxClaimCount": 3}
+    return {
+        "kind": "Queue",
+        "metadata": {"name": name, "namespace": "shop", "uid": uid or f"uid-{name}", **meta},
+        "spec": spec,
+    }
+
+
+@pytest.fixture
+def env(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    state: dict[str, Any] = {"queues": [], "api": FakeAPI()}
+    pool = {
+        "kind": "Pool",
+        "metadata": {"name": "web", "namespace": "shop"},
+        "spec": {},
+        "status": {"shards": [{"name": "web-0", "registered": True}]},
+    }
+    monkeypatch.setattr(kube, "get", lambda kind, ns, name: pool if kind == "Pool" else None)
+    monkeypatch.setattr(kube, "list_objects", lambda kind, ns, sel=None: list(state["queues"]))
+    monkeypatch.setattr(server, "api", lambda cfg, ns: state["api"])
+    monkeypatch.setattr(queue_handler, "namespace_terminating", lambda ns: False)
+    monkeypatch.setattr("sluice_operator.events.info", lambda *a, **k: None)
+    monkeypatch.setattr("sluice_operator.events.warn", lambda *a, **k: None)
+    return state
+
+
+def test_dead_letter_in_use_by_other_live_queues() -> None:
+    q = queue("orders", dlq="orders-dlq")
+    assert not queue_handler.dead_letter_in_use(q, [q])
+    assert queue_handler.dead_letter_in_use(q, [q, queue("orders-dlq")])
+    assert queue_handler.dead_letter_in_use(q, [q, queue("returns", dlq="orders-dlq")])
+    # Being deleted, or in another project, does not count.
+    assert not queue_handler.dead_letter_in_use(q, [queue("orders-dlq", deletionTimestamp="2026-01-01T00:00:00Z")])
+    other = queue("orders-dlq")
+    other["spec"]["project"] = "elsewhere"
+    assert not queue_handler.dead_letter_in_use(q, [other])
+
+
+def test_empty_unused_dead_letter_queue_goes_with_its_queue(env: dict[str, Any]) -> None:
+    env["api"] = FakeAPI({"orders": 0})
+    env["queues"] = [queue("orders", dlq="orders-dlq")]
+    queue_handler.delete(Config(), queue("orders", dlq="orders-dlq"), retry=0)
+    assert env["api"].calls == [("delete", "orders"), ("delete", "orders-dlq")]
+
+
+def test_dead_letter_queue_kept_with_messages_or_other_users(env: dict[str, Any]) -> None:
+    env["api"] = FakeAPI({"orders": 0, "orders-dlq": 2})
+    queue_handler.delete(Config(), queue("orders", dlq="orders-dlq"), retry=0)
+    assert env["api"].calls == [("delete", "orders")]
+
+    env["api"] = FakeAPI({"a": 0})
+    env["queues"] = [queue("a", dlq="shared-dlq"), queue("b", dlq="shared-dlq")]
+    queue_handler.delete(Config(), queue("a", dlq="shared-dlq"), retry=0)
+    assert env["api"].calls == [("delete", "a")]
+
+
+def test_retained_queue_keeps_its_dead_letter_queue(env: dict[str, Any]) -> None:
+    q = queue("orders", dlq="orders-dlq")
+    q["spec"]["deletionPolicy"] = "Retain"
+    queue_handler.delete(Config(), q, retry=0)
+    assert env["api"].calls == []
+
+
+def test_tick_racing_deletion_does_not_recreate_the_queue(env: dict[str, Any]) -> None:
+    release = threading.Event()
+    env["api"] = FakeAPI({"orders": 0}, slow_put=release)
+    q = queue("orders", uid="uid-race")
+
+    class Patch:
+        def __init__(self) -> None:
+            self.status: dict[str, Any] = {}
+
+    tick = threading.Thread(target=queue_handler.reconcile, args=(Config(), q, Patch()))
+    tick.start()
+    assert env["api"].put_started.wait(5)
+    deleter = threading.Thread(target=queue_handler.delete, args=(Config(), q, 0))
+    deleter.start()
+    time.sleep(0.2)
+    assert env["api"].calls == []  # the deletion waits for the tick's server calls
+    release.set()
+    tick.join(5)
+    deleter.join(5)
+    assert env["api"].calls == [("put", "orders"), ("delete", "orders")]
+    # A tick that read the Queue before its deletion and runs only now does nothing.
+    queue_handler.reconcile(Config(), q, Patch())
+    assert env["api"].calls == [("put", "orders"), ("delete", "orders")]
+    assert "orders" not in env["api"].queues
