@@ -270,7 +270,8 @@ def finish(cfg: Config, body: dict[str, Any], pods: list[dict[str, Any]]) -> dic
             "message": f"pod(s) {', '.join(missing)} ended without a termination message (no sluice-bench summary)",
         }
     try:
-        merged = bm.merge([bm.parse(text, pod) for pod, text in msgs])
+        # Every pod runs with --pod-index, on queues of its own.
+        merged = bm.merge([bm.parse(text, pod) for pod, text in msgs], own_queues=True)
     except bm.MergeError as exc:
         return {"phase": "Failed", "reason": "BadResults", "message": str(exc)[:500]}
     results = br.status_results(merged)

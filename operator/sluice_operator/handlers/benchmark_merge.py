@@ -4,7 +4,8 @@ counters are summed, HdrHistograms merged bucket by bucket (never averaged
 percentiles), the window is min(start)..max(end), and delivery bitsets are
 OR-ed per origin so a message claimed in two pods counts as duplicated and
 lost = produced &^ claimed over all pods. A pod whose log lost its bitsets
-makes the delivery counts plain sums (exact = False)."""
+makes the delivery counts plain sums, which are exact only when every pod had
+queues of its own (own_queues: the operator's runs always do)."""
 
 from __future__ import annotations
 
@@ -174,9 +175,11 @@ def parse(text: str, pod: str) -> dict[str, Any]:
     return doc
 
 
-def merge(logs: list[dict[str, Any]]) -> dict[str, Any]:
+def merge(logs: list[dict[str, Any]], own_queues: bool = False) -> dict[str, Any]:
     """merge combines parsed termination logs into one result (the shape of status.results
-    plus the window, roles and truncation notes)."""
+    plus the window, roles and truncation notes). own_queues says every pod used queues
+    no other pod touched (--pod-index): no message can then be seen by two pods, so the
+    pods' own delivery counts add up exactly even when a log had to shed its bitsets."""
     if not logs:
         raise MergeError("no termination logs to merge")
     scenario = logs[0].get("scenario")
@@ -223,6 +226,8 @@ def merge(logs: list[dict[str, Any]]) -> dict[str, Any]:
     }
     if delivery is not None:
         d = delivery.summary()
+        if own_queues:
+            d["exact"] = True
         result.update(d)
         result["e2eP99Ms"] = delivery.e2e.summary(0)["p99Ms"]
     else:

@@ -187,6 +187,9 @@ def test_without_bitsets_delivery_counts_are_summed_and_inexact() -> None:
     a["d"].update(produced=1, unique=1)
     r = bm.merge([a, b])
     assert (r["produced"], r["lost"], r["consumed"], r["exact"]) == (5, 1, 4, False)
+    # With queues of their own per pod, the same sums are exact.
+    r = bm.merge([a, b], own_queues=True)
+    assert (r["produced"], r["lost"], r["consumed"], r["exact"]) == (5, 1, 4, True)
 
 
 def test_bad_inputs_are_refused_with_the_pod_named() -> None:
