@@ -6,7 +6,7 @@
 # claim deletes the PV and, with the local cluster's provisioner, its
 # directory. Without a real node (control-plane-only mode) the pod goes to a
 # simulated node, which never runs it: everything but the write is checked.
-set -euo pipefail
+set -Eeuo pipefail # -E: the ERR trap also fires inside k()
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=${SLUICE_BUILD:-$ROOT/build}
 KUBECTL=${KUBECTL:-$BUILD/bin/kubectl}
