@@ -7,22 +7,18 @@
 
 PROVISIONER_SRC=$ROOT/e2e/k8s/cmd/local-provisioner
 
-# Built at every bring-up (seconds when Go's cache is warm), in both modes:
-# the control-plane-only path builds no other tools of this repository. Built
-# aside and renamed into place, since another instance may be running the
-# binary in build/bin.
+# Built at every bring-up, in both modes: the control-plane-only path builds
+# no other tools of this repository. Go skips an up-to-date output (under a
+# second), and the result is renamed into build/bin only when it changed,
+# since another instance may be running the binary there.
 build_provisioner() {
-  local tmp
-  mkdir -p "$BIN"
+  local out=$BUILD/local-provisioner/local-provisioner tmp
+  mkdir -p "$BIN" "${out%/*}"
+  (cd "$PROVISIONER_SRC" && CGO_ENABLED=0 GOFLAGS=-buildvcs=false "${GO:-go}" build -trimpath \
+    -ldflags "-s -w" -o "$out" .) || return 1
+  cmp -s "$out" "$BIN/local-provisioner" && return 0
   tmp=$(mktemp "$BIN/.local-provisioner.XXXXXX")
-  if (cd "$PROVISIONER_SRC" && CGO_ENABLED=0 GOFLAGS=-buildvcs=false "${GO:-go}" build -trimpath \
-        -ldflags "-s -w" -o "$tmp" .); then
-    chmod 0755 "$tmp"
-    mv -f "$tmp" "$BIN/local-provisioner"
-  else
-    rm -f "$tmp"
-    return 1
-  fi
+  cp "$out" "$tmp" && chmod 0755 "$tmp" && mv -f "$tmp" "$BIN/local-provisioner"
 }
 
 # storage_up : RBAC and StorageClass, then the provisioner with its own
