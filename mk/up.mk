@@ -13,3 +13,8 @@ up: helm ## cluster (kind with Docker, else local), images, helm install, exampl
 
 down: helm ## undo make up: examples, the helm release, the cluster
 	@HELM=$(HELM) e2e/chart/down.sh
+
+# Needs the full local cluster (make cluster-up); see e2e/chart/e2e.sh.
+.PHONY: e2e
+e2e: helm venv-operator venv-compat ## operator and Benchmark end to end with real pods, against the chart-installed operator
+	@HELM=$(HELM) KUBECONFIG_PATH=$(KUBECONFIG_PATH) e2e/chart/e2e.sh

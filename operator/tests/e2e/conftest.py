@@ -1,0 +1,73 @@
+"""End to end on the full local cluster (a real node running real pods): the
+operator as the chart installs it (`make e2e` installs the release first),
+under the chart's RBAC, with the images built by `make images`."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import time
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from ..integration.conftest import kc
+
+RELEASE_NS = os.environ.get("SLUICE_E2E_RELEASE_NAMESPACE", "sluice-system")
+OPERATOR_SELECTOR = "app.kubernetes.io/component=operator,app.kubernetes.io/name=sluice"
+
+
+def _need(ok: bool, msg: str) -> None:
+    if ok:
+        return
+    if os.environ.get("CI") == "true":
+        pytest.fail(msg)
+    pytest.skip(msg)
+
+
+def operator_pods() -> list[dict[str, Any]]:
+    out = kc("get", "pods", "-n", RELEASE_NS, "-l", OPERATOR_SELECTOR, "-o", "json", check=False)
+    return json.loads(out.stdout)["items"] if out.returncode == 0 else []
+
+
+@pytest.fixture(scope="session")
+def operator() -> None:
+    real = kc("get", "nodes", "-l", "sluice.dev/node-type=real", "-o", "name", check=False)
+    _need(real.returncode == 0 and bool(real.stdout.strip()), "no full local cluster (make cluster-up)")
+    running = [p for p in operator_pods() if p["status"].get("phase") == "Running"]
+    _need(bool(running), f"no sluice operator running in {RELEASE_NS} (make e2e installs the chart)")
+
+
+@pytest.fixture(scope="module")
+def ns(operator: None) -> Iterator[str]:
+    """ns is a fresh namespace per module; its deletion must complete."""
+    name = f"e2e-{uuid.uuid4().hex[:6]}"
+    kc("create", "namespace", name)
+    yield name
+    start = time.monotonic()
+    out = kc("delete", "namespace", name, "--timeout=300s", check=False)
+    print(f"\nnamespace {name} deletion took {time.monotonic() - start:.1f}s")
+    assert out.returncode == 0, f"namespace {name} deletion did not complete: {out.stderr}"
+
+
+def server_url(ns: str) -> str:
+    """server_url is the namespace's sluice-server Service: kube-proxy on this
+    machine routes service addresses, so the tests reach it directly."""
+    svc = json.loads(kc("get", "service", "sluice-server", "-n", ns, "-o", "json").stdout)
+    return f"http://{svc['spec']['clusterIP']}:8888"
+
+
+def admin_get(ns: str, path: str) -> Any:
+    """admin_get calls the server's admin API with the token the operator keeps."""
+    secret = json.loads(kc("get", "secret", "sluice-server-admin", "-n", ns, "-o", "json").stdout)
+    token = base64.b64decode(secret["data"]["token"]).decode()
+    req = urllib.request.Request(
+        server_url(ns) + path,
+        headers={"Authorization": f"Bearer {token}", "X-Project-ID": "sluice-admin", "Client-ID": str(uuid.uuid4())},
+    )
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        return json.loads(resp.read() or b"null")
