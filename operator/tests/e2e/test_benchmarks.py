@@ -73,8 +73,13 @@ def test_task_distribution_consumes_every_message_once(bench_pool: str) -> None:
     assert {"post", "claim", "delete"} <= set(r["operations"]), r["operations"].keys()
     assert r["requestsPerSecond"] > 0 and r["p99Ms"] > 0
     assert st["verdict"] == "Pass" and condition(b, "Complete").get("status") == "True"
-    # The report: CSV series, PNG plots (non-empty, real PNGs) and the HTML page.
-    cm = get("configmap", ns, st["reportConfigMap"])
+    # The report (rendered after the run: condition ReportReady): CSV series,
+    # PNG plots (non-empty, real PNGs) and the HTML page.
+    b = wait_for(
+        "report rendered", lambda: (o := get("benchmark", ns, "td")) and o["status"].get("reportConfigMap") and o
+    )
+    assert condition(b, "ReportReady").get("status") == "True"
+    cm = get("configmap", ns, b["status"]["reportConfigMap"])
     assert cm is not None
     pngs = {k: base64.b64decode(v) for k, v in (cm.get("binaryData") or {}).items() if k.endswith(".png")}
     assert pngs and all(len(v) > 1000 and v[:8] == b"\x89PNG\r\n\x1a\n" for v in pngs.values()), list(pngs)
