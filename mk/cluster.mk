@@ -67,8 +67,9 @@ smoke-images: deps-apt
 	@e2e/images/build.sh server bench redis
 
 # The whole path, as CI runs it: the cluster is torn down even when a step fails.
-test-e2e: deps-apt ## cluster-up, e2e-smoke, cluster-down (local cluster)
+test-e2e: deps-apt ## cluster-up, e2e-smoke, e2e (chart-installed operator, real pods), cluster-down
 	@rc=0; $(MAKE) --no-print-directory cluster-up CLUSTER=$(CLUSTER) && \
-	  $(MAKE) --no-print-directory e2e-smoke CLUSTER=$(CLUSTER) || rc=$$?; \
+	  $(MAKE) --no-print-directory e2e-smoke CLUSTER=$(CLUSTER) && \
+	  $(MAKE) --no-print-directory e2e CLUSTER=$(CLUSTER) || rc=$$?; \
 	$(MAKE) --no-print-directory cluster-down CLUSTER=$(CLUSTER) || { [ $$rc -ne 0 ] || rc=1; }; \
 	exit $$rc
