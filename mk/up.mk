@@ -18,3 +18,8 @@ down: helm ## undo make up: examples, the helm release, the cluster
 .PHONY: e2e
 e2e: helm venv-operator venv-compat ## operator and Benchmark end to end with real pods, against the chart-installed operator
 	@HELM=$(HELM) KUBECONFIG_PATH=$(KUBECONFIG_PATH) e2e/chart/e2e.sh
+
+BENCH_TARGETS += bench-pool-ready
+.PHONY: bench-pool-ready
+bench-pool-ready: venv-operator ## Pool of SHARDS (3) builtin shards and a Queue, apply -> Ready with real pods (after make up)
+	cd operator && KUBECONFIG=$(KUBECONFIG_PATH) $(OPERATOR_PY) bench/pool_ready_bench.py
