@@ -22,7 +22,7 @@ export SLUICE_PROMETHEUS := $(PROMETHEUS)
 # rules are a copy of it.
 OPERATOR_RBAC := $(firstword $(wildcard $(ROOT)/operator/deploy/rbac.yaml $(ROOT)/operator/deploy/rbac/*.yaml))
 
-.PHONY: helm promtool prometheus chart-tools chart-sync chart-docs test-chart test-chart-cluster
+.PHONY: helm promtool prometheus chart-tools chart-sync chart-docs test-chart test-chart-cluster chart-cluster-suite
 deps: chart-tools
 chart-tools: helm promtool prometheus ## build helm, promtool and prometheus (pinned Go modules) into the cache
 
@@ -80,8 +80,12 @@ test-chart: helm promtool prometheus build-server venv-operator ## helm lint/tem
 	cd e2e/chart && $(GO) vet ./... && SLUICE_SERVER_BIN=$(BIN)/sluice-server SLUICE_OPERATOR_PY=$(OPERATOR_PY) SLUICE_OPERATOR_RBAC=$(OPERATOR_RBAC) \
 	  $(GO) test -count=1 -skip '^TestCluster' ./...
 
-# Against a real apiserver: the local control plane (started if needed, left
-# running for the suites after it; make controlplane-down stops it).
-test-chart-cluster: helm controlplane-up ## server-side dry-run of the chart and examples/, install -> upgrade -> uninstall on the local control plane
-	cd e2e/chart && SLUICE_KUBECONFIG=$(BUILD)/kube/kubeconfig SLUICE_KUBECTL=$(BIN)/kubectl \
+# Against a real apiserver: the running cluster, else the local control plane
+# brought up for the suite and taken down again (make test runs these tests
+# in test-controlplane, next to the operator's integration suite).
+test-chart-cluster: helm ## server-side dry-run of the chart and examples/, install -> upgrade -> uninstall on the local control plane
+	@$(call with-controlplane,$(MAKE) --no-print-directory chart-cluster-suite)
+
+chart-cluster-suite: helm
+	cd e2e/chart && SLUICE_KUBECONFIG=$(KUBECONFIG_PATH) SLUICE_KUBECTL=$(KUBECTL) \
 	  $(GO) test -count=1 -v -run '^TestCluster' . 2>&1 | grep -E '^(=== RUN|--- |\s+\w+_test.go|ok|FAIL|PASS)'

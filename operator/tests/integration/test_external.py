@@ -18,7 +18,7 @@ from collections.abc import Iterator
 import pytest
 import requests
 
-from .conftest import ROOT, Operator, apply, condition, drop_namespace, free_port, get, kc, wait_for
+from .conftest import ROOT, Operator, apply, condition, drop_namespace, free_port, get, kc, rbac_denials, wait_for
 
 SERVER_BIN = ROOT / "build/bin/sluice-server"
 
@@ -100,8 +100,7 @@ def stack(sa_kubeconfig: pathlib.Path, tmp_path_factory: pytest.TempPathFactory)
         for p in reversed(procs):
             p.terminate()
             p.wait(timeout=15)
-    bad = [line for line in op.text().splitlines() if "403" in line or "forbidden" in line.lower()]
-    assert not bad, bad
+    assert not rbac_denials(op.text()), rbac_denials(op.text())
 
 
 def _up(base: str) -> bool:
