@@ -3,6 +3,7 @@ package chart
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -76,7 +77,7 @@ func hasAPI(t *testing.T, gv string) bool {
 // defaulting and admission, nothing stored).
 func TestClusterServerDryRun(t *testing.T) {
 	ns := tempNamespace(t, "chart-dryrun")
-	monitoring := hasAPI(t, "monitoring.coreos.com/v1")
+	monitoring := hasAPI(t, "monitoring.coreos.com/v1") || installMonitoringCRDs(t)
 	for _, f := range ciFiles(t) {
 		t.Run(filepath.Base(f), func(t *testing.T) {
 			out, err := run(t, tool(t, "SLUICE_HELM"), "template", "dry-"+suffix(), chartDir(t), "--namespace", ns, "-f", f)
@@ -101,6 +102,60 @@ func TestClusterServerDryRun(t *testing.T) {
 	}
 }
 
+// The prometheus-operator module pinned (with its checksum) beside the
+// operator's integration suite, and the CRDs of the kinds the chart renders.
+const (
+	promOperatorModule = "github.com/prometheus-operator/prometheus-operator"
+	promOperatorCRDs   = "example/prometheus-operator-crd"
+)
+
+var monitoringCRDs = []string{"servicemonitors", "prometheusrules"}
+
+// installMonitoringCRDs installs prometheus-operator's own ServiceMonitor and
+// PrometheusRule CRDs for the test, so that the dry-run checks the chart's
+// monitoring objects against the real schemas; they are deleted afterwards.
+// False when the module cannot be fetched (a failure under CI=true).
+func installMonitoringCRDs(t *testing.T) bool {
+	t.Helper()
+	goBin := os.Getenv("GO")
+	if goBin == "" {
+		goBin = "go"
+	}
+	cmd := exec.Command(goBin, "mod", "download", "-json", promOperatorModule)
+	cmd.Dir = filepath.Join(root(t), "operator", "tests", "integration", "upstream")
+	out, err := cmd.Output()
+	var mod struct{ Dir, Error string }
+	if err == nil {
+		err = json.Unmarshal(out, &mod)
+	}
+	if err != nil || mod.Dir == "" {
+		msg := "prometheus-operator's CRDs unavailable (go mod download " + promOperatorModule + "): " + mod.Error
+		if err != nil {
+			msg += " " + err.Error()
+		}
+		if os.Getenv("CI") == "true" {
+			t.Fatal(msg)
+		}
+		t.Log(msg)
+		return false
+	}
+	var files, names []string
+	for _, plural := range monitoringCRDs {
+		files = append(files, "-f", filepath.Join(mod.Dir, promOperatorCRDs, "monitoring.coreos.com_"+plural+".yaml"))
+		names = append(names, "crd/"+plural+".monitoring.coreos.com")
+	}
+	// Server-side: the schemas are too large for kubectl's last-applied annotation.
+	if res, err := kubectl(t, "", append([]string{"apply", "--server-side", "--field-manager=chart-test"}, files...)...); err != nil {
+		t.Fatalf("install prometheus-operator's CRDs: %v\n%s", err, res)
+	}
+	t.Cleanup(func() { _, _ = kubectl(t, "", append([]string{"delete", "--timeout=60s"}, names...)...) })
+	if res, err := kubectl(t, "", append([]string{"wait", "--for=condition=Established", "--timeout=60s"}, names...)...); err != nil {
+		t.Fatalf("prometheus-operator's CRDs not established: %v\n%s", err, res)
+	}
+	t.Logf("validating against prometheus-operator's own CRDs from %s", filepath.Base(mod.Dir))
+	return true
+}
+
 func firstLine(doc, prefix string) string {
 	for _, l := range strings.Split(doc, "\n") {
 		if strings.HasPrefix(l, prefix) {
@@ -110,24 +165,38 @@ func firstLine(doc, prefix string) string {
 	return "?"
 }
 
-// previousChart extracts the chart as of the last commit that changed it
-// before HEAD (or HEAD itself when it has one version only).
+// previousChart extracts the chart as of the last commit before HEAD that
+// changed it (or HEAD itself when it has one version only). Commits whose
+// chart does not even render (a broken intermediate state that was fixed in
+// the next commit) cannot have been installed by anyone: they are skipped, up
+// to a few commits back.
 func previousChart(t *testing.T) string {
 	t.Helper()
 	r := root(t)
-	revs, err := exec.Command("git", "-C", r, "log", "-n", "2", "--format=%H", "--", "charts/sluice").Output()
+	revs, err := exec.Command("git", "-C", r, "log", "-n", "8", "--format=%H", "--", "charts/sluice").Output()
 	fields := strings.Fields(string(revs))
 	if err != nil || len(fields) == 0 {
 		t.Fatalf("no committed chart to upgrade from: %v", err)
 	}
-	rev := fields[len(fields)-1]
-	dir := t.TempDir()
-	archive := exec.Command("bash", "-c", "git -C \"$1\" archive \"$2\" charts/sluice | tar -x -C \"$3\"", "_", r, rev, dir)
-	if out, err := archive.CombinedOutput(); err != nil {
-		t.Fatalf("git archive %s: %v\n%s", rev, err, out)
+	if len(fields) > 1 {
+		fields = fields[1:]
 	}
-	t.Logf("upgrading from the chart of commit %s", rev[:12])
-	return filepath.Join(dir, "charts", "sluice")
+	for _, rev := range fields {
+		dir := t.TempDir()
+		archive := exec.Command("bash", "-c", "git -C \"$1\" archive \"$2\" charts/sluice | tar -x -C \"$3\"", "_", r, rev, dir)
+		if out, err := archive.CombinedOutput(); err != nil {
+			t.Fatalf("git archive %s: %v\n%s", rev, err, out)
+		}
+		chart := filepath.Join(dir, "charts", "sluice")
+		if _, err := run(t, tool(t, "SLUICE_HELM"), "template", "prev", chart); err != nil {
+			t.Logf("skipping the chart of commit %s: it does not render: %v", rev[:12], err)
+			continue
+		}
+		t.Logf("upgrading from the chart of commit %s", rev[:12])
+		return chart
+	}
+	t.Fatalf("none of the charts of commits %v renders", fields)
+	return ""
 }
 
 // TestClusterInstallUpgradeUninstall: install the previous chart version,
