@@ -29,9 +29,11 @@ else
   say "helm install $release (charts/sluice) into $release_ns"
 fi
 "$HELM" upgrade --install "$release" charts/sluice -n "$release_ns" --create-namespace --wait --timeout 5m >/dev/null
-# A rebuilt image under the same tag only reaches a running pod by a restart.
-k -n "$release_ns" rollout restart deployment/"$release" >/dev/null
-k -n "$release_ns" rollout status deployment/"$release" --timeout=180s
+if ((!installed)); then
+  # A rebuilt image under the same tag only reaches a running pod by a restart.
+  k -n "$release_ns" rollout restart deployment/"$release" >/dev/null
+  k -n "$release_ns" rollout status deployment/"$release" --timeout=180s
+fi
 
 say "operator/tests/e2e"
 rc=0
