@@ -43,6 +43,8 @@ if ((installed)); then
   say "helm uninstall $release: nothing may stay but the CRDs and the data volumes"
   "$HELM" uninstall "$release" -n "$release_ns" --wait --timeout 3m
   sel=app.kubernetes.io/instance=$release
+  # helm waits for the objects it deleted, not for their pods' graceful exit.
+  k -n "$release_ns" wait --for=delete pod -l "$sel" --timeout=120s >/dev/null 2>&1 || true
   left=$(k get all,serviceaccounts,configmaps,secrets,roles,rolebindings -n "$release_ns" -l "$sel" -o name)
   if k get crd servicemonitors.monitoring.coreos.com >/dev/null 2>&1; then
     left+=$(k get servicemonitors,prometheusrules -n "$release_ns" -l "$sel" -o name)

@@ -17,11 +17,11 @@ import pathlib
 import sys
 import time
 import uuid
-from typing import Any
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "operator"))
 
+from tests.e2e.test_pools import pool  # noqa: E402  (the e2e suite's Pool: builtin, metal, on PVs)
 from tests.integration.conftest import apply, condition, get, kc  # noqa: E402
 
 
@@ -32,22 +32,6 @@ def wait_ready(kind: str, ns: str, name: str, timeout: float) -> float:
             return time.monotonic() - start
         time.sleep(0.2)
     raise SystemExit(f"{kind} {ns}/{name} not Ready after {timeout}s")
-
-
-def pool(ns: str, name: str, shards: int) -> dict[str, Any]:
-    return {
-        "apiVersion": "sluice.dev/v1alpha1",
-        "kind": "Pool",
-        "metadata": {"name": name, "namespace": ns},
-        "spec": {
-            "backend": "redis",
-            "provisioner": "builtin",
-            "shards": shards,
-            "storage": {"size": "256Mi"},
-            "resources": {"requests": {"cpu": "50m", "memory": "32Mi"}},
-            "placement": {"nodeClass": "metal", "policy": "required"},
-        },
-    }
 
 
 def main() -> int:

@@ -6,6 +6,7 @@ can meet ends with verdict Fail; compareTo fills the comparison."""
 from __future__ import annotations
 
 import base64
+import datetime as dt
 import time
 from typing import Any
 
@@ -50,9 +51,18 @@ def run(ns: str, obj: dict[str, Any]) -> dict[str, Any]:
         lambda: (b := get("benchmark", ns, name)) and b["status"].get("phase") in FINAL and b,
         timeout=600,
     )
-    print(f"\nBenchmark {name}: apply->Running {to_running:.1f}s, total {time.monotonic() - start:.1f}s")
+    job = get("job", ns, done["status"].get("jobName") or "")
+    lag = ""
+    if job and job["status"].get("completionTime") and done["status"].get("completionTime"):
+        waited = _seconds(done["status"]["completionTime"]) - _seconds(job["status"]["completionTime"])
+        lag = f", Job complete->results {waited:.0f}s"
+    print(f"\nBenchmark {name}: apply->Running {to_running:.1f}s, total {time.monotonic() - start:.1f}s{lag}")
     assert running
     return done
+
+
+def _seconds(ts: str) -> float:
+    return dt.datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp()
 
 
 @pytest.fixture(scope="module")
