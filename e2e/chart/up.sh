@@ -102,7 +102,15 @@ step "results"
 k -n "$ns" get benchmark -o wide
 k -n "$ns" get benchmark task-distribution -o json >"$state/benchmark.json"
 python3 "$root/e2e/chart/results_table.py" "$state/benchmark.json"
-report_cm=$(k -n "$ns" get benchmark task-distribution -o jsonpath='{.status.reportConfigMap}')
+# The report is rendered just after the run ends (condition ReportReady).
+report_cm=""
+for _ in $(seq 60); do
+  report_cm=$(k -n "$ns" get benchmark task-distribution -o jsonpath='{.status.reportConfigMap}')
+  [[ -n $report_cm ]] && break
+  sleep 2
+done
+[[ -n $report_cm ]] || echo "    no report ConfigMap after 120s: $(k -n "$ns" get benchmark task-distribution \
+  -o jsonpath='{.status.conditions[?(@.type=="ReportReady")].message}')"
 if [[ -n $report_cm ]]; then
   k -n "$ns" get configmap "$report_cm" -o json >"$state/report-configmap.json"
   python3 "$root/e2e/chart/results_table.py" --extract "$state/report-configmap.json" "$state/report"
