@@ -30,7 +30,7 @@ test-operator-integration: deps-apt venv-operator build-server build-bench ## op
 	@$(call with-controlplane,$(MAKE) --no-print-directory operator-integration-suite)
 
 operator-integration-suite: venv-operator
-	cd operator && KUBECONFIG=$(KUBECONFIG_PATH) $(OPERATOR_PY) -m pytest -q tests/integration
+	cd operator && KUBECONFIG=$(KUBECONFIG_PATH) $(OPERATOR_PY) -m pytest -q --durations=8 tests/integration
 
 # Every suite that needs a real apiserver but no kubelet, on one control-plane
 # bring-up: the operator's integration suite and the chart's cluster tests.
