@@ -202,7 +202,15 @@ def drop_namespace(ns: str) -> None:
     # one, as deployed, also does during namespace deletion).
     kc("delete", "queues,pools", "--all", "-n", ns, "--timeout=80s", check=False)
     kc("delete", "namespace", ns, "--wait=false", check=False)
-    wait_for(f"namespace {ns} deleted", lambda: kc("get", "namespace", ns, check=False).returncode != 0, timeout=180)
+
+    def gone() -> bool:
+        # Simulated nodes honour a pod's whole termination grace period (30 s) before
+        # confirming its deletion, and the namespace waits for every pod: confirm them
+        # at once, as a kubelet whose containers have exited would.
+        kc("delete", "pods", "--all", "-n", ns, "--force", "--grace-period=0", "--wait=false", check=False)
+        return kc("get", "namespace", ns, check=False).returncode != 0
+
+    wait_for(f"namespace {ns} deleted", gone, timeout=180, interval=2)
 
 
 @pytest.fixture(scope="session")
