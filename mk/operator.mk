@@ -61,7 +61,7 @@ run-operator: venv-operator ## run the operator locally against the cluster (bui
 	KUBECONFIG=$(KUBECONFIG_PATH) $(OPERATOR_VENV)/bin/sluice-operator
 
 crd-docs: venv-operator ## regenerate docs/crds.md from crds/
-	$(OPERATOR_PY) -m sluice_operator.crddoc crds > docs/crds.md
+	$(OPERATOR_PY) -m sluice_operator.crddoc crds > docs/crds.md.tmp && mv docs/crds.md.tmp docs/crds.md
 
 BENCH_TARGETS += bench-operator
 bench-operator: venv-operator build-server ## Pool/Queue apply->Ready and operator RSS with QUEUES (100) Queues, on the running cluster
