@@ -51,7 +51,7 @@ define with-controlplane
 if $(KUBECTL) --kubeconfig $(KUBECONFIG_PATH) get --raw /readyz >/dev/null 2>&1; then \
   echo "==> using the running cluster at $(KUBECONFIG_PATH)"; $(1); \
 else \
-  rc=0; KUBE_FEATURE_WatchListClient=false $(MAKE) --no-print-directory controlplane-up && ( $(1) ) || rc=$$?; \
+  rc=0; $(MAKE) --no-print-directory controlplane-up && ( $(1) ) || rc=$$?; \
   $(MAKE) --no-print-directory controlplane-down || { [ $$rc -ne 0 ] || rc=1; }; \
   exit $$rc; \
 fi

@@ -70,7 +70,10 @@ start_controllers() {
 # kwok plays kubelet for the nodes labelled type=kwok: it keeps them Ready and
 # marks pods bound to them Running (they never run anywhere).
 start_kwok() {
-  start kwok "$BIN/kwok" --kubeconfig "$PKI/kwok.kubeconfig" \
+  # kwok's client otherwise asks for streaming watch-lists, which this etcd
+  # cannot serve: every watch then falls back after a timeout, and simulated
+  # pods took ~45 s to start and to go away.
+  start kwok env KUBE_FEATURE_WatchListClient=false "$BIN/kwok" --kubeconfig "$PKI/kwok.kubeconfig" \
     --manage-all-nodes=false --manage-nodes-with-label-selector type=kwok \
     --node-ip "$NODE_IP" --cidr $POD_NET.255.0/24 --node-port 0
 }

@@ -111,7 +111,10 @@ def observe(
     """observe decides the run's phase from its Job and pods."""
     if job is None:
         return Observation("Failed", "JobDeleted", "the run's Job was deleted before it finished")
-    failed = _job_condition(job, "Failed")
+    # Since Kubernetes 1.31 a failing Job is first marked FailureTarget and only
+    # Failed once its pods are gone, which can take their whole grace period
+    # (or forever for pods on an unreachable node): the verdict is already in.
+    failed = _job_condition(job, "Failed") or _job_condition(job, "FailureTarget")
     # A failing pod tells more than the Job's summary: check pods first.
     for pod in sorted(pods, key=_name):
         f = pod_failure(pod)

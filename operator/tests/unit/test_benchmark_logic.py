@@ -77,6 +77,9 @@ def test_image_pull_failure_fails_at_once() -> None:
 def test_deadline_and_killed_pods() -> None:
     o = bp.observe(job(("Failed", "DeadlineExceeded"), deadline=90), [], 1, NOW, 60)
     assert (o.phase, o.reason) == ("Failed", "DeadlineExceeded") and "90 s" in o.message
+    # Kubernetes >= 1.31 says FailureTarget first, while the pods still terminate.
+    o = bp.observe(job(("FailureTarget", "DeadlineExceeded"), deadline=90), [], 1, NOW, 60)
+    assert (o.phase, o.reason) == ("Failed", "DeadlineExceeded")
     killed = pod("td-r1-0", "Failed", state={"terminated": {"exitCode": 137, "reason": "Error"}})
     o = bp.observe(job(), [killed], 1, NOW, 60)
     assert (o.phase, o.reason) == ("Failed", "PodKilled") and "signal 9" in o.message
