@@ -4,17 +4,10 @@
 # by its DNS name, and a sluice-bench Job whose result is read back from its
 # pod's termination message; then checks dynamic provisioning of node-local
 # volumes (volumes.sh). Fails with diagnostics on any error.
-set -euo pipefail
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-BUILD=${SLUICE_BUILD:-$ROOT/build}
-KUBECTL=${KUBECTL:-$BUILD/bin/kubectl}
-[[ -x $KUBECTL ]] || KUBECTL=kubectl
-sfx=""
-[[ ${SLUICE_INSTANCE:-0} == 0 ]] || sfx="-$SLUICE_INSTANCE"
-export KUBECONFIG=${KUBECONFIG:-$BUILD/kube$sfx/kubeconfig}
+set -Eeuo pipefail # -E: the ERR trap also fires inside functions
+source "$(dirname "$0")/env.sh"
 NS=sluice-smoke
 HERE=$ROOT/e2e/smoke
-k() { "$KUBECTL" "$@"; }
 t0=$SECONDS
 step() { printf '==> [%3ds] %s\n' $((SECONDS - t0)) "$*"; }
 

@@ -7,15 +7,8 @@
 # directory. Without a real node (control-plane-only mode) the pod goes to a
 # simulated node, which never runs it: everything but the write is checked.
 set -Eeuo pipefail # -E: the ERR trap also fires inside k()
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-BUILD=${SLUICE_BUILD:-$ROOT/build}
-KUBECTL=${KUBECTL:-$BUILD/bin/kubectl}
-[[ -x $KUBECTL ]] || KUBECTL=kubectl
-sfx=""
-[[ ${SLUICE_INSTANCE:-0} == 0 ]] || sfx="-$SLUICE_INSTANCE"
-export KUBECONFIG=${KUBECONFIG:-$BUILD/kube$sfx/kubeconfig}
+source "$(dirname "$0")/env.sh"
 NS=sluice-volumes
-k() { "$KUBECTL" "$@"; }
 t0=$SECONDS
 step() { printf '==> [%3ds] volumes: %s\n' $((SECONDS - t0)) "$*"; }
 fail() { echo "FAIL: $*" >&2; false; }

@@ -1,0 +1,10 @@
+# Sourced by the smoke scripts: the repository root, kubectl and the
+# kubeconfig of the cluster instance (SLUICE_INSTANCE) they run against.
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+BUILD=${SLUICE_BUILD:-$ROOT/build}
+KUBECTL=${KUBECTL:-$BUILD/bin/kubectl}
+[[ -x $KUBECTL ]] || KUBECTL=kubectl
+sfx=""
+[[ ${SLUICE_INSTANCE:-0} == 0 ]] || sfx="-$SLUICE_INSTANCE"
+export KUBECONFIG=${KUBECONFIG:-$BUILD/kube$sfx/kubeconfig}
+k() { "$KUBECTL" "$@"; }
