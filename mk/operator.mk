@@ -44,9 +44,7 @@ test-controlplane: deps-apt venv-operator build-server build-bench helm ## opera
 
 # with-controlplane CMD: run CMD against the running cluster when there is one;
 # else bring the control-plane-only cluster up for it and down after, whatever
-# CMD's outcome. kwok's client-go asks for streaming watch-lists, which this
-# etcd cannot serve; each refused watch then leaves kwok blind to pod changes
-# for up to a minute (pods stay Pending, deletions hang), so kwok is told not to.
+# CMD's outcome.
 define with-controlplane
 if $(KUBECTL) --kubeconfig $(KUBECONFIG_PATH) get --raw /readyz >/dev/null 2>&1; then \
   echo "==> using the running cluster at $(KUBECONFIG_PATH)"; $(1); \
