@@ -76,9 +76,10 @@ build_operator() {
   local key wheels venv c
   key=$({ cat "$ROOT/operator/requirements.txt"; /usr/bin/python3 --version; } | md5sum | cut -c1-10)
   wheels=$CACHE/wheels/operator-$key
+  # The venv also builds the operator's own wheel below, cache or not.
+  venv=$BUILD/venv-images
+  [[ -x $venv/bin/pip ]] || /usr/bin/python3 -m venv "$venv"
   if [[ ! -f $wheels/.done ]]; then
-    venv=$BUILD/venv-images
-    [[ -x $venv/bin/pip ]] || /usr/bin/python3 -m venv "$venv"
     mkdir -p "$wheels"
     "$venv/bin/pip" wheel -q --disable-pip-version-check -w "$wheels" -r "$ROOT/operator/requirements.txt"
     touch "$wheels/.done"
@@ -88,7 +89,7 @@ build_operator() {
   (cd "$ROOT/operator" && cp -r pyproject.toml sluice_operator "$OUT/operator-src/")
   [[ -f $ROOT/operator/README.md ]] && cp "$ROOT/operator/README.md" "$OUT/operator-src/"
   find "$OUT/operator-src" -name __pycache__ -prune -exec rm -rf {} +
-  "$BUILD/venv-images/bin/pip" wheel -q --disable-pip-version-check --no-deps \
+  "$venv/bin/pip" wheel -q --disable-pip-version-check --no-deps \
     -w "$OUT/operator-wheel" "$OUT/operator-src"
   c=$(debian_container)
   bh copy -q "$c" "$wheels" /tmp/wheels >/dev/null
