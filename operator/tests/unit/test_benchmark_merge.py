@@ -129,7 +129,11 @@ def test_merge_matches_sluice_bench_merge(pod_logs: list[pathlib.Path]) -> None:
         d["lost"],
         d["duplicated"],
     )
-    assert mine["produced"] > 0 and mine["exact"] is True
+    # A fast machine fills the 4 KB termination log and sheds the bitsets: both
+    # merges must then say the counts are sums, and own_queues (the pods ran
+    # with --pod-index) makes those sums exact.
+    assert mine["produced"] > 0 and mine["exact"] is d["exact"]
+    assert bm.merge([bm.parse(p.read_text(), p.name) for p in pod_logs], own_queues=True)["exact"] is True
     # Processes add up over pods, workers per process stay.
     assert mine["roles"][:4] == [go["params"]["producer"]["processes"], 5, go["params"]["consumer"]["processes"], 5]
 
