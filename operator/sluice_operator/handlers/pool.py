@@ -18,15 +18,16 @@ from . import provisioning, scheduling, server, shards
 log = logging.getLogger(__name__)
 
 
-def phase_of(wanted: int, ready: int, registered: int, draining: int, failed: bool) -> str:
-    """phase_of summarises a Pool in one word."""
+def phase_of(wanted: int, ready: int, registered: int, draining: int, failed: bool, broken: int = 0) -> str:
+    """phase_of summarises a Pool in one word. Degraded means a registered shard
+    stopped answering; shards still coming up (first start, scale-up) are Provisioning."""
     if failed:
         return "Failed"
     if draining:
         return "Draining"
     if ready == wanted and registered == wanted:
         return "Ready"
-    if registered:
+    if broken:
         return "Degraded"
     return "Provisioning"
 
@@ -190,6 +191,7 @@ def reconcile(cfg: Config, body: dict[str, Any], patch: Any, logger: Any = log) 
         e.setdefault("queueNames", names[:20])
     ready = sum(1 for e in entries[:wanted] if e["ready"])
     registered = sum(1 for e in entries[:wanted] if e.get("registered"))
+    broken = sum(1 for e in entries[:wanted] if e.get("registered") and not e["ready"])
     is_ready = ready == wanted and registered == wanted and not prov_error
     msg = f"{ready}/{wanted} shards answer, {registered}/{wanted} registered"
     conds = cond.set_condition(conds, "Ready", is_ready, "Ready" if is_ready else "NotReady", msg, gen)
@@ -197,7 +199,7 @@ def reconcile(cfg: Config, body: dict[str, Any], patch: Any, logger: Any = log) 
         patch,
         status,
         dict(
-            phase=phase_of(wanted, ready, registered, len(staying), False),
+            phase=phase_of(wanted, ready, registered, len(staying), False, broken),
             provisioner=prov,
             provisionerReason=why,
             flavor=name,

@@ -167,7 +167,8 @@ def test_conditions_keep_transition_time_until_status_changes() -> None:
 
 def test_phase_of() -> None:
     assert phase_of(2, 2, 2, 0, False) == "Ready"
-    assert phase_of(2, 1, 1, 0, False) == "Degraded"
+    assert phase_of(2, 1, 1, 0, False) == "Provisioning"  # the second shard is still coming up
+    assert phase_of(2, 1, 2, 0, False, broken=1) == "Degraded"  # a registered shard stopped answering
     assert phase_of(2, 0, 0, 0, False) == "Provisioning"
     assert phase_of(2, 2, 2, 1, False) == "Draining"
     assert phase_of(2, 2, 2, 0, True) == "Failed"
