@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import json
 import pathlib
-import socket
-import subprocess
 import time
 import uuid
 from collections.abc import Iterator
@@ -20,10 +18,9 @@ from typing import Any
 
 import pytest
 
-from .conftest import ROOT, Operator, _no_forbidden, apply, drop_namespace, get, kc, make_namespace, wait_for
+from ..bench_pods import BENCH, run_pods
+from .conftest import Operator, _no_forbidden, apply, drop_namespace, get, kc, make_namespace, wait_for
 
-BENCH = ROOT / "build/bin/sluice-bench"
-SERVER = ROOT / "build/bin/sluice-server"
 HOLD = "it.sluice.dev/bench-hold"
 
 
@@ -231,62 +228,10 @@ def test_deadline_fails_the_run(bench_ns: tuple[str, str]) -> None:
     assert st["reason"] == "DeadlineExceeded" and "30 s" in st["message"]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def termination_logs(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
     """Two real sluice-bench pods' termination logs, run against a real sluice-server on loopback."""
-    tmp = tmp_path_factory.mktemp("logs")
-    port = free_port()
-    srv = subprocess.Popen(
-        [str(SERVER), "--listen", f"127.0.0.1:{port}", "--store", "memory"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        wait_for("server", lambda: socket.socket().connect_ex(("127.0.0.1", port)) == 0, timeout=20)
-        start = str(int(time.time()) + 2)
-        procs = [
-            subprocess.Popen(
-                [
-                    str(BENCH),
-                    "run",
-                    "--scenario",
-                    "task-distribution",
-                    "-s",
-                    f"http://127.0.0.1:{port}",
-                    "-t",
-                    "2",
-                    "-pw",
-                    "5",
-                    "-cw",
-                    "5",
-                    "--drain",
-                    "5s",
-                    "--start-at",
-                    start,
-                    "--pod-index",
-                    str(i),
-                    "--termination-log",
-                    str(tmp / f"{i}.json"),
-                    "--progress",
-                    "never",
-                ],
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )
-            for i in range(2)
-        ]
-        for pr in procs:
-            assert pr.wait(timeout=60) in (0, 99)
-        return [(tmp / f"{i}.json").read_text() for i in range(2)]
-    finally:
-        srv.terminate()
-        srv.wait(timeout=10)
+    return [p.read_text() for p in run_pods(tmp_path_factory.mktemp("logs"))]
 
 
 def complete(ns: str, name: str, node: str, logs: list[str], run: int = 1) -> float:

@@ -15,39 +15,10 @@ from sluice_operator.handlers import benchmark as bh
 from sluice_operator.handlers import benchmark_report as brep
 from sluice_operator.handlers import benchmark_results as br
 
+from .kube_double import Patch, Store
 from .test_benchmark_merge import BENCH, bits, log
 
 SETTINGS = bh.Settings(start_delay=1, unschedulable_grace=5, setup_timeout=5, interval=1)
-
-
-class Store:
-    def __init__(self) -> None:
-        self.objs: dict[tuple[str, str, str], dict[str, Any]] = {}
-
-    def get(self, kind: str, ns: str, name: str) -> dict[str, Any] | None:
-        o = self.objs.get((kind, ns, name))
-        return copy.deepcopy(o) if o else None
-
-    def list_objects(self, kind: str, ns: str, selector: str | None = None) -> list[dict[str, Any]]:
-        want = dict(kv.split("=", 1) for kv in (selector or "").split(",") if kv)
-        return [
-            copy.deepcopy(o)
-            for (k, n, _), o in self.objs.items()
-            if k == kind and n == ns and all(o["metadata"].get("labels", {}).get(a) == b for a, b in want.items())
-        ]
-
-    def apply(self, obj: dict[str, Any]) -> tuple[dict[str, Any], str]:
-        key = (obj["kind"], obj["metadata"]["namespace"], obj["metadata"]["name"])
-        self.objs[key] = copy.deepcopy(obj)
-        return obj, "created"
-
-    def delete(self, kind: str, ns: str, name: str) -> bool:
-        return self.objs.pop((kind, ns, name), None) is not None
-
-
-class Patch:
-    def __init__(self) -> None:
-        self.status: dict[str, Any] = {}
 
 
 @pytest.fixture

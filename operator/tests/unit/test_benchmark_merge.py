@@ -5,11 +5,8 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import pathlib
-import socket
 import subprocess
-import time
 import zlib
 from typing import Any
 
@@ -17,85 +14,13 @@ import pytest
 
 from sluice_operator.handlers import benchmark_merge as bm
 
-ROOT = pathlib.Path(__file__).resolve().parents[3]
-BENCH = ROOT / "build/bin/sluice-bench"
-SERVER = ROOT / "build/bin/sluice-server"
-
-
-def need(path: pathlib.Path) -> None:
-    if not path.exists():
-        msg = f"{path} missing (make build-bench build-server)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(msg)
-        pytest.skip(msg)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from ..bench_pods import BENCH, run_pods
 
 
 @pytest.fixture(scope="module")
 def pod_logs(tmp_path_factory: pytest.TempPathFactory) -> list[pathlib.Path]:
     """Two sluice-bench pods (own queues) against a real sluice-server, writing termination logs."""
-    need(BENCH)
-    need(SERVER)
-    tmp = tmp_path_factory.mktemp("pods")
-    port = free_port()
-    srv = subprocess.Popen(
-        [str(SERVER), "--listen", f"127.0.0.1:{port}", "--store", "memory"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            time.sleep(0.1)
-        start = str(int(time.time()) + 2)
-        procs, paths = [], []
-        for i in range(2):
-            p = tmp / f"pod{i}.json"
-            paths.append(p)
-            procs.append(
-                subprocess.Popen(
-                    [
-                        str(BENCH),
-                        "run",
-                        "--scenario",
-                        "task-distribution",
-                        "-s",
-                        f"http://127.0.0.1:{port}",
-                        "-t",
-                        "2",
-                        "-pw",
-                        "5",
-                        "-cw",
-                        "5",
-                        "--drain",
-                        "5s",
-                        "--start-at",
-                        start,
-                        "--pod-index",
-                        str(i),
-                        "--termination-log",
-                        str(p),
-                        "--progress",
-                        "never",
-                    ],
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
-                )
-            )
-        for pr in procs:
-            assert pr.wait(timeout=60) in (0, 99)
-        return paths
-    finally:
-        srv.terminate()
-        srv.wait(timeout=10)
+    return run_pods(tmp_path_factory.mktemp("pods"))
 
 
 def test_merge_matches_sluice_bench_merge(pod_logs: list[pathlib.Path]) -> None:

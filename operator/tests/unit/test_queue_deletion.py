@@ -14,6 +14,8 @@ from sluice_operator.config import Config
 from sluice_operator.handlers import queue as queue_handler
 from sluice_operator.handlers import server
 
+from .kube_double import Patch
+
 
 class FakeAPI:
     """The calls queue.py makes, recorded; queues hold message counts."""
@@ -121,10 +123,6 @@ def test_tick_racing_deletion_does_not_recreate_the_queue(env: dict[str, Any]) -
     release = threading.Event()
     env["api"] = FakeAPI({"orders": 0}, slow_put=release)
     q = queue("orders", uid="uid-race")
-
-    class Patch:
-        def __init__(self) -> None:
-            self.status: dict[str, Any] = {}
 
     tick = threading.Thread(target=queue_handler.reconcile, args=(Config(), q, Patch()))
     tick.start()

@@ -4,7 +4,6 @@ shard probes to a real redis-server (external provisioner)."""
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Iterator
 from typing import Any
 
@@ -15,44 +14,9 @@ from sluice_operator.config import Config
 from sluice_operator.handlers import pool as pool_handler
 from sluice_operator.handlers import queue as queue_handler
 
+from .kube_double import Patch, Store
 from .test_probes import redis_port  # noqa: F401  (fixture)
 from .zaqar_double import ZaqarDouble
-
-
-class Store:
-    """Objects by (kind, namespace, name), with the calls kube.py offers."""
-
-    def __init__(self) -> None:
-        self.objs: dict[tuple[str, str, str], dict[str, Any]] = {}
-
-    def get(self, kind: str, ns: str, name: str) -> dict[str, Any] | None:
-        o = self.objs.get((kind, ns, name))
-        return copy.deepcopy(o) if o else None
-
-    def list_objects(self, kind: str, ns: str, selector: str | None = None) -> list[dict[str, Any]]:
-        out = [copy.deepcopy(o) for (k, n, _), o in self.objs.items() if k == kind and n == ns]
-        if selector:
-            key, _, val = selector.partition("=")
-            out = [o for o in out if o["metadata"].get("labels", {}).get(key) == val]
-        return out
-
-    def apply(self, obj: dict[str, Any]) -> tuple[dict[str, Any], str]:
-        key = (obj["kind"], obj["metadata"]["namespace"], obj["metadata"]["name"])
-        what = "updated" if key in self.objs else "created"
-        if obj["kind"] == "Secret" and "stringData" in obj:
-            import base64
-
-            obj = {**obj, "data": {k: base64.b64encode(v.encode()).decode() for k, v in obj["stringData"].items()}}
-        self.objs[key] = copy.deepcopy(obj)
-        return obj, what
-
-    def delete(self, kind: str, ns: str, name: str) -> bool:
-        return self.objs.pop((kind, ns, name), None) is not None
-
-
-class Patch:
-    def __init__(self) -> None:
-        self.status: dict[str, Any] = {}
 
 
 @pytest.fixture
