@@ -36,11 +36,11 @@ func (s *Server) settingsOf(meta storage.Metadata) queueSettings {
 		qs.delay = time.Duration(n) * time.Second
 		qs.hasDelay = true
 	}
-	if n, ok := metaInt(meta["_max_claim_count"]); ok && n > 0 {
-		dl := &storage.DeadLetter{MaxClaimCount: int(n)}
-		if q, ok := meta["_dead_letter_queue"].(string); ok {
-			dl.Queue = q
-		}
+	// Zaqar dead-letters only when both _max_claim_count and
+	// _dead_letter_queue are set; a claim limit alone changes nothing.
+	n, ok := metaInt(meta["_max_claim_count"])
+	if dlq, _ := meta["_dead_letter_queue"].(string); ok && n > 0 && dlq != "" {
+		dl := &storage.DeadLetter{MaxClaimCount: int(n), Queue: dlq}
 		if t, ok := metaInt(meta["_dead_letter_queue_messages_ttl"]); ok && t > 0 {
 			dl.TTL = time.Duration(t) * time.Second
 		}

@@ -159,19 +159,28 @@ type MessageStore interface {
 
 // DeadLetter is the queue's dead-letter policy, resolved from its metadata
 // by the caller: a message already claimed MaxClaimCount times is moved to
-// Queue (same project) with TTL instead of being claimed again.
+// Queue (same project) with TTL instead of being claimed again. The moved
+// message starts a fresh life there (claim count 0, at the back of the
+// queue), also when Queue is the claimed queue itself, and the claim that
+// moved it does not take it. A policy without a Queue is no policy: drivers
+// never drop a message for its claim count (Zaqar acts only when both
+// _max_claim_count and _dead_letter_queue are set).
 type DeadLetter struct {
 	MaxClaimCount int
-	Queue         string        // "" : such messages are dropped
+	Queue         string
 	TTL           time.Duration // 0 : keep the message's own TTL
 }
+
+// Active reports whether the policy moves anything: it needs both a claim
+// limit and a queue to move to.
+func (dl *DeadLetter) Active() bool { return dl != nil && dl.MaxClaimCount > 0 && dl.Queue != "" }
 
 // ClaimOptions parameterise a new claim.
 type ClaimOptions struct {
 	TTL   time.Duration
 	Grace time.Duration
 	Limit int
-	// DeadLetter is nil when the queue has no _max_claim_count.
+	// DeadLetter is nil when the queue has no dead-letter policy.
 	DeadLetter *DeadLetter
 }
 

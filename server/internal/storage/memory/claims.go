@@ -23,7 +23,7 @@ func (s claimStore) Create(_ context.Context, ref storage.QueueRef, opts storage
 	out := storage.Claim{ID: c.id, TTL: c.ttl, Created: now}
 	for len(c.msgs) < opts.Limit && q.ready.Len() > 0 {
 		m := q.ready.pop()
-		if dl := opts.DeadLetter; dl != nil && m.claimCount >= dl.MaxClaimCount {
+		if dl := opts.DeadLetter; dl.Active() && m.claimCount >= dl.MaxClaimCount {
 			q.remove(m)
 			dead = append(dead, m)
 			continue
@@ -49,28 +49,26 @@ func (s claimStore) Create(_ context.Context, ref storage.QueueRef, opts storage
 }
 
 // deadLetter moves messages that exhausted their claims into the policy's
-// queue (or drops them when there is none). It runs after the source queue
+// queue. It runs after the source queue
 // is unlocked: holding two queue locks at once could deadlock two queues
 // that dead-letter into each other. The messages keep their ids and bodies
 // and start a fresh life (new TTL, no claims) in the dead-letter queue.
 func (s claimStore) deadLetter(project string, dl *storage.DeadLetter, dead []*message, now time.Time) {
-	if dl.Queue != "" {
-		q := s.d.lock(storage.QueueRef{Project: project, Name: dl.Queue}, true)
-		for _, old := range dead {
-			ttl := dl.TTL
-			if ttl <= 0 {
-				ttl = old.expires.Sub(old.created)
-			}
-			q.insert(&message{
-				id:       old.id,
-				body:     old.body,
-				clientID: old.clientID,
-				created:  now,
-				expires:  now.Add(ttl),
-			}, now)
+	q := s.d.lock(storage.QueueRef{Project: project, Name: dl.Queue}, true)
+	for _, old := range dead {
+		ttl := dl.TTL
+		if ttl <= 0 {
+			ttl = old.expires.Sub(old.created)
 		}
-		q.mu.Unlock()
+		q.insert(&message{
+			id:       old.id,
+			body:     old.body,
+			clientID: old.clientID,
+			created:  now,
+			expires:  now.Add(ttl),
+		}, now)
 	}
+	q.mu.Unlock()
 	s.d.events.DeadLettered(len(dead))
 }
 

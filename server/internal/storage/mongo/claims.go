@@ -38,8 +38,15 @@ func (s claimStore) Create(ctx context.Context, q storage.QueueRef, o storage.Cl
 		return storage.Claim{}, wrap(op, err)
 	}
 	var ids []string
+	// moved: messages this call dead-lettered; a queue that is its own
+	// dead-letter queue must not hand them to this same claim.
+	moved := map[string]bool{}
 	err := d.eachFree(ctx, q, o.Limit, func(doc *msgDoc, now int64) (bool, error) {
-		if dl := o.DeadLetter; dl != nil && dl.MaxClaimCount > 0 && doc.CC >= dl.MaxClaimCount {
+		if moved[doc.ID] {
+			return false, nil
+		}
+		if dl := o.DeadLetter; dl.Active() && doc.CC >= dl.MaxClaimCount {
+			moved[doc.ID] = true
 			return false, d.deadLetter(ctx, doc, dl, now)
 		}
 		e := max(doc.E, now+ms(o.TTL+o.Grace))
@@ -75,15 +82,8 @@ func (s claimStore) Create(ctx context.Context, q storage.QueueRef, o storage.Cl
 
 // deadLetter moves a message that was claimed too often to the dead-letter
 // queue in one version change of the same document (so it can neither be
-// lost nor duplicated), or deletes it when there is no such queue.
+// lost nor duplicated).
 func (d *Driver) deadLetter(ctx context.Context, doc *msgDoc, dl *storage.DeadLetter, now int64) error {
-	if dl.Queue == "" {
-		ok, err := d.deleteVersion(ctx, doc)
-		if ok {
-			d.events.DeadLettered(1)
-		}
-		return err
-	}
 	if err := (queueStore{d}).ensure(ctx, storage.QueueRef{Project: doc.P, Name: dl.Queue}); err != nil {
 		return err
 	}

@@ -1,9 +1,11 @@
 -- KEYS: scope, dead-letter queue scope, its project index, registry.
 -- ARGV: now, claim id, ttl ms, grace ms, limit, max claim count (0: no
--- policy), dead-letter queue name ("" : drop), dead-letter ttl ms (0: keep
--- the message's own), dead-letter scope.
--- Takes the oldest free, visible messages; exhausted ones are moved or
--- dropped instead. Returns {lapsed claims, dead-lettered, messages...}.
+-- policy), dead-letter queue name, dead-letter ttl ms (0: keep the
+-- message's own), dead-letter scope.
+-- Takes the oldest free, visible messages; exhausted ones are moved instead,
+-- after the claim is made, so a queue that is its own dead-letter queue does
+-- not hand the moved message to the claim that moved it.
+-- Returns {lapsed claims, dead-lettered, messages...}.
 local now, cid, ttl, grace, limit = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local maxcc, dlq, dlttl = tonumber(ARGV[6]), ARGV[7], tonumber(ARGV[8])
 local cexp = now + ttl
@@ -29,7 +31,7 @@ local function move(id, h)
   keepalive(DP, now, e, DP .. ':ids', DP .. ':exp', DP .. ':rdy')
 end
 
-local held = {}
+local held, moves = {}, {}
 while #taken < limit do
   local ids = redis.call('ZRANGE', RDY, 0, limit - #taken - 1)
   if #ids == 0 then break end
@@ -45,8 +47,7 @@ while #taken < limit do
       redis.call('ZADD', DLY, h[4], id) -- never claim a delayed message
     elseif maxcc > 0 and count >= maxcc then
       drop(id) -- first: the dead-letter queue may be this very queue
-      if dlq ~= '' then move(id, {h[1], h[2], h[3], h[5]}) end
-      dead = dead + 1
+      moves[#moves + 1] = {id, {h[1], h[2], h[3], h[5]}}
     else
       count = count + 1
       local e = tonumber(h[3])
@@ -74,5 +75,6 @@ if #taken > 0 then
   redis.call('ZADD', CL, cexp, cid)
   keepalive(P, now, mexp, HELD, CL, EXP)
 end
-out[2] = dead
+for _, mv in ipairs(moves) do move(mv[1], mv[2]) end
+out[2] = #moves
 return out

@@ -25,10 +25,10 @@ func (s claimStore) Create(ctx context.Context, q storage.QueueRef, opts storage
 	keys := []string{scope(q), "", indexKey(q.Project), registryKey}
 	var maxcc, dlTTL int64
 	dlq := ""
-	if dl := opts.DeadLetter; dl != nil && dl.MaxClaimCount > 0 {
+	if dl := opts.DeadLetter; dl.Active() {
 		maxcc, dlq, dlTTL = int64(dl.MaxClaimCount), dl.Queue, dl.TTL.Milliseconds()
 	}
-	if dlq != "" {
+	if maxcc > 0 {
 		keys[1] = scope(storage.QueueRef{Project: q.Project, Name: dlq})
 	}
 	res, err := claimCreate.Run(ctx, s.d.c, keys, now, id, opts.TTL.Milliseconds(), opts.Grace.Milliseconds(),

@@ -8,7 +8,8 @@ import (
 
 var deadLetterCases = []testCase{
 	{"DeadLetter/MovedToQueue", testDeadLetterQueue},
-	{"DeadLetter/DroppedWithoutQueue", testDeadLetterDrop},
+	{"DeadLetter/KeptWithoutQueue", testDeadLetterKeep},
+	{"DeadLetter/IntoItself", testDeadLetterSelf},
 }
 
 // claimAndLapse claims everything free in q under the policy and lets the
@@ -65,24 +66,52 @@ func testDeadLetterQueue(e *env) {
 	}
 }
 
-func testDeadLetterDrop(e *env) {
-	q := e.queue("drop")
+// testDeadLetterKeep: a policy without a dead-letter queue is no policy
+// (Zaqar acts only when both _max_claim_count and _dead_letter_queue are
+// set); exhausted messages stay claimable, nothing is ever dropped.
+func testDeadLetterKeep(e *env) {
+	q := e.queue("keep")
 	dl := &storage.DeadLetter{MaxClaimCount: 1}
 	ids := e.post(q, "producer", 3, time.Hour)
-	if got := e.claimAndLapse(q, dl); !equalStrings(got, ids) {
-		e.t.Fatalf("first claim = %v", got)
+	_, deadBefore := e.clock.Events.Counts()
+	for round := 1; round <= 3; round++ {
+		if got := e.claimAndLapse(q, dl); !equalStrings(got, ids) {
+			e.t.Fatalf("claim %d = %v, want %v", round, got, ids)
+		}
 	}
-	// Without a dead-letter queue the exhausted messages are dropped; a
-	// fresh message posted meanwhile is still claimable in the same call.
+	if st := e.stats(q); st.Total != 3 {
+		e.t.Errorf("stats = %+v, want all 3 messages kept", st)
+	}
+	if _, dead := e.clock.Events.Counts(); dead != deadBefore {
+		e.t.Errorf("DeadLettered events = %d, want none", dead-deadBefore)
+	}
+}
+
+// testDeadLetterSelf: a queue that is its own dead-letter queue. Every
+// driver moves an exhausted message as it would to any queue: it starts a
+// fresh life (claim count 0, the dead-letter ttl) at the back of the queue
+// and is not taken again by the claim that moved it.
+func testDeadLetterSelf(e *env) {
+	q := e.queue("loop")
+	dl := &storage.DeadLetter{MaxClaimCount: 1, Queue: q.Name, TTL: 10 * time.Minute}
+	old := e.post(q, "producer", 1, time.Hour)
+	if got := e.claimAndLapse(q, dl); !equalStrings(got, old) {
+		e.t.Fatalf("first claim = %v, want %v", got, old)
+	}
 	fresh := e.post(q, "producer", 1, time.Hour)
+	// The exhausted message moves behind the fresh one; only the fresh one
+	// is claimed by this call.
 	if got := e.claimAndLapse(q, dl); !equalStrings(got, fresh) {
-		e.t.Errorf("second claim = %v, want only the fresh %v", got, fresh)
+		e.t.Fatalf("second claim = %v, want only %v", got, fresh)
 	}
-	if st := e.stats(q); st.Total != 1 {
-		e.t.Errorf("stats = %+v, want only the fresh message", st)
+	msgs, _, err := e.d.Messages().List(e.ctx, q, storage.ListMessagesOptions{Limit: 10, Echo: true})
+	if err != nil {
+		e.t.Fatal(err)
 	}
-	// Claims without a policy never drop anything.
-	if got := e.claimAndLapse(q, nil); !equalStrings(got, fresh) {
-		e.t.Errorf("claim without policy = %v", got)
+	if got := messageIDs(msgs); !equalStrings(got, []string{fresh[0], old[0]}) {
+		e.t.Fatalf("queue after moving into itself = %v, want %v then %v", got, fresh, old)
+	}
+	if m := msgs[1]; m.ClaimCount != 0 || m.TTL != 10*time.Minute || m.ClaimID != "" {
+		e.t.Errorf("moved message = %+v, want a fresh life with the dead-letter ttl", m)
 	}
 }
