@@ -158,6 +158,9 @@ func (downQueues) GetMetadata(context.Context, storage.QueueRef) (storage.Metada
 func (downQueues) SetMetadata(context.Context, storage.QueueRef, storage.Metadata) error {
 	return errDown
 }
+func (downQueues) UpdateMetadata(context.Context, storage.QueueRef, storage.MetadataUpdate) (storage.Metadata, error) {
+	return nil, errDown
+}
 func (downQueues) Delete(context.Context, storage.QueueRef) error { return errDown }
 func (downQueues) List(context.Context, string, storage.ListQueuesOptions) ([]storage.QueueInfo, error) {
 	return nil, errDown

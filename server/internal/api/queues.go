@@ -1,6 +1,7 @@
 package api
 
 import (
+	"errors"
 	"net/http"
 	"strconv"
 	"time"
@@ -195,44 +196,36 @@ func (s *Server) patchQueue(w http.ResponseWriter, r *http.Request, c *Call) {
 		return
 	}
 	q := c.ref()
-	exists, err := s.drv.Queues().Exists(c.ctx, q)
-	if err != nil {
-		s.fail(w, storageErr(err, "Queue could not be updated.", ""))
+	// The patch is applied inside the driver's atomic update, so concurrent
+	// PATCHes of different keys never lose each other's changes; the
+	// update only validates and never touches storage itself.
+	var out []byte
+	_, err := s.drv.Queues().UpdateMetadata(c.ctx, q, func(meta storage.Metadata) (storage.Metadata, error) {
+		if e := applyPatch(meta, ops); e != nil {
+			return nil, e
+		}
+		if msg := s.validateMetadata(meta); msg != "" {
+			return nil, badBody(msg)
+		}
+		b, err := s.appendMetadata(c.w.out[:0], meta)
+		if err != nil || len(b) > s.opts.MaxQueueMetadata+512 {
+			return nil, badBody("Queue metadata is too large. Max size: " + strconv.Itoa(s.opts.MaxQueueMetadata))
+		}
+		out = b
+		return meta, nil
+	})
+	var e2 *apiError
+	switch {
+	case errors.As(err, &e2):
+		s.fail(w, e2)
 		return
-	}
-	if !exists {
-		s.fail(w, notFound(queueMissing(c)))
-		return
-	}
-	meta, err := s.drv.Queues().GetMetadata(c.ctx, q)
-	if err != nil {
-		s.fail(w, storageErr(err, "Queue could not be updated.", queueMissing(c)))
-		return
-	}
-	meta = meta.Clone()
-	if meta == nil {
-		meta = storage.Metadata{}
-	}
-	if e := applyPatch(meta, ops); e != nil {
-		s.fail(w, e)
-		return
-	}
-	if msg := s.validateMetadata(meta); msg != "" {
-		s.fail(w, badBody(msg))
-		return
-	}
-	b, err := s.appendMetadata(c.w.out[:0], meta)
-	if err != nil || len(b) > s.opts.MaxQueueMetadata+512 {
-		s.fail(w, badBody("Queue metadata is too large. Max size: "+strconv.Itoa(s.opts.MaxQueueMetadata)))
-		return
-	}
-	if err := s.drv.Queues().SetMetadata(c.ctx, q, meta); err != nil {
+	case err != nil:
 		s.fail(w, storageErr(err, "Queue could not be updated.", queueMissing(c)))
 		return
 	}
 	s.cache.forget(q)
-	c.w.out = b
-	writeRaw(w, http.StatusOK, b)
+	c.w.out = out
+	writeRaw(w, http.StatusOK, out)
 }
 
 // deleteQueue: DELETE /v2/queues/{queue_name} (idempotent).

@@ -81,6 +81,13 @@ type QueueStore interface {
 	GetMetadata(ctx context.Context, q QueueRef) (Metadata, error)
 	// SetMetadata replaces the queue's metadata, creating the queue if needed.
 	SetMetadata(ctx context.Context, q QueueRef, meta Metadata) error
+	// UpdateMetadata is one atomic read-modify-write of an existing queue's
+	// metadata: update gets a copy of the stored metadata and returns what
+	// to store; no concurrent UpdateMetadata or SetMetadata is lost in
+	// between (drivers may call update again on a fresh read). An error
+	// from update aborts and comes back unchanged. It returns the stored
+	// metadata, or NotFound when the queue does not exist.
+	UpdateMetadata(ctx context.Context, q QueueRef, update MetadataUpdate) (Metadata, error)
 	// Delete removes the queue with its messages and claims. Deleting a queue
 	// that does not exist is not an error.
 	Delete(ctx context.Context, q QueueRef) error

@@ -27,6 +27,7 @@ const (
 	opQueueExists
 	opQueueGetMetadata
 	opQueueSetMetadata
+	opQueueUpdateMetadata
 	opQueueDelete
 	opQueueList
 	opQueueStats
@@ -51,6 +52,7 @@ const (
 // drivers use.
 var opNames = [nOps]string{
 	"queues.create", "queues.exists", "queues.get_metadata", "queues.set_metadata",
+	"queues.update_metadata",
 	"queues.delete", "queues.list", "queues.stats", "queues.purge",
 	"messages.post", "messages.list", "messages.get", "messages.get_many",
 	"messages.delete", "messages.delete_many", "messages.pop",

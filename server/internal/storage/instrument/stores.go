@@ -40,6 +40,13 @@ func (x queues) SetMetadata(ctx context.Context, q storage.QueueRef, meta storag
 	return err
 }
 
+func (x queues) UpdateMetadata(ctx context.Context, q storage.QueueRef, update storage.MetadataUpdate) (storage.Metadata, error) {
+	start := time.Now()
+	m, err := x.s.UpdateMetadata(ctx, q, update)
+	x.r.done(opQueueUpdateMetadata, start, err)
+	return m, err
+}
+
 func (x queues) Delete(ctx context.Context, q storage.QueueRef) error {
 	start := time.Now()
 	err := x.s.Delete(ctx, q)

@@ -90,3 +90,22 @@ func (s queueStore) Purge(_ context.Context, ref storage.QueueRef) error {
 	q.reset()
 	return nil
 }
+
+// UpdateMetadata runs update under the queue's lock: nothing else reads or
+// writes the metadata in between.
+func (s queueStore) UpdateMetadata(_ context.Context, ref storage.QueueRef, update storage.MetadataUpdate) (storage.Metadata, error) {
+	q := s.d.lock(ref, false)
+	if q == nil {
+		return nil, storage.E("queues.update_metadata", storage.NotFound, nil)
+	}
+	defer q.mu.Unlock()
+	next, err := update(q.meta.Clone())
+	if err != nil {
+		return nil, err
+	}
+	if next == nil {
+		next = storage.Metadata{}
+	}
+	q.meta = next.Clone()
+	return next, nil
+}

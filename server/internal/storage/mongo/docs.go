@@ -18,6 +18,8 @@ type queueDoc struct {
 	P string `bson:"p"`
 	N string `bson:"n"`
 	M string `bson:"m"`
+	// V counts metadata writes, for UpdateMetadata's compare-and-swap.
+	V int64 `bson:"v"`
 }
 
 // msgDoc is one message.

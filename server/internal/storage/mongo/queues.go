@@ -82,7 +82,9 @@ func (s queueStore) SetMetadata(ctx context.Context, q storage.QueueRef, meta st
 	if err != nil {
 		return storage.E(op, storage.Invalid, err)
 	}
-	upd := bson.D{{Key: "$set", Value: bson.D{{Key: "m", Value: string(b)}}}}
+	// The version moves too, so an UpdateMetadata that read the old
+	// metadata cannot write over this one.
+	upd := bson.D{{Key: "$set", Value: bson.D{{Key: "m", Value: string(b)}}}, {Key: "$inc", Value: bson.D{{Key: "v", Value: int64(1)}}}}
 	_, err = s.d.queues.UpdateOne(ctx, queueKey(q), upd, options.UpdateOne().SetUpsert(true))
 	if mongo.IsDuplicateKeyError(err) { // lost an upsert race: the document exists now
 		_, err = s.d.queues.UpdateOne(ctx, queueKey(q), upd)

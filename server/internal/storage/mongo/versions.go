@@ -36,13 +36,20 @@ func (d *Driver) acquire(ctx context.Context, doc *msgDoc) (bool, error) {
 	if !d.lockVersions {
 		return true, nil
 	}
-	base := doc.ID + ":" + strconv.FormatInt(doc.V, 10)
+	return d.takeLock(ctx, lockDoc{ID: doc.ID + ":" + strconv.FormatInt(doc.V, 10), M: doc.ID, V: doc.V, P: doc.P, Q: doc.Q})
+}
+
+// takeLock inserts the lock l (its ID names the version), or a later
+// generation of it when the holder's lease ran out.
+func (d *Driver) takeLock(ctx context.Context, l lockDoc) (bool, error) {
+	base := l.ID
 	for g := 0; g < 4; g++ {
 		id := base
 		if g > 0 {
 			id += ":" + strconv.Itoa(g)
 		}
-		_, err := d.locks.InsertOne(ctx, lockDoc{ID: id, M: doc.ID, V: doc.V, P: doc.P, Q: doc.Q, X: time.Now().Add(lockLease)})
+		l.ID, l.X = id, time.Now().Add(lockLease)
+		_, err := d.locks.InsertOne(ctx, l)
 		if err == nil {
 			return true, nil
 		}

@@ -59,6 +59,23 @@ func (s queueStore) SetMetadata(ctx context.Context, q storage.QueueRef, meta st
 	return drv.Queues().SetMetadata(ctx, q, meta)
 }
 
+// UpdateMetadata updates the queue on its pool. A dead-letter queue the
+// update names is placed with the queue before the new metadata is stored,
+// as SetMetadata does.
+func (s queueStore) UpdateMetadata(ctx context.Context, q storage.QueueRef, update storage.MetadataUpdate) (storage.Metadata, error) {
+	drv, pool, err := s.d.route(ctx, q, false, "")
+	if err != nil {
+		return nil, err
+	}
+	return drv.Queues().UpdateMetadata(ctx, q, func(cur storage.Metadata) (storage.Metadata, error) {
+		next, err := update(cur)
+		if err != nil {
+			return nil, err
+		}
+		return next, s.d.colocateDeadLetter(ctx, q, pool, next)
+	})
+}
+
 // Delete deletes the queue on its pool, then forgets its placement.
 func (s queueStore) Delete(ctx context.Context, q storage.QueueRef) error {
 	drv, pool, err := s.d.route(ctx, q, false, "")

@@ -87,6 +87,34 @@ func (s queueStore) SetMetadata(ctx context.Context, q storage.QueueRef, meta st
 }
 
 var (
+	//go:embed queue_swap_metadata.lua
+	queueSwapMetadataSrc string
+	queueSwapMetadata    = register(queueSwapMetadataSrc)
+)
+
+// UpdateMetadata is an optimistic read-modify-write: the new metadata is
+// stored by a script only if the stored text is still what update saw.
+func (s queueStore) UpdateMetadata(ctx context.Context, q storage.QueueRef, update storage.MetadataUpdate) (storage.Metadata, error) {
+	const op = "queues.update_metadata"
+	key := scope(q)
+	return storage.SwapMetadata(ctx, op, storage.MetadataCAS{
+		Load: func(ctx context.Context) (string, bool, error) {
+			js, err := s.d.c.HGet(ctx, key+":q", "m").Result()
+			if err == goredis.Nil {
+				return "", false, nil
+			}
+			return js, err == nil, wrap(op, err)
+		},
+		Swap: func(ctx context.Context, prev, next string) (bool, bool, error) {
+			n, err := queueSwapMetadata.Run(ctx, s.d.c, []string{key}, prev, next).Int64()
+			return n == 1, n >= 0, wrap(op, err)
+		},
+		Decode: func(raw string) (storage.Metadata, error) { return decodeMeta(op, raw) },
+		Encode: func(m storage.Metadata) (string, error) { return encodeMeta(op, m) },
+	}, update)
+}
+
+var (
 	//go:embed queue_delete.lua
 	queueDeleteSrc string
 	queueDelete    = register(queueDeleteSrc)
