@@ -145,20 +145,33 @@ func (s queueStore) List(ctx context.Context, project string, opts storage.ListQ
 	if opts.Detailed {
 		detailed = "1"
 	}
-	res, err := queueList.Run(ctx, s.d.c, []string{indexKey(project)},
-		opts.Marker, opts.Limit, opts.Name, detailed, projectPrefix(project)).StringSlice()
-	if err != nil {
-		return nil, wrap("queues.list", err)
-	}
-	out := make([]storage.QueueInfo, 0, len(res)/2)
-	for i := 0; i+1 < len(res); i += 2 {
-		info := storage.QueueInfo{Name: res[i]}
-		if opts.Detailed {
-			if info.Metadata, err = decodeMeta("queues.list", res[i+1]); err != nil {
-				return nil, err
-			}
+	// One script call scans a bounded number of names; a name filter that
+	// matches rarely continues from where the last call stopped until the
+	// page is full or the index ends, so matches are found at any count.
+	out := make([]storage.QueueInfo, 0, min(opts.Limit, 100))
+	marker := opts.Marker
+	for len(out) < opts.Limit {
+		res, err := queueList.Run(ctx, s.d.c, []string{indexKey(project)},
+			marker, opts.Limit-len(out), opts.Name, detailed, projectPrefix(project)).StringSlice()
+		if err != nil {
+			return nil, wrap("queues.list", err)
 		}
-		out = append(out, info)
+		if len(res) == 0 {
+			return nil, storage.E("queues.list", storage.Internal, "malformed script reply")
+		}
+		for i := 1; i+1 < len(res); i += 2 {
+			info := storage.QueueInfo{Name: res[i]}
+			if opts.Detailed {
+				if info.Metadata, err = decodeMeta("queues.list", res[i+1]); err != nil {
+					return nil, err
+				}
+			}
+			out = append(out, info)
+		}
+		if res[0] == "" {
+			break
+		}
+		marker = res[0]
 	}
 	return out, nil
 }
