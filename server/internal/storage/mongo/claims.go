@@ -87,13 +87,13 @@ func (d *Driver) deadLetter(ctx context.Context, doc *msgDoc, dl *storage.DeadLe
 	if err := (queueStore{d}).ensure(ctx, storage.QueueRef{Project: doc.P, Name: dl.Queue}); err != nil {
 		return err
 	}
-	ttl := doc.T
+	ttl := doc.E - doc.C // its lifetime as it stands, as every driver keeps it
 	if dl.TTL > 0 {
 		ttl = ms(dl.TTL)
 	}
 	e := now + ttl
 	ok, err := d.writeVersion(ctx, doc, bson.D{
-		{Key: "q", Value: dl.Queue}, {Key: "k", Value: d.nextKeys(1)}, {Key: "cl", Value: ""}, {Key: "ce", Value: int64(0)}, {Key: "cc", Value: 0},
+		{Key: "q", Value: dl.Queue}, {Key: "k", Value: d.nextKeys(1)}, {Key: "c", Value: now}, {Key: "cl", Value: ""}, {Key: "ce", Value: int64(0)}, {Key: "cc", Value: 0},
 		{Key: "t", Value: ttl}, {Key: "e", Value: e}, {Key: "d", Value: int64(0)}, {Key: "x", Value: d.wallExpiry(e)},
 	})
 	if ok {

@@ -55,9 +55,11 @@ type claimDoc struct {
 
 func (m *msgDoc) message(now int64) storage.Message {
 	out := storage.Message{
-		ID:         m.ID,
-		Body:       json.RawMessage(m.B),
-		TTL:        time.Duration(m.T) * time.Millisecond,
+		ID:   m.ID,
+		Body: json.RawMessage(m.B),
+		// The lifetime as it stands (a claim may have extended it), as
+		// every driver reports it.
+		TTL:        time.Duration(m.E-m.C) * time.Millisecond,
 		Created:    time.UnixMilli(m.C),
 		ClientID:   m.U,
 		ClaimCount: m.CC,

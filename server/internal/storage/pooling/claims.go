@@ -17,7 +17,7 @@ func (s claimStore) Create(ctx context.Context, q storage.QueueRef, o storage.Cl
 	if err != nil {
 		return storage.Claim{}, err
 	}
-	if o.DeadLetter != nil && o.DeadLetter.Queue != "" && pool != "" {
+	if o.DeadLetter.Active() && pool != "" {
 		if err := s.d.placeWith(ctx, storage.QueueRef{Project: q.Project, Name: o.DeadLetter.Queue}, q, pool); err != nil {
 			return storage.Claim{}, err
 		}

@@ -51,6 +51,7 @@ func Run(t *testing.T, open Opener) {
 	cases = append(cases, concurrencyCases...)
 	cases = append(cases, metadataCases...)
 	cases = append(cases, listingCases...)
+	cases = append(cases, lifetimeCases...)
 	cases = append(cases, validationCases...)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
