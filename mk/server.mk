@@ -6,7 +6,7 @@ FUZZTIME ?= 30s
 SERVER_FUZZ_TARGETS = FuzzPostMessages FuzzClaimBody FuzzQueueMetadata FuzzPatch \
 	FuzzListQuery FuzzHeaders FuzzAppendString FuzzRequest FuzzPostFastPath
 
-.PHONY: build-server test-server fuzz-server run-server
+.PHONY: build-server test-server fuzz-server fuzz-model fuzz run-server
 build-server: ## build sluice-server into build/bin
 	@mkdir -p $(BIN)
 	cd server && CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o $(BIN)/sluice-server ./cmd/sluice-server
@@ -19,6 +19,16 @@ test-server: deps-apt ## unit, conformance (memory + real redis-server), HTTP AP
 fuzz-server: ## fuzz every request parser for FUZZTIME each (default 30s)
 	cd server && for f in $(SERVER_FUZZ_TARGETS); do \
 	  $(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) ./internal/api/ || exit 1; done
+
+# The differential test runs a few dozen sequences per driver in
+# test-server; fuzz-model runs MODEL_CHECKS per driver (rapid's -rapid.checks).
+MODEL_CHECKS ?= 2000
+MODEL_PACKAGES = ./internal/storage/memory/ ./internal/storage/redis/ \
+	./internal/storage/mongo/ ./internal/storage/pooling/
+fuzz-model: deps-apt ## every driver against the reference model for MODEL_CHECKS random sequences each (default 2000)
+	cd server && $(GO) test -count=1 -p 1 -timeout 0 -v -run '^TestModel$$' $(MODEL_PACKAGES) -args -rapid.checks=$(MODEL_CHECKS)
+
+fuzz: fuzz-model fuzz-server ## the long runs: the model-based differential test, then every fuzz target
 
 run-server: build-server ## run sluice-server on 127.0.0.1:8888 with the memory store
 	$(BIN)/sluice-server --listen 127.0.0.1:8888 --store memory
