@@ -79,26 +79,66 @@ func kindOf(err error) storage.Kind {
 	return storage.Internal
 }
 
+// reasonText words the reasons drivers give with a kind (storage.Err*):
+// the one place those sentences live, so every driver's answer to the same
+// condition reads the same. The status still comes from the kind.
+var reasonText = [...]struct {
+	reason      error
+	title, desc string
+}{
+	{storage.ErrClaimed, "Unable to delete", "This message is claimed; it cannot be deleted without a valid claim ID."},
+	{storage.ErrNotHolder, "Unable to delete", "The specified claim does not exist or has expired."},
+	{storage.ErrMarker, "Invalid API request", "The marker is not valid: use the marker of a next link or a message id."},
+	{storage.ErrDeadLetterPool, "Invalid API request", "The dead-letter queue lives on another pool than this queue; " +
+		"name a dead-letter queue that does not exist yet, and it is created next to the queue."},
+	{storage.ErrArgument, "Invalid API request", "A limit or TTL is out of range."},
+}
+
+// kindDesc describes a kind when the driver gave no reason the table words.
+var kindDesc = [...]string{
+	storage.Conflict:  "The request conflicts with the current state of the resource.",
+	storage.Invalid:   "The request could not be carried out as given.",
+	storage.Forbidden: "You are not authorized to complete this action.",
+	storage.TooLarge:  "The request is larger than the server accepts.",
+}
+
 // storageErr turns a storage failure into an answer. what completes Zaqar's
 // "<what> Please try again in a few seconds." (e.g. "Messages could not be
-// enqueued."); missing is the description of a 404.
+// enqueued."); missing is the description of a 404. Drivers' own text never
+// reaches the client: a reason is worded by reasonText, a kind by kindDesc.
 func storageErr(err error, what, missing string) *apiError {
 	k := kindOf(err)
 	e := &apiError{status: kindStatus[k], title: kindTitle[k]}
 	switch k {
 	case storage.Unavailable:
 		e.desc = what + retrySuffix
+		return e
 	case storage.Internal:
 		e.desc = what
+		return e
 	case storage.NotFound:
 		e.desc = missing
-	default:
-		e.desc = causeText(err)
+		return e
+	}
+	for _, r := range reasonText {
+		if errors.Is(err, r.reason) {
+			e.title, e.desc = r.title, r.desc
+			return e
+		}
+	}
+	var pub storage.Public
+	if errors.As(err, &pub) {
+		e.desc = string(pub)
+		return e
+	}
+	if int(k) < len(kindDesc) {
+		e.desc = kindDesc[k]
 	}
 	return e
 }
 
-// causeText is the driver's explanation without the operation prefix.
+// causeText is the cause without the operation prefix: the admin API shows
+// the pool catalog's own explanations (a pool it cannot reach, a bad URI).
 func causeText(err error) string {
 	var se *storage.Error
 	if errors.As(err, &se) && se.Err != nil {

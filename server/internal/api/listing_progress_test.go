@@ -58,7 +58,7 @@ func walkMessages(t *testing.T, ts *testServer, path, client string) int {
 	for page := 0; page < 50; page++ {
 		r := ts.must(200, "GET", path, std("Client-ID", client), "")
 		var body struct {
-			Messages []json.RawMessage `json:"messages"`
+			Messages []json.RawMessage       `json:"messages"`
 			Links    []struct{ Href string } `json:"links"`
 		}
 		if err := json.Unmarshal([]byte(r.body), &body); err != nil {

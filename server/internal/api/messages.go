@@ -247,12 +247,6 @@ func (s *Server) deleteMessage(w http.ResponseWriter, r *http.Request, c *Call) 
 	switch {
 	case err == nil, storage.Is(err, storage.NotFound):
 		writeEmpty(w, http.StatusNoContent)
-	case storage.Is(err, storage.Forbidden):
-		s.fail(w, &apiError{http.StatusForbidden, "Unable to delete",
-			"This message is claimed; it cannot be deleted without a valid claim ID."})
-	case storage.Is(err, storage.Invalid):
-		s.fail(w, &apiError{http.StatusBadRequest, "Unable to delete",
-			"The specified claim does not exist or has expired."})
 	default:
 		s.fail(w, storageErr(err, "Message could not be deleted.", ""))
 	}

@@ -151,12 +151,17 @@ func (b *poolBody) weight() (int, *apiError) {
 }
 
 // adminErr maps catalog errors: Invalid is a bad body, as Zaqar answers.
+// The catalog words its refusals for operators (a pool it cannot reach, a
+// pool still holding queues), and the admin API shows them.
 func (a *admin) fail(w http.ResponseWriter, err error, what, missing string) {
-	if storage.Is(err, storage.Invalid) {
+	switch storage.KindOf(err) {
+	case storage.Invalid:
 		a.s.fail(w, badBody(causeText(err)))
-		return
+	case storage.Conflict:
+		a.s.fail(w, &apiError{http.StatusConflict, kindTitle[storage.Conflict], causeText(err)})
+	default:
+		a.s.fail(w, storageErr(err, what, missing))
 	}
-	a.s.fail(w, storageErr(err, what, missing))
 }
 
 func (a *admin) listPools(w http.ResponseWriter, r *http.Request, c *Call) {

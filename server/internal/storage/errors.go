@@ -29,6 +29,37 @@ func (k Kind) String() string {
 	return fmt.Sprintf("kind(%d)", int(k))
 }
 
+// Reasons a driver gives with a kind when the API words the answer
+// differently per reason. They identify a condition; the sentence a client
+// reads lives in the API's error table, so every driver answers alike.
+var (
+	// ErrArgument: an argument no backend can honour (a limit or TTL out
+	// of range), refused by the instrumentation wrapper.
+	ErrArgument = errors.New("argument out of range")
+	// ErrMarker: a listing marker that is neither a driver's own nor a
+	// message id.
+	ErrMarker = errors.New("malformed marker")
+	// ErrClaimed: deleting a message a live claim holds, without a claim id.
+	ErrClaimed = errors.New("message is claimed; a claim id is required")
+	// ErrNotHolder: deleting a message with a claim id that does not hold it.
+	ErrNotHolder = errors.New("the claim does not hold the message")
+	// ErrNoClaim: the claim does not exist or has lapsed.
+	ErrNoClaim = errors.New("no such claim")
+	// ErrNoMessage: the message does not exist or has expired.
+	ErrNoMessage = errors.New("no such message")
+	// ErrDeadLetterPool: the dead-letter queue lives on another pool than
+	// the queue it serves.
+	ErrDeadLetterPool = errors.New("dead-letter queue lives on another pool")
+)
+
+// Public is a cause written for clients: the pool catalog's placement
+// answers ("Flavor x does not exist"), worded as Zaqar words them, which the
+// API shows as they are. Drivers never use it; their causes are reasons
+// (the Err values above) or detail for the log.
+type Public string
+
+func (p Public) Error() string { return string(p) }
+
 // Error is the one error type of the storage layer: what was attempted, what
 // kind of failure it was, and the underlying cause.
 type Error struct {

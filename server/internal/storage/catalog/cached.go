@@ -204,19 +204,19 @@ func (c *Catalog) Assign(ctx context.Context, q storage.QueueRef, flavor string)
 	c.mu.RUnlock()
 	if flavor != "" {
 		if !known {
-			return "", storage.E(op, storage.Invalid, fmt.Sprintf("Flavor %s does not exist", flavor))
+			return "", storage.E(op, storage.Invalid, storage.Public(fmt.Sprintf("Flavor %s does not exist", flavor)))
 		}
 		candidates = c.members(f)
 	}
 	pool, ok := choose(placementKey(q), candidates)
 	if !ok {
 		if flavor != "" {
-			return "", storage.E(op, storage.Invalid, fmt.Sprintf("Flavor %s has no pool that accepts new queues (no pools, or all of weight 0)", flavor))
+			return "", storage.E(op, storage.Invalid, storage.Public(fmt.Sprintf("Flavor %s has no pool that accepts new queues (no pools, or all of weight 0)", flavor)))
 		}
 		if len(candidates) == 0 {
-			return "", storage.E(op, storage.Invalid, "no pool is registered")
+			return "", storage.E(op, storage.Invalid, storage.Public("no pool is registered"))
 		}
-		return "", storage.E(op, storage.Invalid, "no pool accepts new queues: every registered pool has weight 0")
+		return "", storage.E(op, storage.Invalid, storage.Public("no pool accepts new queues: every registered pool has weight 0"))
 	}
 	got, err := c.store.Place(ctx, q, pool)
 	if err != nil {

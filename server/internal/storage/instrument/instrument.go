@@ -48,15 +48,13 @@ const (
 	nOps
 )
 
-// opNames are the op label values, matching the storage.E op strings the
-// drivers use.
+// opNames are the op label values: the storage package's operation table.
 var opNames = [nOps]string{
-	"queues.create", "queues.exists", "queues.get_metadata", "queues.set_metadata",
-	"queues.update_metadata",
-	"queues.delete", "queues.list", "queues.stats", "queues.purge",
-	"messages.post", "messages.list", "messages.get", "messages.get_many",
-	"messages.delete", "messages.delete_many", "messages.pop",
-	"claims.create", "claims.get", "claims.update", "claims.delete",
+	storage.OpQueueCreate, storage.OpQueueExists, storage.OpQueueGetMetadata, storage.OpQueueSetMetadata,
+	storage.OpQueueUpdateMetadata, storage.OpQueueDelete, storage.OpQueueList, storage.OpQueueStats, storage.OpQueuePurge,
+	storage.OpMessagePost, storage.OpMessageList, storage.OpMessageGet, storage.OpMessageGetMany,
+	storage.OpMessageDelete, storage.OpMessageDeleteMany, storage.OpMessagePop,
+	storage.OpClaimCreate, storage.OpClaimGet, storage.OpClaimUpdate, storage.OpClaimDelete,
 	"ping", "depth",
 }
 

@@ -56,6 +56,10 @@ func (x queues) Delete(ctx context.Context, q storage.QueueRef) error {
 
 func (x queues) List(ctx context.Context, project string, opts storage.ListQueuesOptions) ([]storage.QueueInfo, error) {
 	start := time.Now()
+	if err := checkLimit(storage.OpQueueList, opts.Limit); err != nil {
+		x.r.done(opQueueList, start, err)
+		return nil, err
+	}
 	l, err := x.s.List(ctx, project, opts)
 	x.r.done(opQueueList, start, err)
 	return l, err
@@ -82,6 +86,10 @@ type messages struct {
 
 func (x messages) Post(ctx context.Context, q storage.QueueRef, clientID string, msgs []storage.NewMessage) ([]string, error) {
 	start := time.Now()
+	if err := checkPost(msgs); err != nil {
+		x.r.done(opMessagePost, start, err)
+		return nil, err
+	}
 	ids, err := x.s.Post(ctx, q, clientID, msgs)
 	x.r.done(opMessagePost, start, err)
 	return ids, err
@@ -89,6 +97,10 @@ func (x messages) Post(ctx context.Context, q storage.QueueRef, clientID string,
 
 func (x messages) List(ctx context.Context, q storage.QueueRef, opts storage.ListMessagesOptions) ([]storage.Message, string, error) {
 	start := time.Now()
+	if err := checkLimit(storage.OpMessageList, opts.Limit); err != nil {
+		x.r.done(opMessageList, start, err)
+		return nil, "", err
+	}
 	l, next, err := x.s.List(ctx, q, opts)
 	x.r.done(opMessageList, start, err)
 	return l, next, err
@@ -124,6 +136,10 @@ func (x messages) DeleteMany(ctx context.Context, q storage.QueueRef, ids []stri
 
 func (x messages) Pop(ctx context.Context, q storage.QueueRef, limit int) ([]storage.Message, error) {
 	start := time.Now()
+	if err := checkLimit(storage.OpMessagePop, limit); err != nil {
+		x.r.done(opMessagePop, start, err)
+		return nil, err
+	}
 	l, err := x.s.Pop(ctx, q, limit)
 	x.r.done(opMessagePop, start, err)
 	return l, err
@@ -136,6 +152,10 @@ type claims struct {
 
 func (x claims) Create(ctx context.Context, q storage.QueueRef, opts storage.ClaimOptions) (storage.Claim, error) {
 	start := time.Now()
+	if err := checkClaim(opts); err != nil {
+		x.r.done(opClaimCreate, start, err)
+		return storage.Claim{}, err
+	}
 	c, err := x.s.Create(ctx, q, opts)
 	x.r.done(opClaimCreate, start, err)
 	return c, err
@@ -150,6 +170,10 @@ func (x claims) Get(ctx context.Context, q storage.QueueRef, id string) (storage
 
 func (x claims) Update(ctx context.Context, q storage.QueueRef, id string, ttl, grace time.Duration) error {
 	start := time.Now()
+	if err := checkClaimUpdate(ttl, grace); err != nil {
+		x.r.done(opClaimUpdate, start, err)
+		return err
+	}
 	err := x.s.Update(ctx, q, id, ttl, grace)
 	x.r.done(opClaimUpdate, start, err)
 	return err

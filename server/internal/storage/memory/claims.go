@@ -10,9 +10,6 @@ import (
 type claimStore struct{ d *Driver }
 
 func (s claimStore) Create(_ context.Context, ref storage.QueueRef, opts storage.ClaimOptions) (storage.Claim, error) {
-	if opts.Limit <= 0 || opts.TTL <= 0 || opts.Grace < 0 {
-		return storage.Claim{}, storage.E("claims.create", storage.Invalid, "claim limit and ttl must be positive")
-	}
 	q := s.d.lock(ref, false)
 	if q == nil {
 		return storage.Claim{}, nil
@@ -75,12 +72,12 @@ func (s claimStore) deadLetter(project string, dl *storage.DeadLetter, dead []*m
 func (s claimStore) Get(_ context.Context, ref storage.QueueRef, id string) (storage.Claim, error) {
 	q := s.d.lock(ref, false)
 	if q == nil {
-		return storage.Claim{}, storage.E("claims.get", storage.NotFound, "no such claim")
+		return storage.Claim{}, storage.E(storage.OpClaimGet, storage.NotFound, storage.ErrNoClaim)
 	}
 	defer q.mu.Unlock()
 	c := q.claims[id]
 	if c == nil {
-		return storage.Claim{}, storage.E("claims.get", storage.NotFound, "no such claim")
+		return storage.Claim{}, storage.E(storage.OpClaimGet, storage.NotFound, storage.ErrNoClaim)
 	}
 	out := storage.Claim{ID: c.id, TTL: c.ttl, Created: c.created}
 	for _, m := range c.msgs {
@@ -92,17 +89,14 @@ func (s claimStore) Get(_ context.Context, ref storage.QueueRef, id string) (sto
 }
 
 func (s claimStore) Update(_ context.Context, ref storage.QueueRef, id string, ttl, grace time.Duration) error {
-	if ttl <= 0 || grace < 0 {
-		return storage.E("claims.update", storage.Invalid, "claim ttl must be positive")
-	}
 	q := s.d.lock(ref, false)
 	if q == nil {
-		return storage.E("claims.update", storage.NotFound, "no such claim")
+		return storage.E(storage.OpClaimUpdate, storage.NotFound, storage.ErrNoClaim)
 	}
 	defer q.mu.Unlock()
 	c := q.claims[id]
 	if c == nil {
-		return storage.E("claims.update", storage.NotFound, "no such claim")
+		return storage.E(storage.OpClaimUpdate, storage.NotFound, storage.ErrNoClaim)
 	}
 	now := s.d.clock.Now()
 	c.ttl, c.grace, c.expires = ttl, grace, now.Add(ttl)

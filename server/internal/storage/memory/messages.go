@@ -10,14 +10,6 @@ import (
 type messageStore struct{ d *Driver }
 
 func (s messageStore) Post(_ context.Context, ref storage.QueueRef, clientID string, msgs []storage.NewMessage) ([]string, error) {
-	if len(msgs) == 0 {
-		return nil, storage.E("messages.post", storage.Invalid, "no messages")
-	}
-	for _, nm := range msgs {
-		if nm.TTL <= 0 {
-			return nil, storage.E("messages.post", storage.Invalid, "message ttl must be positive")
-		}
-	}
 	q := s.d.lock(ref, true)
 	defer q.mu.Unlock()
 	now := s.d.clock.Now()
@@ -40,16 +32,13 @@ func (s messageStore) Post(_ context.Context, ref storage.QueueRef, clientID str
 }
 
 func (s messageStore) List(_ context.Context, ref storage.QueueRef, opts storage.ListMessagesOptions) ([]storage.Message, string, error) {
-	if opts.Limit <= 0 {
-		return nil, "", storage.E("messages.list", storage.Invalid, "limit must be positive")
-	}
 	var marker uint64
 	byID := false
 	if opts.Marker != "" {
 		var err error
 		if marker, err = strconv.ParseUint(opts.Marker, 10, 64); err != nil {
 			if !storage.IsMessageID(opts.Marker) {
-				return nil, "", storage.E("messages.list", storage.Invalid, "malformed marker")
+				return nil, "", storage.E(storage.OpMessageList, storage.Invalid, storage.ErrMarker)
 			}
 			byID = true
 		}
@@ -101,12 +90,12 @@ const listScanBudget = 1000
 func (s messageStore) Get(_ context.Context, ref storage.QueueRef, id string) (storage.Message, error) {
 	q := s.d.lock(ref, false)
 	if q == nil {
-		return storage.Message{}, storage.E("messages.get", storage.NotFound, "no such message")
+		return storage.Message{}, storage.E(storage.OpMessageGet, storage.NotFound, storage.ErrNoMessage)
 	}
 	defer q.mu.Unlock()
 	m := q.msgs[id]
 	if m == nil {
-		return storage.Message{}, storage.E("messages.get", storage.NotFound, "no such message")
+		return storage.Message{}, storage.E(storage.OpMessageGet, storage.NotFound, storage.ErrNoMessage)
 	}
 	return m.snapshot(), nil
 }
@@ -150,11 +139,11 @@ func (s messageStore) Delete(_ context.Context, ref storage.QueueRef, id, claimI
 func checkClaim(m *message, claimID string) error {
 	switch {
 	case m.claim != nil && claimID == "":
-		return storage.E("messages.delete", storage.Forbidden, "message is claimed; a claim id is required")
+		return storage.E(storage.OpMessageDelete, storage.Forbidden, storage.ErrClaimed)
 	case m.claim != nil && m.claim.id != claimID:
-		return storage.E("messages.delete", storage.Invalid, "message is held by another claim")
+		return storage.E(storage.OpMessageDelete, storage.Invalid, storage.ErrNotHolder)
 	case m.claim == nil && claimID != "":
-		return storage.E("messages.delete", storage.Invalid, "message is not claimed by this claim")
+		return storage.E(storage.OpMessageDelete, storage.Invalid, storage.ErrNotHolder)
 	}
 	return nil
 }
@@ -176,9 +165,6 @@ func (s messageStore) DeleteMany(_ context.Context, ref storage.QueueRef, ids []
 }
 
 func (s messageStore) Pop(_ context.Context, ref storage.QueueRef, limit int) ([]storage.Message, error) {
-	if limit <= 0 {
-		return nil, storage.E("messages.pop", storage.Invalid, "limit must be positive")
-	}
 	q := s.d.lock(ref, false)
 	if q == nil {
 		return nil, nil

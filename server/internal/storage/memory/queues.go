@@ -45,9 +45,6 @@ func (s queueStore) Delete(_ context.Context, ref storage.QueueRef) error {
 }
 
 func (s queueStore) List(_ context.Context, project string, opts storage.ListQueuesOptions) ([]storage.QueueInfo, error) {
-	if opts.Limit <= 0 {
-		return nil, storage.E("queues.list", storage.Invalid, "limit must be positive")
-	}
 	names := s.d.names(project, opts.Marker, opts.Name, opts.Limit)
 	out := make([]storage.QueueInfo, 0, len(names))
 	for _, name := range names {
@@ -96,7 +93,7 @@ func (s queueStore) Purge(_ context.Context, ref storage.QueueRef) error {
 func (s queueStore) UpdateMetadata(_ context.Context, ref storage.QueueRef, update storage.MetadataUpdate) (storage.Metadata, error) {
 	q := s.d.lock(ref, false)
 	if q == nil {
-		return nil, storage.E("queues.update_metadata", storage.NotFound, nil)
+		return nil, storage.E(storage.OpQueueUpdateMetadata, storage.NotFound, nil)
 	}
 	defer q.mu.Unlock()
 	next, err := update(q.meta.Clone())

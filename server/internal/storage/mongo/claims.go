@@ -18,11 +18,8 @@ type claimStore struct{ d *Driver }
 // Create records the claim, then takes free messages one version change at a
 // time, so no message is ever held by two live claims.
 func (s claimStore) Create(ctx context.Context, q storage.QueueRef, o storage.ClaimOptions) (storage.Claim, error) {
-	const op = "mongo.claims.create"
+	const op = storage.OpClaimCreate
 	d := s.d
-	if o.Limit <= 0 || o.TTL <= 0 || o.Grace < 0 {
-		return storage.Claim{}, storage.E(op, storage.Invalid, "claim limit and ttl must be positive, grace not negative")
-	}
 	now := d.now()
 	// Lapsed claims are noticed here: deleting them is exclusive, so each
 	// is reported once.
@@ -106,14 +103,14 @@ func (s claimStore) live(ctx context.Context, op string, q storage.QueueRef, id 
 	var cd claimDoc
 	err := s.d.claims.FindOne(ctx, append(queueFilter(q), bson.E{Key: "_id", Value: id}, alive(s.d.now()))).Decode(&cd)
 	if errors.Is(err, mongo.ErrNoDocuments) {
-		return cd, storage.E(op, storage.NotFound, "claim "+id+" does not exist")
+		return cd, storage.E(op, storage.NotFound, storage.ErrNoClaim)
 	}
 	return cd, wrap(op, err)
 }
 
 // Get returns a live claim and the messages it still holds.
 func (s claimStore) Get(ctx context.Context, q storage.QueueRef, id string) (storage.Claim, error) {
-	const op = "mongo.claims.get"
+	const op = storage.OpClaimGet
 	cd, err := s.live(ctx, op, q, id)
 	if err != nil {
 		return storage.Claim{}, err
@@ -133,10 +130,7 @@ func (s claimStore) Get(ctx context.Context, q storage.QueueRef, id string) (sto
 
 // Update renews a live claim from now, and its messages with it.
 func (s claimStore) Update(ctx context.Context, q storage.QueueRef, id string, ttl, grace time.Duration) error {
-	const op = "mongo.claims.update"
-	if ttl <= 0 || grace < 0 {
-		return storage.E(op, storage.Invalid, "claim ttl must be positive, grace not negative")
-	}
+	const op = storage.OpClaimUpdate
 	if _, err := s.live(ctx, op, q, id); err != nil {
 		return err
 	}
@@ -157,7 +151,7 @@ func (s claimStore) Update(ctx context.Context, q storage.QueueRef, id string, t
 
 // Delete releases the claim: its messages become free again.
 func (s claimStore) Delete(ctx context.Context, q storage.QueueRef, id string) error {
-	const op = "mongo.claims.delete"
+	const op = storage.OpClaimDelete
 	if _, err := s.d.claims.DeleteOne(ctx, append(queueFilter(q), bson.E{Key: "_id", Value: id})); err != nil {
 		return wrap(op, err)
 	}

@@ -3,6 +3,7 @@ package mongo
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 
@@ -25,15 +26,7 @@ const cleanupEvery = 64
 // part-way the messages already written are deleted again before the error
 // is returned.
 func (s messageStore) Post(ctx context.Context, q storage.QueueRef, clientID string, msgs []storage.NewMessage) ([]string, error) {
-	const op = "mongo.messages.post"
-	if len(msgs) == 0 {
-		return nil, storage.E(op, storage.Invalid, "no messages to post")
-	}
-	for _, m := range msgs {
-		if m.TTL <= 0 || m.Delay < 0 {
-			return nil, storage.E(op, storage.Invalid, "message ttl must be positive and delay not negative")
-		}
-	}
+	const op = storage.OpMessagePost
 	if err := (queueStore{s.d}).ensure(ctx, q); err != nil {
 		return nil, wrap(op, err)
 	}
@@ -90,7 +83,7 @@ var byPosition = bson.D{{Key: "k", Value: 1}, {Key: "_id", Value: 1}}
 
 // List returns live messages after the marker, oldest first.
 func (s messageStore) List(ctx context.Context, q storage.QueueRef, o storage.ListMessagesOptions) ([]storage.Message, string, error) {
-	const op = "mongo.messages.list"
+	const op = storage.OpMessageList
 	now := s.d.now()
 	f := append(queueFilter(q), alive(now))
 	and := bson.A{}
@@ -111,7 +104,7 @@ func (s messageStore) List(ctx context.Context, q storage.QueueRef, o storage.Li
 			}
 		}
 		if !ok {
-			return nil, "", storage.E(op, storage.Invalid, "malformed marker "+strconv.Quote(o.Marker))
+			return nil, "", storage.E(op, storage.Invalid, fmt.Errorf("%w %q", storage.ErrMarker, o.Marker))
 		}
 		and = append(and, bson.D{e})
 	}
@@ -128,9 +121,6 @@ func (s messageStore) List(ctx context.Context, q storage.QueueRef, o storage.Li
 		f = append(f, bson.E{Key: "$and", Value: and})
 	}
 	limit := o.Limit
-	if limit <= 0 {
-		return nil, "", storage.E(op, storage.Invalid, "limit must be positive")
-	}
 	docs, err := s.d.findMessages(ctx, f, options.Find().SetSort(byPosition).SetLimit(int64(limit+1)))
 	if err != nil {
 		return nil, "", wrap(op, err)
@@ -159,12 +149,12 @@ func (d *Driver) findMessages(ctx context.Context, f any, fo *options.FindOption
 
 // Get returns one live message.
 func (s messageStore) Get(ctx context.Context, q storage.QueueRef, id string) (storage.Message, error) {
-	const op = "mongo.messages.get"
+	const op = storage.OpMessageGet
 	now := s.d.now()
 	var doc msgDoc
 	err := s.d.messages.FindOne(ctx, append(queueFilter(q), bson.E{Key: "_id", Value: id}, alive(now))).Decode(&doc)
 	if errors.Is(err, mongo.ErrNoDocuments) {
-		return storage.Message{}, storage.E(op, storage.NotFound, "message "+id+" does not exist")
+		return storage.Message{}, storage.E(op, storage.NotFound, storage.ErrNoMessage)
 	}
 	if err != nil {
 		return storage.Message{}, wrap(op, err)
@@ -174,7 +164,7 @@ func (s messageStore) Get(ctx context.Context, q storage.QueueRef, id string) (s
 
 // GetMany returns the live messages among ids in position order.
 func (s messageStore) GetMany(ctx context.Context, q storage.QueueRef, ids []string) ([]storage.Message, error) {
-	const op = "mongo.messages.getmany"
+	const op = storage.OpMessageGetMany
 	now := s.d.now()
 	docs, err := s.d.findMessages(ctx, append(queueFilter(q), bson.E{Key: "_id", Value: bson.M{"$in": ids}}, alive(now)),
 		options.Find().SetSort(byPosition))
@@ -190,7 +180,7 @@ func (s messageStore) GetMany(ctx context.Context, q storage.QueueRef, ids []str
 
 // Delete removes one message, honouring a live claim on it.
 func (s messageStore) Delete(ctx context.Context, q storage.QueueRef, id, claimID string) error {
-	const op = "mongo.messages.delete"
+	const op = storage.OpMessageDelete
 	now := s.d.now()
 	var doc msgDoc
 	err := s.d.messages.FindOne(ctx, append(queueFilter(q), bson.E{Key: "_id", Value: id}, alive(now))).Decode(&doc)
@@ -204,9 +194,9 @@ func (s messageStore) Delete(ctx context.Context, q storage.QueueRef, id, claimI
 	held := doc.CL != "" && doc.CE > now
 	switch {
 	case held && claimID == "":
-		return storage.E(op, storage.Forbidden, "message "+id+" is claimed; a claim_id is needed to delete it")
+		return storage.E(op, storage.Forbidden, storage.ErrClaimed)
 	case claimID != "" && (!held || claimID != doc.CL):
-		return storage.E(op, storage.Invalid, "message "+id+" is not held by claim "+claimID)
+		return storage.E(op, storage.Invalid, storage.ErrNotHolder)
 	case held:
 		f = append(f, bson.E{Key: "cl", Value: claimID})
 	default:
@@ -220,7 +210,7 @@ func (s messageStore) Delete(ctx context.Context, q storage.QueueRef, id, claimI
 
 // DeleteMany removes the listed messages that are free or held by claimID.
 func (s messageStore) DeleteMany(ctx context.Context, q storage.QueueRef, ids []string, claimID string) error {
-	const op = "mongo.messages.deletemany"
+	const op = storage.OpMessageDeleteMany
 	now := s.d.now()
 	held := bson.A{bson.M{"cl": ""}, bson.M{"ce": bson.M{"$lte": now}}}
 	if claimID != "" {
@@ -237,10 +227,7 @@ func (s messageStore) DeleteMany(ctx context.Context, q storage.QueueRef, ids []
 // Each removal is a version change, so a message popped here is never also
 // handed to a claim.
 func (s messageStore) Pop(ctx context.Context, q storage.QueueRef, limit int) ([]storage.Message, error) {
-	const op = "mongo.messages.pop"
-	if limit <= 0 {
-		return nil, storage.E(op, storage.Invalid, "limit must be positive")
-	}
+	const op = storage.OpMessagePop
 	var out []storage.Message
 	err := s.d.eachFree(ctx, q, limit, func(doc *msgDoc, now int64) (bool, error) {
 		ok, err := s.d.deleteVersion(ctx, doc)

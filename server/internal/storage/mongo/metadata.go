@@ -18,7 +18,7 @@ import (
 // version. On FerretDB, which does not apply a conditional update
 // atomically, a lock on the version decides first, as for messages.
 func (s queueStore) UpdateMetadata(ctx context.Context, q storage.QueueRef, update storage.MetadataUpdate) (storage.Metadata, error) {
-	const op = "queues.update_metadata"
+	const op = storage.OpQueueUpdateMetadata
 	d := s.d
 	var ver int64
 	return storage.SwapMetadata(ctx, op, storage.MetadataCAS{

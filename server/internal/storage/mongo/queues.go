@@ -22,7 +22,7 @@ func queueKey(q storage.QueueRef) bson.D {
 // Create inserts the queue document; the unique (p, n) index makes exactly
 // one of several concurrent creators see created == true.
 func (s queueStore) Create(ctx context.Context, q storage.QueueRef, meta storage.Metadata) (bool, error) {
-	const op = "mongo.queues.create"
+	const op = storage.OpQueueCreate
 	b, err := json.Marshal(meta)
 	if err != nil {
 		return false, storage.E(op, storage.Invalid, err)
@@ -50,13 +50,13 @@ func (s queueStore) ensure(ctx context.Context, q storage.QueueRef) error {
 // Exists reports whether the queue document exists.
 func (s queueStore) Exists(ctx context.Context, q storage.QueueRef) (bool, error) {
 	n, err := s.d.queues.CountDocuments(ctx, queueKey(q), options.Count().SetLimit(1))
-	return n > 0, wrap("mongo.queues.exists", err)
+	return n > 0, wrap(storage.OpQueueExists, err)
 }
 
 // GetMetadata returns the stored metadata, or an empty one for a queue that
 // does not exist.
 func (s queueStore) GetMetadata(ctx context.Context, q storage.QueueRef) (storage.Metadata, error) {
-	const op = "mongo.queues.get"
+	const op = storage.OpQueueGetMetadata
 	var doc queueDoc
 	err := s.d.queues.FindOne(ctx, queueKey(q)).Decode(&doc)
 	if errors.Is(err, mongo.ErrNoDocuments) {
@@ -74,7 +74,7 @@ func (s queueStore) GetMetadata(ctx context.Context, q storage.QueueRef) (storag
 
 // SetMetadata replaces the metadata, creating the queue if needed.
 func (s queueStore) SetMetadata(ctx context.Context, q storage.QueueRef, meta storage.Metadata) error {
-	const op = "mongo.queues.set"
+	const op = storage.OpQueueSetMetadata
 	if meta == nil {
 		meta = storage.Metadata{}
 	}
@@ -94,7 +94,7 @@ func (s queueStore) SetMetadata(ctx context.Context, q storage.QueueRef, meta st
 
 // Delete removes the queue, then its messages, claims and locks.
 func (s queueStore) Delete(ctx context.Context, q storage.QueueRef) error {
-	const op = "mongo.queues.delete"
+	const op = storage.OpQueueDelete
 	if _, err := s.d.queues.DeleteOne(ctx, queueKey(q)); err != nil {
 		return wrap(op, err)
 	}
@@ -103,7 +103,7 @@ func (s queueStore) Delete(ctx context.Context, q storage.QueueRef) error {
 
 // Purge removes the queue's messages and claims.
 func (s queueStore) Purge(ctx context.Context, q storage.QueueRef) error {
-	return wrap("mongo.queues.purge", s.purge(ctx, q))
+	return wrap(storage.OpQueuePurge, s.purge(ctx, q))
 }
 
 func (s queueStore) purge(ctx context.Context, q storage.QueueRef) error {
@@ -117,10 +117,7 @@ func (s queueStore) purge(ctx context.Context, q storage.QueueRef) error {
 
 // List pages the project's queues by name.
 func (s queueStore) List(ctx context.Context, project string, o storage.ListQueuesOptions) ([]storage.QueueInfo, error) {
-	const op = "mongo.queues.list"
-	if o.Limit <= 0 {
-		return nil, storage.E(op, storage.Invalid, "limit must be positive")
-	}
+	const op = storage.OpQueueList
 	f := bson.D{{Key: "p", Value: project}}
 	if o.Marker != "" || o.Name != "" {
 		n := bson.D{}
@@ -157,7 +154,7 @@ func (s queueStore) List(ctx context.Context, project string, o storage.ListQueu
 // Stats counts live messages: total, claimed (held by a live claim), and
 // free as the difference; oldest and newest by position.
 func (s queueStore) Stats(ctx context.Context, q storage.QueueRef) (storage.QueueStats, error) {
-	const op = "mongo.queues.stats"
+	const op = storage.OpQueueStats
 	now := s.d.now()
 	var st storage.QueueStats
 	live := append(queueFilter(q), alive(now))

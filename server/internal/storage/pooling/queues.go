@@ -2,6 +2,7 @@ package pooling
 
 import (
 	"context"
+	"fmt"
 	"sort"
 
 	"sluice.dev/server/internal/storage"
@@ -115,9 +116,6 @@ func (s queueStore) Purge(ctx context.Context, q storage.QueueRef) error {
 // pool that cannot be reached is left out (and logged) rather than failing
 // the listing for every other pool.
 func (s queueStore) List(ctx context.Context, project string, o storage.ListQueuesOptions) ([]storage.QueueInfo, error) {
-	if o.Limit <= 0 {
-		return nil, storage.E("pooling.queues.list", storage.Invalid, "limit must be positive")
-	}
 	sources := map[string]storage.Driver{catalog.DefaultPool: s.d.fallback}
 	var firstErr error
 	for _, p := range s.d.cat.CachedPools() {
@@ -178,9 +176,8 @@ func (d *Driver) placeWith(ctx context.Context, other, q storage.QueueRef, pool 
 		return err
 	}
 	if got != pool {
-		return storage.E("pooling.deadletter", storage.Invalid,
-			"dead-letter queue "+other.Name+" lives on pool "+got+" but queue "+q.Name+" on pool "+pool+
-				"; a dead-letter queue must share its queue's pool (use a new dead-letter queue name)")
+		return storage.E("pooling.deadletter", storage.Invalid, fmt.Errorf("%w: %s is on pool %s, %s on pool %s",
+			storage.ErrDeadLetterPool, other.Name, got, q.Name, pool))
 	}
 	return nil
 }

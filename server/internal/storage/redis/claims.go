@@ -17,9 +17,6 @@ var (
 )
 
 func (s claimStore) Create(ctx context.Context, q storage.QueueRef, opts storage.ClaimOptions) (storage.Claim, error) {
-	if opts.Limit <= 0 || opts.TTL.Milliseconds() <= 0 || opts.Grace < 0 {
-		return storage.Claim{}, storage.E("claims.create", storage.Invalid, "claim limit and ttl must be positive")
-	}
 	now := s.d.nowMS()
 	id := storage.NewID()
 	keys := []string{scope(q), "", indexKey(q.Project), registryKey}
@@ -34,10 +31,10 @@ func (s claimStore) Create(ctx context.Context, q storage.QueueRef, opts storage
 	res, err := claimCreate.Run(ctx, s.d.c, keys, now, id, opts.TTL.Milliseconds(), opts.Grace.Milliseconds(),
 		opts.Limit, maxcc, dlq, dlTTL, keys[1]).Slice()
 	if err != nil {
-		return storage.Claim{}, wrap("claims.create", err)
+		return storage.Claim{}, wrap(storage.OpClaimCreate, err)
 	}
 	if len(res) < 2 {
-		return storage.Claim{}, storage.E("claims.create", storage.Internal, "malformed script reply")
+		return storage.Claim{}, storage.E(storage.OpClaimCreate, storage.Internal, "malformed script reply")
 	}
 	s.d.lapsed(toInt(res[0]))
 	if n := toInt(res[1]); n > 0 {
@@ -57,14 +54,14 @@ var (
 
 func (s claimStore) Get(ctx context.Context, q storage.QueueRef, id string) (storage.Claim, error) {
 	if id == "" {
-		return storage.Claim{}, storage.E("claims.get", storage.NotFound, "no such claim")
+		return storage.Claim{}, storage.E(storage.OpClaimGet, storage.NotFound, storage.ErrNoClaim)
 	}
 	res, err := claimGet.Run(ctx, s.d.c, []string{scope(q)}, s.d.nowMS(), id).Slice()
 	if err != nil {
-		return storage.Claim{}, wrap("claims.get", err)
+		return storage.Claim{}, wrap(storage.OpClaimGet, err)
 	}
 	if len(res) < 2 {
-		return storage.Claim{}, storage.E("claims.get", storage.NotFound, "no such claim")
+		return storage.Claim{}, storage.E(storage.OpClaimGet, storage.NotFound, storage.ErrNoClaim)
 	}
 	return storage.Claim{
 		ID:       id,
@@ -81,22 +78,19 @@ var (
 )
 
 func (s claimStore) Update(ctx context.Context, q storage.QueueRef, id string, ttl, grace time.Duration) error {
-	if ttl.Milliseconds() <= 0 || grace < 0 {
-		return storage.E("claims.update", storage.Invalid, "claim ttl must be positive")
-	}
 	if id == "" {
-		return storage.E("claims.update", storage.NotFound, "no such claim")
+		return storage.E(storage.OpClaimUpdate, storage.NotFound, storage.ErrNoClaim)
 	}
 	res, err := claimUpdate.Run(ctx, s.d.c, []string{scope(q)}, s.d.nowMS(), id, ttl.Milliseconds(), grace.Milliseconds()).Slice()
 	if err != nil {
-		return wrap("claims.update", err)
+		return wrap(storage.OpClaimUpdate, err)
 	}
 	if len(res) != 2 {
-		return storage.E("claims.update", storage.Internal, "malformed script reply")
+		return storage.E(storage.OpClaimUpdate, storage.Internal, "malformed script reply")
 	}
 	s.d.lapsed(toInt(res[0]))
 	if toInt(res[1]) == 0 {
-		return storage.E("claims.update", storage.NotFound, "no such claim")
+		return storage.E(storage.OpClaimUpdate, storage.NotFound, storage.ErrNoClaim)
 	}
 	return nil
 }
@@ -113,7 +107,7 @@ func (s claimStore) Delete(ctx context.Context, q storage.QueueRef, id string) e
 	}
 	res, err := claimRelease.Run(ctx, s.d.c, []string{scope(q)}, s.d.nowMS(), id).Slice()
 	if err != nil {
-		return wrap("claims.delete", err)
+		return wrap(storage.OpClaimDelete, err)
 	}
 	if len(res) > 0 {
 		s.d.lapsed(toInt(res[0]))

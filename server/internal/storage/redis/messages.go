@@ -17,25 +17,19 @@ var (
 )
 
 func (s messageStore) Post(ctx context.Context, q storage.QueueRef, clientID string, msgs []storage.NewMessage) ([]string, error) {
-	if len(msgs) == 0 {
-		return nil, storage.E("messages.post", storage.Invalid, "no messages")
-	}
 	keys := queueKeys(q)
 	args := make([]any, 0, 4+4*len(msgs))
 	args = append(args, s.d.nowMS(), clientID, q.Name, keys[0])
 	ids := make([]string, len(msgs))
 	for i, m := range msgs {
 		ttl := m.TTL.Milliseconds()
-		if ttl <= 0 {
-			return nil, storage.E("messages.post", storage.Invalid, "message ttl must be at least 1ms")
-		}
 		ids[i] = storage.NewID()
 		// The body goes out as []byte: go-redis writes it without a copy.
 		args = append(args, ids[i], ttl, m.Delay.Milliseconds(), []byte(m.Body))
 	}
 	res, err := postScript.Run(ctx, s.d.c, keys, args...).Slice()
 	if err != nil {
-		return nil, wrap("messages.post", err)
+		return nil, wrap(storage.OpMessagePost, err)
 	}
 	if len(res) > 0 {
 		s.d.lapsed(toInt(res[0]))
@@ -57,24 +51,21 @@ func flag(b bool) string {
 }
 
 func (s messageStore) List(ctx context.Context, q storage.QueueRef, opts storage.ListMessagesOptions) ([]storage.Message, string, error) {
-	if opts.Limit <= 0 {
-		return nil, "", storage.E("messages.list", storage.Invalid, "limit must be positive")
-	}
 	marker := "0"
 	if opts.Marker != "" {
 		// A message id is resolved to its position inside the script.
 		if _, err := strconv.ParseUint(opts.Marker, 10, 63); err != nil && !storage.IsMessageID(opts.Marker) {
-			return nil, "", storage.E("messages.list", storage.Invalid, "malformed marker")
+			return nil, "", storage.E(storage.OpMessageList, storage.Invalid, storage.ErrMarker)
 		}
 		marker = opts.Marker
 	}
 	res, err := listScript.Run(ctx, s.d.c, []string{scope(q)}, s.d.nowMS(), marker, opts.Limit, opts.ClientID,
 		flag(opts.Echo), flag(opts.IncludeClaimed), flag(opts.IncludeDelayed)).Slice()
 	if err != nil {
-		return nil, "", wrap("messages.list", err)
+		return nil, "", wrap(storage.OpMessageList, err)
 	}
 	if len(res) == 0 {
-		return nil, "", storage.E("messages.list", storage.Internal, "malformed script reply")
+		return nil, "", storage.E(storage.OpMessageList, storage.Internal, "malformed script reply")
 	}
 	return parseMessages(res[1:]), toString(res[0]), nil
 }
@@ -91,7 +82,7 @@ func (s messageStore) Get(ctx context.Context, q storage.QueueRef, id string) (s
 		return storage.Message{}, err
 	}
 	if len(msgs) == 0 {
-		return storage.Message{}, storage.E("messages.get", storage.NotFound, "no such message")
+		return storage.Message{}, storage.E(storage.OpMessageGet, storage.NotFound, storage.ErrNoMessage)
 	}
 	return msgs[0], nil
 }
@@ -109,7 +100,7 @@ func (s messageStore) GetMany(ctx context.Context, q storage.QueueRef, ids []str
 	}
 	res, err := getScript.Run(ctx, s.d.c, []string{scope(q)}, args...).Slice()
 	if err != nil {
-		return nil, wrap("messages.get", err)
+		return nil, wrap(storage.OpMessageGet, err)
 	}
 	return parseMessages(res), nil
 }
@@ -126,17 +117,17 @@ func (s messageStore) Delete(ctx context.Context, q storage.QueueRef, id, claimI
 	}
 	res, err := deleteScript.Run(ctx, s.d.c, []string{scope(q)}, s.d.nowMS(), id, claimID).Slice()
 	if err != nil {
-		return wrap("messages.delete", err)
+		return wrap(storage.OpMessageDelete, err)
 	}
 	if len(res) != 2 {
-		return storage.E("messages.delete", storage.Internal, "malformed script reply")
+		return storage.E(storage.OpMessageDelete, storage.Internal, "malformed script reply")
 	}
 	s.d.lapsed(toInt(res[0]))
 	switch toInt(res[1]) {
 	case 1:
-		return storage.E("messages.delete", storage.Forbidden, "message is claimed; a claim id is required")
+		return storage.E(storage.OpMessageDelete, storage.Forbidden, storage.ErrClaimed)
 	case 2:
-		return storage.E("messages.delete", storage.Invalid, "message is not held by this claim")
+		return storage.E(storage.OpMessageDelete, storage.Invalid, storage.ErrNotHolder)
 	}
 	return nil
 }
@@ -160,7 +151,7 @@ func (s messageStore) DeleteMany(ctx context.Context, q storage.QueueRef, ids []
 	}
 	res, err := deleteManyScript.Run(ctx, s.d.c, []string{scope(q)}, args...).Slice()
 	if err != nil {
-		return wrap("messages.delete_many", err)
+		return wrap(storage.OpMessageDeleteMany, err)
 	}
 	if len(res) > 0 {
 		s.d.lapsed(toInt(res[0]))
@@ -175,15 +166,12 @@ var (
 )
 
 func (s messageStore) Pop(ctx context.Context, q storage.QueueRef, limit int) ([]storage.Message, error) {
-	if limit <= 0 {
-		return nil, storage.E("messages.pop", storage.Invalid, "limit must be positive")
-	}
 	res, err := popScript.Run(ctx, s.d.c, []string{scope(q)}, s.d.nowMS(), limit).Slice()
 	if err != nil {
-		return nil, wrap("messages.pop", err)
+		return nil, wrap(storage.OpMessagePop, err)
 	}
 	if len(res) == 0 {
-		return nil, storage.E("messages.pop", storage.Internal, "malformed script reply")
+		return nil, storage.E(storage.OpMessagePop, storage.Internal, "malformed script reply")
 	}
 	s.d.lapsed(toInt(res[0]))
 	return parseMessages(res[1:]), nil

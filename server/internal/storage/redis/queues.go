@@ -46,18 +46,18 @@ func queueKeys(q storage.QueueRef) []string {
 }
 
 func (s queueStore) Create(ctx context.Context, q storage.QueueRef, meta storage.Metadata) (bool, error) {
-	js, err := encodeMeta("queues.create", meta)
+	js, err := encodeMeta(storage.OpQueueCreate, meta)
 	if err != nil {
 		return false, err
 	}
 	keys := queueKeys(q)
 	n, err := queueCreate.Run(ctx, s.d.c, keys, js, q.Name, keys[0]).Int64()
-	return n == 1, wrap("queues.create", err)
+	return n == 1, wrap(storage.OpQueueCreate, err)
 }
 
 func (s queueStore) Exists(ctx context.Context, q storage.QueueRef) (bool, error) {
 	n, err := s.d.c.Exists(ctx, scope(q)+":q").Result()
-	return n == 1, wrap("queues.exists", err)
+	return n == 1, wrap(storage.OpQueueExists, err)
 }
 
 func (s queueStore) GetMetadata(ctx context.Context, q storage.QueueRef) (storage.Metadata, error) {
@@ -66,9 +66,9 @@ func (s queueStore) GetMetadata(ctx context.Context, q storage.QueueRef) (storag
 		return storage.Metadata{}, nil
 	}
 	if err != nil {
-		return nil, wrap("queues.get_metadata", err)
+		return nil, wrap(storage.OpQueueGetMetadata, err)
 	}
-	return decodeMeta("queues.get_metadata", js)
+	return decodeMeta(storage.OpQueueGetMetadata, js)
 }
 
 var (
@@ -78,12 +78,12 @@ var (
 )
 
 func (s queueStore) SetMetadata(ctx context.Context, q storage.QueueRef, meta storage.Metadata) error {
-	js, err := encodeMeta("queues.set_metadata", meta)
+	js, err := encodeMeta(storage.OpQueueSetMetadata, meta)
 	if err != nil {
 		return err
 	}
 	keys := queueKeys(q)
-	return wrap("queues.set_metadata", queueSetMetadata.Run(ctx, s.d.c, keys, js, q.Name, keys[0]).Err())
+	return wrap(storage.OpQueueSetMetadata, queueSetMetadata.Run(ctx, s.d.c, keys, js, q.Name, keys[0]).Err())
 }
 
 var (
@@ -95,7 +95,7 @@ var (
 // UpdateMetadata is an optimistic read-modify-write: the new metadata is
 // stored by a script only if the stored text is still what update saw.
 func (s queueStore) UpdateMetadata(ctx context.Context, q storage.QueueRef, update storage.MetadataUpdate) (storage.Metadata, error) {
-	const op = "queues.update_metadata"
+	const op = storage.OpQueueUpdateMetadata
 	key := scope(q)
 	return storage.SwapMetadata(ctx, op, storage.MetadataCAS{
 		Load: func(ctx context.Context) (string, bool, error) {
@@ -122,13 +122,13 @@ var (
 
 func (s queueStore) Delete(ctx context.Context, q storage.QueueRef) error {
 	keys := queueKeys(q)
-	return wrap("queues.delete", queueDelete.Run(ctx, s.d.c, keys, q.Name, keys[0], "0").Err())
+	return wrap(storage.OpQueueDelete, queueDelete.Run(ctx, s.d.c, keys, q.Name, keys[0], "0").Err())
 }
 
 // Purge runs the delete script in its keep-the-queue mode.
 func (s queueStore) Purge(ctx context.Context, q storage.QueueRef) error {
 	keys := queueKeys(q)
-	return wrap("queues.purge", queueDelete.Run(ctx, s.d.c, keys, q.Name, keys[0], "1").Err())
+	return wrap(storage.OpQueuePurge, queueDelete.Run(ctx, s.d.c, keys, q.Name, keys[0], "1").Err())
 }
 
 var (
@@ -138,9 +138,6 @@ var (
 )
 
 func (s queueStore) List(ctx context.Context, project string, opts storage.ListQueuesOptions) ([]storage.QueueInfo, error) {
-	if opts.Limit <= 0 {
-		return nil, storage.E("queues.list", storage.Invalid, "limit must be positive")
-	}
 	detailed := "0"
 	if opts.Detailed {
 		detailed = "1"
@@ -154,15 +151,15 @@ func (s queueStore) List(ctx context.Context, project string, opts storage.ListQ
 		res, err := queueList.Run(ctx, s.d.c, []string{indexKey(project)},
 			marker, opts.Limit-len(out), opts.Name, detailed, projectPrefix(project)).StringSlice()
 		if err != nil {
-			return nil, wrap("queues.list", err)
+			return nil, wrap(storage.OpQueueList, err)
 		}
 		if len(res) == 0 {
-			return nil, storage.E("queues.list", storage.Internal, "malformed script reply")
+			return nil, storage.E(storage.OpQueueList, storage.Internal, "malformed script reply")
 		}
 		for i := 1; i+1 < len(res); i += 2 {
 			info := storage.QueueInfo{Name: res[i]}
 			if opts.Detailed {
-				if info.Metadata, err = decodeMeta("queues.list", res[i+1]); err != nil {
+				if info.Metadata, err = decodeMeta(storage.OpQueueList, res[i+1]); err != nil {
 					return nil, err
 				}
 			}
@@ -185,10 +182,10 @@ var (
 func (s queueStore) Stats(ctx context.Context, q storage.QueueRef) (storage.QueueStats, error) {
 	res, err := queueStats.Run(ctx, s.d.c, []string{scope(q)}, s.d.nowMS()).Slice()
 	if err != nil {
-		return storage.QueueStats{}, wrap("queues.stats", err)
+		return storage.QueueStats{}, wrap(storage.OpQueueStats, err)
 	}
 	if len(res) != 5 {
-		return storage.QueueStats{}, storage.E("queues.stats", storage.Internal, "malformed script reply")
+		return storage.QueueStats{}, storage.E(storage.OpQueueStats, storage.Internal, "malformed script reply")
 	}
 	s.d.lapsed(toInt(res[0]))
 	st := storage.QueueStats{Total: int(toInt(res[1])), Claimed: int(toInt(res[2]))}

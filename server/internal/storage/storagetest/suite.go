@@ -11,7 +11,8 @@
 //		})
 //	}
 //
-// Each case gets a fresh driver from open, its own simulated clock and its
+// Each case gets a fresh driver from open (behind the instrumentation
+// wrapper, which checks arguments for every driver), its own simulated clock and its
 // own random project names, so cases never see each other's data even on a
 // shared backend. After a case the suite deletes every queue the case used
 // and, when the driver implements storage.Inspector, fails the case if
@@ -28,7 +29,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"sluice.dev/server/internal/storage"
+	"sluice.dev/server/internal/storage/instrument"
 )
 
 // Opener returns a driver for one test case, using clock for time (pass
@@ -52,15 +56,26 @@ func Run(t *testing.T, open Opener) {
 	cases = append(cases, metadataCases...)
 	cases = append(cases, listingCases...)
 	cases = append(cases, lifetimeCases...)
+	cases = append(cases, errorKindCases...)
 	cases = append(cases, validationCases...)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			clock := NewClock()
-			e := &env{t: t, ctx: context.Background(), clock: clock, d: open(t, clock), suffix: randomHex(4)}
+			e := &env{t: t, ctx: context.Background(), clock: clock, d: wrap(t, open(t, clock)), suffix: randomHex(4)}
 			defer e.teardown()
 			tc.fn(e)
 		})
 	}
+}
+
+// wrap puts the driver behind the instrumentation wrapper, as the server
+// does: that wrapper is where arguments are checked for every driver.
+func wrap(t *testing.T, d storage.Driver) storage.Driver {
+	w, err := instrument.Wrap(d, "conformance", prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
 }
 
 // env is what a case works with.

@@ -2,6 +2,7 @@ package storagetest
 
 import (
 	"encoding/json"
+	"errors"
 	"time"
 
 	"sluice.dev/server/internal/storage"
@@ -42,7 +43,11 @@ func testBadArguments(e *env) {
 		{"queue list limit 0", func() error { _, err := qs.List(e.ctx, q.Project, storage.ListQueuesOptions{}); return err }},
 	}
 	for _, tc := range cases {
-		e.wantKind(tc.name, tc.call(), kind(storage.Invalid))
+		err := tc.call()
+		e.wantKind(tc.name, err, kind(storage.Invalid))
+		if err != nil && !errors.Is(err, storage.ErrArgument) {
+			e.t.Errorf("%s: %v does not give the reason storage.ErrArgument", tc.name, err)
+		}
 	}
 	// Nothing above changed the queue: the one message, still claimed.
 	if st := e.stats(q); st.Total != 1 || st.Claimed != 1 {

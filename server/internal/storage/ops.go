@@ -1,0 +1,27 @@
+package storage
+
+// Operation names, the op of every *Error a store method returns and the
+// op label of its metrics: one table, so a condition reads the same
+// whichever driver reports it.
+const (
+	OpQueueCreate         = "queues.create"
+	OpQueueExists         = "queues.exists"
+	OpQueueGetMetadata    = "queues.get_metadata"
+	OpQueueSetMetadata    = "queues.set_metadata"
+	OpQueueUpdateMetadata = "queues.update_metadata"
+	OpQueueDelete         = "queues.delete"
+	OpQueueList           = "queues.list"
+	OpQueueStats          = "queues.stats"
+	OpQueuePurge          = "queues.purge"
+	OpMessagePost         = "messages.post"
+	OpMessageList         = "messages.list"
+	OpMessageGet          = "messages.get"
+	OpMessageGetMany      = "messages.get_many"
+	OpMessageDelete       = "messages.delete"
+	OpMessageDeleteMany   = "messages.delete_many"
+	OpMessagePop          = "messages.pop"
+	OpClaimCreate         = "claims.create"
+	OpClaimGet            = "claims.get"
+	OpClaimUpdate         = "claims.update"
+	OpClaimDelete         = "claims.delete"
+)
