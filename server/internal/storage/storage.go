@@ -5,8 +5,10 @@
 // Drivers own correctness under concurrency (a claimed message is never handed
 // to two live claims, a batch post is all-or-nothing) and expiry (an expired
 // message or claim is never returned, without relying on a sweeper). They know
-// nothing of HTTP: validation of limits and defaults happens in the API layer,
-// and the API maps error kinds to status codes in one table.
+// nothing of HTTP: defaults are resolved in the API layer, out-of-range
+// arguments are refused once by the instrumentation wrapper around every
+// driver, and drivers report errors as kinds and reasons (errors.go) that the
+// API words in one table.
 package storage
 
 import (
@@ -154,8 +156,9 @@ type MessageStore interface {
 	// GetMany returns the live messages among ids, skipping unknown ones.
 	GetMany(ctx context.Context, q QueueRef, ids []string) ([]Message, error)
 	// Delete removes a message. A message held by a live claim needs that
-	// claim's id: without one the error kind is Forbidden, with another one
-	// it is Invalid. Deleting an absent message is not an error.
+	// claim's id: without one the error is Forbidden (ErrClaimed), with
+	// another one, or with any claim id for a free message, it is Invalid
+	// (ErrNotHolder). Deleting an absent message is not an error.
 	Delete(ctx context.Context, q QueueRef, id, claimID string) error
 	// DeleteMany removes the given messages that are not held by a live claim
 	// (or are held by claimID when it is not empty), all in one atomic step.
