@@ -7,4 +7,4 @@ import (
 )
 
 // TestModel runs the differential test against the reference model.
-func TestModel(t *testing.T) { storagetest.RunModel(t, open, storagetest.ModelOptions{Checks: 200}) }
+func TestModel(t *testing.T) { storagetest.RunModel(t, open, storagetest.ModelOptions{Checks: 1000}) }

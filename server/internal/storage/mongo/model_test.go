@@ -24,5 +24,5 @@ func TestModel(t *testing.T) {
 		}
 		t.Cleanup(func() { d.Close() })
 		return d
-	}, storagetest.ModelOptions{Checks: 10})
+	}, storagetest.ModelOptions{Checks: 30})
 }

@@ -16,5 +16,5 @@ func TestModel(t *testing.T) {
 	b.register(t)
 	storagetest.RunModel(t, func(t testing.TB, clock storage.Clock) storage.Driver {
 		return openPooled(t, b.catalogURI, storagetest.Options(clock))
-	}, storagetest.ModelOptions{Checks: 15, PlacedDeadLetters: true})
+	}, storagetest.ModelOptions{Checks: 40, PlacedDeadLetters: true})
 }

@@ -8,4 +8,4 @@ import (
 
 // TestModel runs the differential test against the reference model on a
 // real redis-server.
-func TestModel(t *testing.T) { storagetest.RunModel(t, open, storagetest.ModelOptions{Checks: 60}) }
+func TestModel(t *testing.T) { storagetest.RunModel(t, open, storagetest.ModelOptions{Checks: 200}) }
