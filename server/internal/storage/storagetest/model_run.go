@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"sort"
 	"strconv"
 	"sync"
 	"testing"
@@ -149,6 +150,7 @@ func (r *modelRun) actions() map[string]func(*rapid.T) {
 		"deleteMany":   r.deleteMany,
 		"pop":          r.pop,
 		"get":          r.get,
+		"getMany":      r.getMany,
 		"list":         r.list,
 		"stats":        r.stats,
 		"create":       r.create,
@@ -274,6 +276,32 @@ func (r *modelRun) get(t *rapid.T) {
 	}
 }
 
+func (r *modelRun) getMany(t *rapid.T) {
+	if len(r.ids) == 0 {
+		return
+	}
+	q := genQueue.Draw(t, "queue")
+	ids := rapid.SliceOfNDistinct(rapid.SampledFrom(r.ids), 1, 4, rapid.ID[string]).Draw(t, "ids")
+	got, err := r.d.Messages().GetMany(r.ctx, r.ref(q), ids)
+	if err != nil {
+		r.fail("get many: %v", err)
+	}
+	var want []storage.Message
+	for _, id := range ids {
+		if m, k := r.m.get(q, id); k == nil {
+			want = append(want, m)
+		}
+	}
+	// GetMany promises the live messages among ids, in no stated order.
+	sortByID(got)
+	sortByID(want)
+	r.sameMessages(fmt.Sprintf("get many %v", ids), got, want)
+}
+
+func sortByID(msgs []storage.Message) {
+	sort.Slice(msgs, func(i, j int) bool { return msgs[i].ID < msgs[j].ID })
+}
+
 // list walks every page; page boundaries are the driver's business, what
 // the walk returns is not.
 func (r *modelRun) list(t *rapid.T) {
@@ -310,6 +338,13 @@ func (r *modelRun) stats(t *rapid.T) {
 	total, claimed := r.m.stats(q)
 	if st.Total != total || st.Claimed != claimed || st.Free != total-claimed {
 		r.fail("stats %s = %+v, model total %d claimed %d", q, st, total, claimed)
+	}
+	// Oldest and newest by posting order.
+	if all := r.m.list(q, storage.ListMessagesOptions{Echo: true, IncludeClaimed: true, IncludeDelayed: true}); len(all) > 0 {
+		if st.Oldest == nil || st.Newest == nil {
+			r.fail("stats %s of %d messages has no oldest/newest", q, len(all))
+		}
+		r.sameMessages("stats oldest/newest "+q, []storage.Message{*st.Oldest, *st.Newest}, []storage.Message{all[0], all[len(all)-1]})
 	}
 }
 
