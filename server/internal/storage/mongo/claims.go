@@ -38,23 +38,24 @@ func (s claimStore) Create(ctx context.Context, q storage.QueueRef, o storage.Cl
 	// moved: messages this call dead-lettered; a queue that is its own
 	// dead-letter queue must not hand them to this same claim.
 	moved := map[string]bool{}
-	err := d.eachFree(ctx, q, o.Limit, func(doc *msgDoc, now int64) (bool, error) {
+	err := d.eachFree(ctx, q, o.Limit, func(doc *msgDoc, now int64) (outcome, error) {
 		if moved[doc.ID] {
-			return false, nil
+			return lost, nil
 		}
 		if dl := o.DeadLetter; dl.Active() && doc.CC >= dl.MaxClaimCount {
 			moved[doc.ID] = true
-			return false, d.deadLetter(ctx, doc, dl, now)
+			return disposed, d.deadLetter(ctx, doc, dl, now)
 		}
 		e := max(doc.E, now+ms(o.TTL+o.Grace))
 		ok, err := d.writeVersion(ctx, doc, bson.D{
 			{Key: "cl", Value: cid}, {Key: "ce", Value: now + ms(o.TTL)}, {Key: "cc", Value: doc.CC + 1},
 			{Key: "e", Value: e}, {Key: "t", Value: max(doc.T, ms(o.TTL+o.Grace))}, {Key: "x", Value: d.wallExpiry(e)},
 		})
-		if ok {
-			ids = append(ids, doc.ID)
+		if !ok {
+			return lost, err
 		}
-		return ok, err
+		ids = append(ids, doc.ID)
+		return took, err
 	})
 	if err == nil && len(ids) > 0 {
 		var docs []msgDoc

@@ -229,12 +229,13 @@ func (s messageStore) DeleteMany(ctx context.Context, q storage.QueueRef, ids []
 func (s messageStore) Pop(ctx context.Context, q storage.QueueRef, limit int) ([]storage.Message, error) {
 	const op = storage.OpMessagePop
 	var out []storage.Message
-	err := s.d.eachFree(ctx, q, limit, func(doc *msgDoc, now int64) (bool, error) {
+	err := s.d.eachFree(ctx, q, limit, func(doc *msgDoc, now int64) (outcome, error) {
 		ok, err := s.d.deleteVersion(ctx, doc)
-		if ok {
-			out = append(out, doc.message(now))
+		if !ok {
+			return lost, err
 		}
-		return ok, err
+		out = append(out, doc.message(now))
+		return took, err
 	})
 	return out, wrap(op, err)
 }

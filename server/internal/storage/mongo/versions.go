@@ -111,12 +111,30 @@ func (d *Driver) dropLocks(ctx context.Context, ids []string) error {
 	return err
 }
 
+// outcome is what take did with one candidate of eachFree.
+type outcome int
+
+const (
+	lost     outcome = iota // another writer changed it first (or it is to be skipped)
+	took                    // taken: counts towards the limit
+	disposed                // dealt with without taking it (dead-lettered)
+)
+
+// stalledRounds bounds the rounds in which every candidate was lost to
+// concurrent writers; maxRounds bounds one call however much it disposes of
+// (the next call goes on from there).
+const (
+	stalledRounds = 8
+	maxRounds     = 1000
+)
+
 // eachFree offers the queue's oldest free, visible, live messages to take
 // until it has taken limit of them or none is left. Candidates lost to
-// concurrent writers are skipped and replaced by the next ones.
-func (d *Driver) eachFree(ctx context.Context, q storage.QueueRef, limit int, take func(doc *msgDoc, now int64) (bool, error)) error {
-	taken := 0
-	for round := 0; round < 8 && taken < limit; round++ {
+// concurrent writers are skipped and replaced by the next ones; candidates
+// disposed of (dead-lettered) make room for the next ones without counting.
+func (d *Driver) eachFree(ctx context.Context, q storage.QueueRef, limit int, take func(doc *msgDoc, now int64) (outcome, error)) error {
+	taken, stalled := 0, 0
+	for round := 0; round < maxRounds && stalled < stalledRounds && taken < limit; round++ {
 		now := d.now()
 		f := append(queueFilter(q), alive(now), bson.E{Key: "d", Value: bson.M{"$lte": now}}, free(now))
 		docs, err := d.findMessages(ctx, f, options.Find().SetSort(byPosition).SetLimit(int64(limit-taken)))
@@ -126,14 +144,22 @@ func (d *Driver) eachFree(ctx context.Context, q storage.QueueRef, limit int, ta
 		if len(docs) == 0 {
 			return nil
 		}
+		progress := false
 		for i := range docs {
-			ok, err := take(&docs[i], now)
+			o, err := take(&docs[i], now)
 			if err != nil {
 				return err
 			}
-			if ok {
+			switch o {
+			case took:
 				taken++
+				progress = true
+			case disposed:
+				progress = true
 			}
+		}
+		if !progress {
+			stalled++
 		}
 	}
 	return nil

@@ -10,6 +10,31 @@ var deadLetterCases = []testCase{
 	{"DeadLetter/MovedToQueue", testDeadLetterQueue},
 	{"DeadLetter/KeptWithoutQueue", testDeadLetterKeep},
 	{"DeadLetter/IntoItself", testDeadLetterSelf},
+	{"DeadLetter/ManyExhaustedAhead", testDeadLetterManyAhead},
+}
+
+// testDeadLetterManyAhead: however many exhausted messages sit ahead of a
+// claimable one, one claim moves them all and still takes it.
+func testDeadLetterManyAhead(e *env) {
+	q, dlq := e.queue("crowd"), e.queue("crowd-dead")
+	dl := &storage.DeadLetter{MaxClaimCount: 1, Queue: dlq.Name}
+	old := e.post(q, "producer", 30, time.Hour)
+	c, err := e.d.Claims().Create(e.ctx, q, storage.ClaimOptions{TTL: time.Minute, Grace: 0, Limit: 30, DeadLetter: dl})
+	if err != nil || len(c.Messages) != len(old) {
+		e.t.Fatalf("first claim took %d of %d: %v", len(c.Messages), len(old), err)
+	}
+	e.clock.Advance(time.Minute)
+	fresh := e.post(q, "producer", 1, time.Hour)
+	got, err := e.d.Claims().Create(e.ctx, q, storage.ClaimOptions{TTL: time.Minute, Grace: 0, Limit: 1, DeadLetter: dl})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if ids := messageIDs(got.Messages); !equalStrings(ids, fresh) {
+		e.t.Errorf("claim behind %d exhausted messages took %v, want %v", len(old), ids, fresh)
+	}
+	if st := e.stats(dlq); st.Total != len(old) {
+		e.t.Errorf("dead-letter queue holds %d, want %d", st.Total, len(old))
+	}
 }
 
 // claimAndLapse claims everything free in q under the policy and lets the
