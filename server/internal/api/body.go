@@ -94,13 +94,9 @@ func decodeErr(err error) *apiError {
 }
 
 type postedMessage struct {
-	TTL   json.RawMessage `json:"ttl"`
-	Delay json.RawMessage `json:"delay"`
-	Body  json.RawMessage `json:"body"`
-}
-
-type postDocument struct {
-	Messages *[]postedMessage `json:"messages"`
+	TTL   json.RawMessage
+	Delay json.RawMessage
+	Body  json.RawMessage
 }
 
 // messageLimits are the server-wide bounds a post is checked against.
@@ -115,28 +111,20 @@ func parsePostMessages(body []byte, qs queueSettings, lim messageLimits) ([]stor
 	if len(body) > qs.maxPostSize {
 		return nil, badRequest("Message collection size is too large. Max size " + strconv.Itoa(qs.maxPostSize))
 	}
-	trimmed := bytes.TrimLeft(body, " \t\r\n")
-	if len(trimmed) == 0 {
-		return nil, errUnparsable
-	}
-	if trimmed[0] != '{' {
-		if !json.Valid(body) {
-			return nil, errUnparsable
-		}
-		return nil, errNoMessages
-	}
 	posted, fast := decodePostFast(body)
 	if fast {
 		posted = copyBodies(posted)
 	} else {
-		var doc postDocument
-		if err := json.Unmarshal(body, &doc); err != nil {
-			return nil, decodeErr(err)
+		if e := checkJSON(body); e != nil {
+			return nil, e
 		}
-		if doc.Messages == nil {
+		if body[skipWS(body, 0)] == '[' {
 			return nil, errNoMessages
 		}
-		posted = *doc.Messages
+		var e *apiError
+		if posted, e = decodePostSlow(body); e != nil {
+			return nil, e
+		}
 	}
 	if len(posted) == 0 {
 		return nil, errEmptyPost
@@ -150,7 +138,8 @@ func parsePostMessages(body []byte, qs queueSettings, lim messageLimits) ([]stor
 			return nil, errMissingBody
 		}
 		ttls[i] = int64(qs.ttl / time.Second)
-		if p.TTL != nil && !isNull(p.TTL) {
+		// A null ttl or delay is a type error, as in Zaqar (None is no int).
+		if p.TTL != nil {
 			n, ok := jsonInt(p.TTL)
 			if !ok {
 				return nil, typeErr("ttl")
@@ -158,7 +147,7 @@ func parsePostMessages(body []byte, qs queueSettings, lim messageLimits) ([]stor
 			ttls[i] = n
 		}
 		delays[i] = int64(qs.delay / time.Second)
-		if p.Delay != nil && !isNull(p.Delay) {
+		if p.Delay != nil {
 			n, ok := jsonInt(p.Delay)
 			if !ok {
 				return nil, typeErr("delay")
@@ -202,16 +191,16 @@ func copyBodies(posted []postedMessage) []postedMessage {
 	return posted
 }
 
-func isNull(raw json.RawMessage) bool { return string(raw) == "null" }
-
 // claimLimits are the bounds and defaults of claim bodies.
 type claimLimits struct {
 	defTTL, defGrace time.Duration
 	maxTTL, maxGrace time.Duration
 }
 
-// parseClaimBody reads {"ttl", "grace"} of a claim create (ttlRequired
-// false: an empty body means the defaults) or update (ttl required).
+// parseClaimBody reads {"ttl", "grace"} of a claim create or update. Both
+// fields default to the configured claim ttl and grace, as in Zaqar, where
+// `PATCH .../claims/{id}` with `{}` renews with 300 and 60. Only a create
+// may have no body at all (Zaqar parses an update's body unconditionally).
 func parseClaimBody(body []byte, lim claimLimits, update bool) (ttl, grace time.Duration, e *apiError) {
 	ttlS, graceS := int64(lim.defTTL/time.Second), int64(lim.defGrace/time.Second)
 	if len(bytes.TrimSpace(body)) == 0 {
@@ -219,6 +208,9 @@ func parseClaimBody(body []byte, lim claimLimits, update bool) (ttl, grace time.
 			return 0, 0, errUnparsable
 		}
 		return lim.defTTL, lim.defGrace, nil
+	}
+	if e := checkJSON(body); e != nil {
+		return 0, 0, e
 	}
 	var doc map[string]json.RawMessage
 	if err := json.Unmarshal(body, &doc); err != nil {
@@ -233,8 +225,6 @@ func parseClaimBody(body []byte, lim claimLimits, update bool) (ttl, grace time.
 			return 0, 0, typeErr("ttl")
 		}
 		ttlS = n
-	} else if update {
-		return 0, 0, badBody(`Missing "ttl" field.`)
 	}
 	if raw, ok := doc["grace"]; ok {
 		n, ok := jsonInt(raw)
@@ -263,6 +253,9 @@ func parseClaimBody(body []byte, lim claimLimits, update bool) (ttl, grace time.
 // parseJSONDocument decodes a JSON body keeping numbers exact (json.Number),
 // so integers stay integers in stored metadata.
 func parseJSONDocument(body []byte) (any, *apiError) {
+	if e := checkJSON(body); e != nil {
+		return nil, e
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	var v any

@@ -53,7 +53,6 @@ func testRequestErrors(t *testing.T, store func(*config.Options)) {
 		{"claim ttl too small", "POST", "/v2/queues/demo/claims", std(), `{"ttl":10,"grace":60}`, 400, "Invalid API request", "The TTL for a claim may not exceed 43200 seconds, and must be at least 60 seconds long."},
 		{"claim grace too small", "POST", "/v2/queues/demo/claims", std(), `{"ttl":60,"grace":1}`, 400, "Invalid API request", "The grace for a claim may not exceed 43200 seconds, and must be at least 60 seconds long."},
 		{"claim body not object", "POST", "/v2/queues/demo/claims", std(), `[1]`, 400, "Invalid request body", "Document type not supported."},
-		{"claim patch without ttl", "PATCH", "/v2/queues/demo/claims/x", std(), `{"grace":60}`, 400, "Invalid request body", `Missing "ttl" field.`},
 		{"list limit too large", "GET", "/v2/queues/demo/messages?limit=21", std(), "", 400, "Invalid API request", "Limit must be at least 1 and may not be greater than 20."},
 		{"list echo not bool", "GET", "/v2/queues/demo/messages?echo=maybe", std(), "", 400, "Invalid parameter", `The "echo" parameter is invalid. The value of the parameter must be "true" or "false".`},
 		{"queue limit too large", "GET", "/v2/queues?limit=21", std(), "", 400, "Invalid API request", "Limit must be at least 1 and may not be greater than 20."},
