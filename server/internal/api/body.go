@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"time"
@@ -31,9 +32,32 @@ var (
 // readBody reads the request body into the request's reusable buffer,
 // refusing more than max-body-bytes with 413 before or while reading.
 func (s *Server) readBody(r *http.Request, rw *respWriter) ([]byte, *apiError) {
-	limit := s.opts.MaxBodyBytes
+	return readBodyUpTo(r, rw, s.opts.MaxBodyBytes, nil)
+}
+
+// readMetadataBody reads a queue PUT or PATCH body, which Zaqar bounds by
+// max_queue_metadata (checked on Content-Length before reading; here also
+// while reading, so a body without one cannot run past it either).
+func (s *Server) readMetadataBody(r *http.Request, rw *respWriter) ([]byte, *apiError) {
+	return readBodyUpTo(r, rw, int64(s.opts.MaxQueueMetadata), s.metadataTooLarge())
+}
+
+func (s *Server) metadataTooLarge() *apiError {
+	return badRequest("Queue metadata is too large. Max size: " + strconv.Itoa(s.opts.MaxQueueMetadata))
+}
+
+var errBodyTimeout = &apiError{http.StatusRequestTimeout, "Request timeout",
+	"The request body was not received in time."}
+
+// readBodyUpTo reads at most limit bytes; over (nil: 413) answers a body
+// that is larger. A body that stops arriving runs into the listener's read
+// timeout and gets 408.
+func readBodyUpTo(r *http.Request, rw *respWriter, limit int64, over *apiError) ([]byte, *apiError) {
+	if over == nil {
+		over = tooLarge(limit)
+	}
 	if r.ContentLength > limit {
-		return nil, tooLarge(limit)
+		return nil, over
 	}
 	buf := rw.in[:0]
 	if r.ContentLength > 0 && int64(cap(buf)) < r.ContentLength {
@@ -47,7 +71,7 @@ func (s *Server) readBody(r *http.Request, rw *respWriter) ([]byte, *apiError) {
 		buf = buf[:len(buf)+n]
 		if int64(len(buf)) > limit {
 			rw.in = buf[:0]
-			return nil, tooLarge(limit)
+			return nil, over
 		}
 		if err == io.EOF {
 			break
@@ -56,7 +80,11 @@ func (s *Server) readBody(r *http.Request, rw *respWriter) ([]byte, *apiError) {
 			rw.in = buf[:0]
 			var mbe *http.MaxBytesError
 			if errors.As(err, &mbe) {
-				return nil, tooLarge(limit)
+				return nil, over
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				return nil, errBodyTimeout
 			}
 			return nil, badBody("Request body could not be read.")
 		}

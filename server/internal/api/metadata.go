@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 	"sort"
 	"strconv"
@@ -89,7 +90,16 @@ func (s *Server) validateMetadata(meta storage.Metadata) string {
 			return ""
 		}
 		n, isInt := metaInt(v)
-		if !isInt || isJSONFloat(v) {
+		if isJSONFloat(v) {
+			return key + " must be integer."
+		}
+		if num, isNum := v.(json.Number); isNum && !isInt {
+			// An integer beyond int64 is an integer out of range.
+			if _, err := strconv.ParseFloat(string(num), 64); err == nil || errors.Is(err, strconv.ErrRange) {
+				return rangeMsg
+			}
+		}
+		if !isInt {
 			return key + " must be integer."
 		}
 		if !ok(n) {

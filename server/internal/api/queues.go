@@ -125,7 +125,7 @@ func (s *Server) countQueues(c *Call, name string) (int, error) {
 
 // putQueue: PUT /v2/queues/{queue_name} [metadata] -> 201 new, 204 existing.
 func (s *Server) putQueue(w http.ResponseWriter, r *http.Request, c *Call) {
-	body, e := s.readBody(r, c.w)
+	body, e := s.readMetadataBody(r, c.w)
 	if e != nil {
 		s.fail(w, e)
 		return
@@ -184,7 +184,7 @@ func (s *Server) patchQueue(w http.ResponseWriter, r *http.Request, c *Call) {
 		s.fail(w, errPatchMedia)
 		return
 	}
-	body, e := s.readBody(r, c.w)
+	body, e := s.readMetadataBody(r, c.w)
 	if e != nil {
 		s.fail(w, e)
 		return
