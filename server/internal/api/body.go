@@ -37,13 +37,15 @@ func (s *Server) readBody(r *http.Request, rw *respWriter) ([]byte, *apiError) {
 
 // readMetadataBody reads a queue PUT or PATCH body, which Zaqar bounds by
 // max_queue_metadata (checked on Content-Length before reading; here also
-// while reading, so a body without one cannot run past it either).
-func (s *Server) readMetadataBody(r *http.Request, rw *respWriter) ([]byte, *apiError) {
-	return readBodyUpTo(r, rw, int64(s.opts.MaxQueueMetadata), s.metadataTooLarge())
-}
-
-func (s *Server) metadataTooLarge() *apiError {
-	return badRequest("Queue metadata is too large. Max size: " + strconv.Itoa(s.opts.MaxQueueMetadata))
+// while reading, so a body without one cannot run past it either). Zaqar
+// titles the PUT answer "Invalid API request", the PATCH one "Invalid
+// request body".
+func (s *Server) readMetadataBody(r *http.Request, rw *respWriter, patch bool) ([]byte, *apiError) {
+	e := badRequest("Queue metadata is too large. Max size: " + strconv.Itoa(s.opts.MaxQueueMetadata))
+	if patch {
+		e.title = errUnparsable.title
+	}
+	return readBodyUpTo(r, rw, int64(s.opts.MaxQueueMetadata), e)
 }
 
 var errBodyTimeout = &apiError{http.StatusRequestTimeout, "Request timeout",

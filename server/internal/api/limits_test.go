@@ -44,7 +44,7 @@ func TestMetadataBodiesBounded(t *testing.T) {
 	// The result would be small: only the body is too large.
 	big := `[{"op":"add","path":"/metadata/x","value":"` + strings.Repeat("x", 70000) + `"},{"op":"remove","path":"/metadata/x"}]`
 	r := ts.do("PATCH", "/v2/queues/lim", std("Content-Type", patchMediaType), big)
-	if m := r.json(t); r.status != 400 || m["description"] != "Queue metadata is too large. Max size: 65536" {
+	if m := r.json(t); r.status != 400 || m["title"] != "Invalid request body" || m["description"] != "Queue metadata is too large. Max size: 65536" {
 		t.Errorf("PATCH of %d bytes: %d %s", len(big), r.status, r.body)
 	}
 	// Reserved integers beyond int64 are out of range, not "not integers".

@@ -125,7 +125,7 @@ func (s *Server) countQueues(c *Call, name string) (int, error) {
 
 // putQueue: PUT /v2/queues/{queue_name} [metadata] -> 201 new, 204 existing.
 func (s *Server) putQueue(w http.ResponseWriter, r *http.Request, c *Call) {
-	body, e := s.readMetadataBody(r, c.w)
+	body, e := s.readMetadataBody(r, c.w, false)
 	if e != nil {
 		s.fail(w, e)
 		return
@@ -179,14 +179,15 @@ func (s *Server) getQueue(w http.ResponseWriter, r *http.Request, c *Call) {
 
 // patchQueue: PATCH /v2/queues/{queue_name} with a JSON patch of /metadata/<key>.
 func (s *Server) patchQueue(w http.ResponseWriter, r *http.Request, c *Call) {
+	// Zaqar checks the size before the media type.
+	body, e := s.readMetadataBody(r, c.w, true)
+	if e != nil {
+		s.fail(w, e)
+		return
+	}
 	if mediaType(r.Header.Get("Content-Type")) != patchMediaType {
 		w.Header()["Accept-Patch"] = []string{patchMediaType}
 		s.fail(w, errPatchMedia)
-		return
-	}
-	body, e := s.readMetadataBody(r, c.w)
-	if e != nil {
-		s.fail(w, e)
 		return
 	}
 	ops, e := parsePatch(body)
