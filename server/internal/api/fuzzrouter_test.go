@@ -83,7 +83,8 @@ func fuzzServer(t *testing.T) *Server {
 func checkAnswer(t *testing.T, r *http.Request, w *httptest.ResponseRecorder) {
 	t.Helper()
 	code, b := w.Code, w.Body.Bytes()
-	if code >= 500 || code >= 300 && code < 400 {
+	// 300 is Zaqar's versions document at /; any other 3xx is a redirect.
+	if code >= 500 || code > 300 && code < 400 {
 		t.Fatalf("%s %s -> %d %s", r.Method, r.RequestURI, code, b)
 	}
 	if code < 400 {
