@@ -80,6 +80,8 @@ func testRequestErrors(t *testing.T, store func(*config.Options)) {
 		{"metadata too large", "PUT", "/v2/queues/m1", std(), `{"a":"` + strings.Repeat("x", 70000) + `"}`, 400, "Invalid API request", "Queue metadata is too large. Max size: 65536"},
 		{"body over the cap", "POST", "/v2/queues/demo/messages", std(), strings.Repeat(" ", 1<<20+1), 413, "Request entity too large", "The request body may not exceed 1048576 bytes."},
 		{"batch over queue size", "POST", "/v2/queues/demo/messages", std(), `{"messages":[{"body":"` + strings.Repeat("x", 262144) + `"}]}`, 400, "Invalid API request", "Message collection size is too large. Max size 262144"},
+		{"purge without resource types", "POST", "/v2/queues/demo/purge", std(), `{}`, 400, "Invalid API request", `Post body must contain key "resource_types".`},
+		{"purge body not an object", "POST", "/v2/queues/demo/purge", std(), `["messages"]`, 400, "Invalid API request", `Post body must contain key "resource_types".`},
 		{"purge bad type", "POST", "/v2/queues/demo/purge", std(), `{"resource_types":["queues"]}`, 400, "Invalid API request", "Resource types must be a sub set of ['messages', 'subscriptions']."},
 		{"health without admin", "GET", "/v2/health", std(), "", 403, "Not authorized", "You are not authorized to complete this action."},
 	}

@@ -297,28 +297,29 @@ func (s *Server) purgeQueue(w http.ResponseWriter, r *http.Request, c *Call) {
 			s.fail(w, e)
 			return
 		}
-		doc, ok := v.(map[string]any)
-		if !ok {
-			s.fail(w, errDocType)
+		// Zaqar: a body, if any, must name the resource types; no body
+		// purges everything.
+		doc, _ := v.(map[string]any)
+		rt, has := doc["resource_types"]
+		if !has {
+			s.fail(w, errPurgeNoTypes)
 			return
 		}
-		if rt, has := doc["resource_types"]; has {
-			list, ok := rt.([]any)
-			if !ok {
+		list, ok := rt.([]any)
+		if !ok {
+			s.fail(w, errPurgeTypes)
+			return
+		}
+		purgeMessages = false
+		for _, t := range list {
+			switch t {
+			case "messages":
+				purgeMessages = true
+			case "subscriptions":
+				// sluice keeps no subscriptions: nothing to purge.
+			default:
 				s.fail(w, errPurgeTypes)
 				return
-			}
-			purgeMessages = false
-			for _, t := range list {
-				switch t {
-				case "messages":
-					purgeMessages = true
-				case "subscriptions":
-					// sluice keeps no subscriptions: nothing to purge.
-				default:
-					s.fail(w, errPurgeTypes)
-					return
-				}
 			}
 		}
 	}
@@ -330,5 +331,7 @@ func (s *Server) purgeQueue(w http.ResponseWriter, r *http.Request, c *Call) {
 	}
 	writeEmpty(w, http.StatusNoContent)
 }
+
+var errPurgeNoTypes = badRequest(`Post body must contain key "resource_types".`)
 
 var errPurgeTypes = badRequest("Resource types must be a sub set of ['messages', 'subscriptions'].")
