@@ -4,7 +4,8 @@ TEST_TARGETS  += test-server
 
 FUZZTIME ?= 30s
 SERVER_FUZZ_TARGETS = FuzzPostMessages FuzzClaimBody FuzzQueueMetadata FuzzPatch \
-	FuzzListQuery FuzzHeaders FuzzAppendString FuzzRequest FuzzPostFastPath
+	FuzzListQuery FuzzHeaders FuzzAppendString FuzzRequest FuzzPostFastPath \
+	FuzzRouter FuzzCheckJSON
 
 .PHONY: build-server test-server fuzz-server fuzz-model fuzz run-server
 build-server: ## build sluice-server into build/bin

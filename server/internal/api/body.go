@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"time"
@@ -31,9 +32,34 @@ var (
 // readBody reads the request body into the request's reusable buffer,
 // refusing more than max-body-bytes with 413 before or while reading.
 func (s *Server) readBody(r *http.Request, rw *respWriter) ([]byte, *apiError) {
-	limit := s.opts.MaxBodyBytes
+	return readBodyUpTo(r, rw, s.opts.MaxBodyBytes, nil)
+}
+
+// readMetadataBody reads a queue PUT or PATCH body, which Zaqar bounds by
+// max_queue_metadata (checked on Content-Length before reading; here also
+// while reading, so a body without one cannot run past it either). Zaqar
+// titles the PUT answer "Invalid API request", the PATCH one "Invalid
+// request body".
+func (s *Server) readMetadataBody(r *http.Request, rw *respWriter, patch bool) ([]byte, *apiError) {
+	e := badRequest("Queue metadata is too large. Max size: " + strconv.Itoa(s.opts.MaxQueueMetadata))
+	if patch {
+		e.title = errUnparsable.title
+	}
+	return readBodyUpTo(r, rw, int64(s.opts.MaxQueueMetadata), e)
+}
+
+var errBodyTimeout = &apiError{http.StatusRequestTimeout, "Request timeout",
+	"The request body was not received in time."}
+
+// readBodyUpTo reads at most limit bytes; over (nil: 413) answers a body
+// that is larger. A body that stops arriving runs into the listener's read
+// timeout and gets 408.
+func readBodyUpTo(r *http.Request, rw *respWriter, limit int64, over *apiError) ([]byte, *apiError) {
+	if over == nil {
+		over = tooLarge(limit)
+	}
 	if r.ContentLength > limit {
-		return nil, tooLarge(limit)
+		return nil, over
 	}
 	buf := rw.in[:0]
 	if r.ContentLength > 0 && int64(cap(buf)) < r.ContentLength {
@@ -47,7 +73,7 @@ func (s *Server) readBody(r *http.Request, rw *respWriter) ([]byte, *apiError) {
 		buf = buf[:len(buf)+n]
 		if int64(len(buf)) > limit {
 			rw.in = buf[:0]
-			return nil, tooLarge(limit)
+			return nil, over
 		}
 		if err == io.EOF {
 			break
@@ -56,7 +82,11 @@ func (s *Server) readBody(r *http.Request, rw *respWriter) ([]byte, *apiError) {
 			rw.in = buf[:0]
 			var mbe *http.MaxBytesError
 			if errors.As(err, &mbe) {
-				return nil, tooLarge(limit)
+				return nil, over
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				return nil, errBodyTimeout
 			}
 			return nil, badBody("Request body could not be read.")
 		}
@@ -94,13 +124,9 @@ func decodeErr(err error) *apiError {
 }
 
 type postedMessage struct {
-	TTL   json.RawMessage `json:"ttl"`
-	Delay json.RawMessage `json:"delay"`
-	Body  json.RawMessage `json:"body"`
-}
-
-type postDocument struct {
-	Messages *[]postedMessage `json:"messages"`
+	TTL   json.RawMessage
+	Delay json.RawMessage
+	Body  json.RawMessage
 }
 
 // messageLimits are the server-wide bounds a post is checked against.
@@ -115,28 +141,20 @@ func parsePostMessages(body []byte, qs queueSettings, lim messageLimits) ([]stor
 	if len(body) > qs.maxPostSize {
 		return nil, badRequest("Message collection size is too large. Max size " + strconv.Itoa(qs.maxPostSize))
 	}
-	trimmed := bytes.TrimLeft(body, " \t\r\n")
-	if len(trimmed) == 0 {
-		return nil, errUnparsable
-	}
-	if trimmed[0] != '{' {
-		if !json.Valid(body) {
-			return nil, errUnparsable
-		}
-		return nil, errNoMessages
-	}
 	posted, fast := decodePostFast(body)
 	if fast {
 		posted = copyBodies(posted)
 	} else {
-		var doc postDocument
-		if err := json.Unmarshal(body, &doc); err != nil {
-			return nil, decodeErr(err)
+		if e := checkJSON(body); e != nil {
+			return nil, e
 		}
-		if doc.Messages == nil {
+		if body[skipWS(body, 0)] == '[' {
 			return nil, errNoMessages
 		}
-		posted = *doc.Messages
+		var e *apiError
+		if posted, e = decodePostSlow(body); e != nil {
+			return nil, e
+		}
 	}
 	if len(posted) == 0 {
 		return nil, errEmptyPost
@@ -150,7 +168,8 @@ func parsePostMessages(body []byte, qs queueSettings, lim messageLimits) ([]stor
 			return nil, errMissingBody
 		}
 		ttls[i] = int64(qs.ttl / time.Second)
-		if p.TTL != nil && !isNull(p.TTL) {
+		// A null ttl or delay is a type error, as in Zaqar (None is no int).
+		if p.TTL != nil {
 			n, ok := jsonInt(p.TTL)
 			if !ok {
 				return nil, typeErr("ttl")
@@ -158,7 +177,7 @@ func parsePostMessages(body []byte, qs queueSettings, lim messageLimits) ([]stor
 			ttls[i] = n
 		}
 		delays[i] = int64(qs.delay / time.Second)
-		if p.Delay != nil && !isNull(p.Delay) {
+		if p.Delay != nil {
 			n, ok := jsonInt(p.Delay)
 			if !ok {
 				return nil, typeErr("delay")
@@ -202,16 +221,16 @@ func copyBodies(posted []postedMessage) []postedMessage {
 	return posted
 }
 
-func isNull(raw json.RawMessage) bool { return string(raw) == "null" }
-
 // claimLimits are the bounds and defaults of claim bodies.
 type claimLimits struct {
 	defTTL, defGrace time.Duration
 	maxTTL, maxGrace time.Duration
 }
 
-// parseClaimBody reads {"ttl", "grace"} of a claim create (ttlRequired
-// false: an empty body means the defaults) or update (ttl required).
+// parseClaimBody reads {"ttl", "grace"} of a claim create or update. Both
+// fields default to the configured claim ttl and grace, as in Zaqar, where
+// `PATCH .../claims/{id}` with `{}` renews with 300 and 60. Only a create
+// may have no body at all (Zaqar parses an update's body unconditionally).
 func parseClaimBody(body []byte, lim claimLimits, update bool) (ttl, grace time.Duration, e *apiError) {
 	ttlS, graceS := int64(lim.defTTL/time.Second), int64(lim.defGrace/time.Second)
 	if len(bytes.TrimSpace(body)) == 0 {
@@ -219,6 +238,9 @@ func parseClaimBody(body []byte, lim claimLimits, update bool) (ttl, grace time.
 			return 0, 0, errUnparsable
 		}
 		return lim.defTTL, lim.defGrace, nil
+	}
+	if e := checkJSON(body); e != nil {
+		return 0, 0, e
 	}
 	var doc map[string]json.RawMessage
 	if err := json.Unmarshal(body, &doc); err != nil {
@@ -233,8 +255,6 @@ func parseClaimBody(body []byte, lim claimLimits, update bool) (ttl, grace time.
 			return 0, 0, typeErr("ttl")
 		}
 		ttlS = n
-	} else if update {
-		return 0, 0, badBody(`Missing "ttl" field.`)
 	}
 	if raw, ok := doc["grace"]; ok {
 		n, ok := jsonInt(raw)
@@ -263,6 +283,9 @@ func parseClaimBody(body []byte, lim claimLimits, update bool) (ttl, grace time.
 // parseJSONDocument decodes a JSON body keeping numbers exact (json.Number),
 // so integers stay integers in stored metadata.
 func parseJSONDocument(body []byte) (any, *apiError) {
+	if e := checkJSON(body); e != nil {
+		return nil, e
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	var v any

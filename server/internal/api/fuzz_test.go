@@ -183,8 +183,9 @@ func FuzzRequest(f *testing.F) {
 	})
 }
 
-// FuzzPostFastPath checks the one-pass post decoder against encoding/json:
-// whatever it accepts, encoding/json accepts with the same fields.
+// FuzzPostFastPath checks the one-pass post decoder against the strict
+// checker and the encoding/json path: whatever it accepts, they accept with
+// the same fields.
 func FuzzPostFastPath(f *testing.F) {
 	f.Add([]byte(`{"messages":[{"ttl":300,"body":{"a":[1,2.5e3,"x\u00e9"]},"delay":0}]}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
@@ -192,14 +193,17 @@ func FuzzPostFastPath(f *testing.F) {
 		if !ok {
 			return
 		}
-		var doc postDocument
-		if err := json.Unmarshal(body, &doc); err != nil {
-			t.Fatalf("fast path accepted %q, encoding/json: %v", body, err)
+		if e := checkJSON(body); e != nil {
+			t.Fatalf("fast path accepted %q, the checker refuses it: %v", body, e)
 		}
-		if doc.Messages == nil || len(*doc.Messages) != len(fast) {
+		slow, e := decodePostSlow(body)
+		if e != nil {
+			t.Fatalf("fast path accepted %q, the slow path: %v", body, e)
+		}
+		if len(slow) != len(fast) {
 			t.Fatalf("fast path read %d messages from %q", len(fast), body)
 		}
-		for i, m := range *doc.Messages {
+		for i, m := range slow {
 			f := fast[i]
 			if !bytes.Equal(m.Body, f.Body) || !bytes.Equal(m.TTL, f.TTL) || !bytes.Equal(m.Delay, f.Delay) {
 				t.Fatalf("message %d of %q: fast %+v, encoding/json %+v", i, body, f, m)

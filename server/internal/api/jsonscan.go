@@ -1,6 +1,11 @@
 package api
 
-import "bytes"
+import (
+	"bytes"
+	"math"
+	"strconv"
+	"unicode/utf8"
+)
 
 // decodePostFast reads the common shape of a message post,
 // {"messages":[{"ttl":N,"delay":N,"body":V},...]}, in one pass over the
@@ -110,8 +115,8 @@ func scanMessages(b []byte, i int) ([]postedMessage, int, bool) {
 				if !ok {
 					return nil, 0, false
 				}
-				end, ok := skipValue(b, j, 0)
-				if !ok {
+				end, f := skipValue(b, j, 0, maxFastDepth)
+				if f != jsonOK {
 					return nil, 0, false
 				}
 				var dst *[]byte
@@ -161,10 +166,28 @@ func scanMessages(b []byte, i int) ([]postedMessage, int, bool) {
 // maxFastDepth bounds recursion; deeper documents take the slow path.
 const maxFastDepth = 64
 
-// skipValue returns the end of the JSON value starting at i.
-func skipValue(b []byte, i, depth int) (int, bool) {
-	if i >= len(b) || depth > maxFastDepth {
-		return 0, false
+// jsonFault says why a JSON value was refused; the checker turns it into
+// the answer, the fast path just falls back.
+type jsonFault uint8
+
+const (
+	jsonOK jsonFault = iota
+	// jsonSyntax: not JSON at all (or nested deeper than allowed).
+	jsonSyntax
+	// jsonEncoding: invalid UTF-8 or a lone UTF-16 surrogate escape, which
+	// no JSON consumer can decode to the text that was sent.
+	jsonEncoding
+	// jsonRange: a number outside the float64 range (1e400), which most
+	// JSON consumers cannot decode at all.
+	jsonRange
+)
+
+// skipValue returns the end of the JSON value starting at i. It is strict:
+// strings must be valid UTF-8 without lone surrogates and numbers must fit
+// a float64, so whatever it accepts every consumer can read back.
+func skipValue(b []byte, i, depth, maxDepth int) (int, jsonFault) {
+	if i >= len(b) || depth > maxDepth {
+		return 0, jsonSyntax
 	}
 	switch c := b[i]; {
 	case c == '"':
@@ -172,51 +195,51 @@ func skipValue(b []byte, i, depth int) (int, bool) {
 	case c == '{':
 		i = skipWS(b, i+1)
 		if i < len(b) && b[i] == '}' {
-			return i + 1, true
+			return i + 1, jsonOK
 		}
 		for {
-			end, ok := skipString(b, i)
-			if !ok {
-				return 0, false
+			end, f := skipString(b, i)
+			if f != jsonOK {
+				return 0, f
 			}
 			i = skipWS(b, end)
 			if i >= len(b) || b[i] != ':' {
-				return 0, false
+				return 0, jsonSyntax
 			}
-			if i, ok = skipValue(b, skipWS(b, i+1), depth+1); !ok {
-				return 0, false
+			if i, f = skipValue(b, skipWS(b, i+1), depth+1, maxDepth); f != jsonOK {
+				return 0, f
 			}
 			i = skipWS(b, i)
 			if i >= len(b) {
-				return 0, false
+				return 0, jsonSyntax
 			}
 			if b[i] == '}' {
-				return i + 1, true
+				return i + 1, jsonOK
 			}
 			if b[i] != ',' {
-				return 0, false
+				return 0, jsonSyntax
 			}
 			i = skipWS(b, i+1)
 		}
 	case c == '[':
 		i = skipWS(b, i+1)
 		if i < len(b) && b[i] == ']' {
-			return i + 1, true
+			return i + 1, jsonOK
 		}
 		for {
-			var ok bool
-			if i, ok = skipValue(b, i, depth+1); !ok {
-				return 0, false
+			var f jsonFault
+			if i, f = skipValue(b, i, depth+1, maxDepth); f != jsonOK {
+				return 0, f
 			}
 			i = skipWS(b, i)
 			if i >= len(b) {
-				return 0, false
+				return 0, jsonSyntax
 			}
 			if b[i] == ']' {
-				return i + 1, true
+				return i + 1, jsonOK
 			}
 			if b[i] != ',' {
-				return 0, false
+				return 0, jsonSyntax
 			}
 			i = skipWS(b, i+1)
 		}
@@ -229,58 +252,107 @@ func skipValue(b []byte, i, depth int) (int, bool) {
 	case c == '-' || c >= '0' && c <= '9':
 		return skipNumber(b, i)
 	}
-	return 0, false
+	return 0, jsonSyntax
 }
 
-func skipLiteral(b []byte, i int, lit string) (int, bool) {
+func skipLiteral(b []byte, i int, lit string) (int, jsonFault) {
 	if len(b)-i < len(lit) || string(b[i:i+len(lit)]) != lit {
-		return 0, false
+		return 0, jsonSyntax
 	}
-	return i + len(lit), true
+	return i + len(lit), jsonOK
 }
 
-// skipString accepts what encoding/json accepts: no control characters,
-// valid escapes; bytes >= 0x80 pass (invalid UTF-8 is replaced on decode).
-func skipString(b []byte, i int) (int, bool) {
+// skipString accepts what encoding/json accepts (no control characters,
+// valid escapes) minus what it would silently change: invalid UTF-8 and
+// lone surrogate escapes, both of which it replaces with U+FFFD.
+func skipString(b []byte, i int) (int, jsonFault) {
 	if i >= len(b) || b[i] != '"' {
-		return 0, false
+		return 0, jsonSyntax
 	}
 	i++
 	for i < len(b) {
 		c := b[i]
 		switch {
 		case c == '"':
-			return i + 1, true
+			return i + 1, jsonOK
 		case c == '\\':
 			if i+1 >= len(b) {
-				return 0, false
+				return 0, jsonSyntax
 			}
 			switch b[i+1] {
 			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
 				i += 2
 			case 'u':
-				if i+6 > len(b) {
-					return 0, false
-				}
-				for _, h := range b[i+2 : i+6] {
-					if !(h >= '0' && h <= '9' || h >= 'a' && h <= 'f' || h >= 'A' && h <= 'F') {
-						return 0, false
-					}
+				r, ok := hex4(b, i+2)
+				if !ok {
+					return 0, jsonSyntax
 				}
 				i += 6
+				switch {
+				case r >= 0xDC00 && r <= 0xDFFF:
+					return 0, jsonEncoding // low half without a high half
+				case r >= 0xD800 && r <= 0xDBFF:
+					// A high half must be followed by an escaped low half.
+					if i+1 >= len(b) || b[i] != '\\' || b[i+1] != 'u' {
+						return 0, jsonEncoding
+					}
+					lo, ok := hex4(b, i+2)
+					if !ok {
+						return 0, jsonSyntax
+					}
+					if lo < 0xDC00 || lo > 0xDFFF {
+						return 0, jsonEncoding
+					}
+					i += 6
+				}
 			default:
-				return 0, false
+				return 0, jsonSyntax
 			}
 		case c < 0x20:
-			return 0, false
-		default:
+			return 0, jsonSyntax
+		case c < utf8.RuneSelf:
 			i++
+		default:
+			// DecodeRune also refuses overlong forms and UTF-8-encoded
+			// surrogates (RuneError of width 1).
+			r, n := utf8.DecodeRune(b[i:])
+			if r == utf8.RuneError && n == 1 {
+				return 0, jsonEncoding
+			}
+			i += n
 		}
 	}
-	return 0, false
+	return 0, jsonSyntax
 }
 
-func skipNumber(b []byte, i int) (int, bool) {
+// hex4 reads the four hex digits of a \u escape at b[i:].
+func hex4(b []byte, i int) (rune, bool) {
+	if i+4 > len(b) {
+		return 0, false
+	}
+	var r rune
+	for _, h := range b[i : i+4] {
+		switch {
+		case h >= '0' && h <= '9':
+			h -= '0'
+		case h >= 'a' && h <= 'f':
+			h -= 'a' - 10
+		case h >= 'A' && h <= 'F':
+			h -= 'A' - 10
+		default:
+			return 0, false
+		}
+		r = r<<4 | rune(h)
+	}
+	return r, true
+}
+
+// maxExactDigits: an integer with more digits than this may exceed the
+// float64 range (1.8e308); shorter ones without an exponent never do.
+const maxExactDigits = 308
+
+func skipNumber(b []byte, i int) (int, jsonFault) {
+	start := i
 	if b[i] == '-' {
 		i++
 	}
@@ -293,27 +365,37 @@ func skipNumber(b []byte, i int) (int, bool) {
 		return n
 	}
 	if i >= len(b) {
-		return 0, false
+		return 0, jsonSyntax
 	}
+	intDigits := 1
 	if b[i] == '0' {
 		i++
-	} else if digits() == 0 {
-		return 0, false
+	} else if intDigits = digits(); intDigits == 0 {
+		return 0, jsonSyntax
 	}
 	if i < len(b) && b[i] == '.' {
 		i++
 		if digits() == 0 {
-			return 0, false
+			return 0, jsonSyntax
 		}
 	}
+	exp := false
 	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		exp = true
 		i++
 		if i < len(b) && (b[i] == '+' || b[i] == '-') {
 			i++
 		}
 		if digits() == 0 {
-			return 0, false
+			return 0, jsonSyntax
 		}
 	}
-	return i, true
+	// Digits are kept as sent (big integers stay exact); only a value no
+	// float64 can hold at all is refused.
+	if exp || intDigits > maxExactDigits {
+		if f, _ := strconv.ParseFloat(string(b[start:i]), 64); math.IsInf(f, 0) {
+			return 0, jsonRange
+		}
+	}
+	return i, jsonOK
 }

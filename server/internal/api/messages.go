@@ -83,25 +83,48 @@ func (s *Server) postMessages(w http.ResponseWriter, r *http.Request, c *Call) {
 		return
 	}
 	base := queuePath(c.queue)
-	loc := make([]byte, 0, len(base)+14+37*len(ids))
-	loc = append(loc, base...)
-	loc = append(loc, "/messages?ids="...)
 	b := c.w.out[:0]
 	b = append(b, `{"resources":[`...)
 	for i, id := range ids {
 		if i > 0 {
-			loc = append(loc, ',')
 			b = append(b, ',')
 		}
-		loc = append(loc, id...)
 		b = append(b, '"')
 		b = appendHref(b, base, id, "")
 		b = append(b, '"')
 	}
 	b = append(b, "]}"...)
 	c.w.out = b
-	w.Header()["Location"] = []string{string(loc)}
+	w.Header()["Location"] = []string{postLocation(base, ids)}
 	writeRaw(w, http.StatusCreated, b)
+}
+
+// maxLocationBytes bounds the Location of a message post. Zaqar lists
+// every id there (?ids=a,b,...); a batch of thousands of small messages
+// would make a header of hundreds of KB, which proxies (nginx: 4-8 KB for
+// all headers) and clients (Python's http.client: 64 KB a line) refuse.
+// About 100 ids fit; a larger batch gets the messages collection as its
+// Location, its ids being in the body's "resources" either way.
+const maxLocationBytes = 4096
+
+func postLocation(base string, ids []string) string {
+	n := len(base) + len("/messages?ids=")
+	for _, id := range ids {
+		n += len(id) + 1
+	}
+	if n > maxLocationBytes {
+		return base + "/messages"
+	}
+	loc := make([]byte, 0, n)
+	loc = append(loc, base...)
+	loc = append(loc, "/messages?ids="...)
+	for i, id := range ids {
+		if i > 0 {
+			loc = append(loc, ',')
+		}
+		loc = append(loc, id...)
+	}
+	return string(loc)
 }
 
 // listMessages: GET /v2/queues/{queue_name}/messages[?ids=...].

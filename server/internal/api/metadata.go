@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 	"sort"
 	"strconv"
@@ -89,7 +90,16 @@ func (s *Server) validateMetadata(meta storage.Metadata) string {
 			return ""
 		}
 		n, isInt := metaInt(v)
-		if !isInt || isJSONFloat(v) {
+		if isJSONFloat(v) {
+			return key + " must be integer."
+		}
+		if num, isNum := v.(json.Number); isNum && !isInt {
+			// An integer beyond int64 is an integer out of range.
+			if _, err := strconv.ParseFloat(string(num), 64); err == nil || errors.Is(err, strconv.ErrRange) {
+				return rangeMsg
+			}
+		}
+		if !isInt {
 			return key + " must be integer."
 		}
 		if !ok(n) {
@@ -193,14 +203,18 @@ func parsePatch(body []byte) ([]patchOp, *apiError) {
 		if !ok {
 			return nil, badBody("Operations must be JSON objects.")
 		}
-		op, _ := obj["op"].(string)
+		rawOp, has := obj["op"]
+		if !has || rawOp == nil {
+			return nil, badBody("Unable to find `op` in JSON Schema change. It must be one of the following: add, remove, replace.")
+		}
+		op, _ := rawOp.(string)
 		if op != "add" && op != "remove" && op != "replace" {
 			return nil, badBody("Invalid operation: `" + strings.TrimSpace(jsonText(obj["op"])) +
 				"`. It must be one of the following: add, remove, replace.")
 		}
 		path, ok := obj["path"].(string)
 		if !ok {
-			return nil, badBody(`Missing "path" field.`)
+			return nil, badBody("Unable to find 'path' in JSON Schema change")
 		}
 		key, ok := metadataPointer(path)
 		if !ok {
@@ -208,7 +222,7 @@ func parsePatch(body []byte) ([]patchOp, *apiError) {
 		}
 		value, has := obj["value"]
 		if op != "remove" && !has {
-			return nil, badBody(`Missing "value" field.`)
+			return nil, badBody(`Operation "` + op + `" requires a member named "value".`)
 		}
 		ops = append(ops, patchOp{op: op, key: key, value: value})
 	}

@@ -59,7 +59,8 @@ func TestParsePostMessages(t *testing.T) {
 		{"defaults", `{"messages":[{"body":1}]}`, []time.Duration{time.Hour}, []time.Duration{5 * time.Second}, []string{"1"}},
 		{"explicit", `{"messages":[{"ttl":60,"delay":0,"body":{"a":[1,"x"]}},{"ttl":1209600,"delay":900,"body":"s"}]}`,
 			[]time.Duration{time.Minute, 1209600 * time.Second}, []time.Duration{0, 900 * time.Second}, []string{`{"a":[1,"x"]}`, `"s"`}},
-		{"null body and ttl", `{"messages":[{"ttl":null,"body":null}]}`, []time.Duration{time.Hour}, []time.Duration{5 * time.Second}, []string{"null"}},
+		{"null body", `{"messages":[{"body":null}]}`, []time.Duration{time.Hour}, []time.Duration{5 * time.Second}, []string{"null"}},
+		{"duplicate keys: the last wins", `{"messages":[{"body":1,"body":2,"ttl":61,"ttl":62}]}`, []time.Duration{62 * time.Second}, []time.Duration{5 * time.Second}, []string{"2"}},
 		{"extra fields ignored", `{"x":1,"messages":[{"body":true,"other":2}]}`, []time.Duration{time.Hour}, []time.Duration{5 * time.Second}, []string{"true"}},
 	}
 	for _, tc := range ok {
@@ -81,7 +82,10 @@ func TestParsePostMessages(t *testing.T) {
 		{"trailing garbage", `{"messages":[{"body":1}]} x`, "Request body could not be parsed."},
 		{"array", `[{"body":1}]`, "No messages were found in the request body."},
 		{"no messages", `{}`, "No messages were found in the request body."},
-		{"messages null", `{"messages":null}`, "No messages were found in the request body."},
+		{"messages null", `{"messages":null}`, "Document type not supported."},
+		{"ttl null", `{"messages":[{"ttl":null,"body":1}]}`, `The value of the "ttl" field must be a int.`},
+		{"delay null", `{"messages":[{"delay":null,"body":1}]}`, `The value of the "delay" field must be a int.`},
+		{"scalar document", `5`, "Request body could not be parsed."},
 		{"messages object", `{"messages":{}}`, "Document type not supported."},
 		{"message not object", `{"messages":[1]}`, "Document type not supported."},
 		{"empty list", `{"messages":[]}`, "No messages to enqueu."},
@@ -118,7 +122,8 @@ func TestParseClaimBody(t *testing.T) {
 		{"ttl only", `{"ttl":120}`, false, 120 * time.Second, 60 * time.Second, ""},
 		{"both", `{"ttl":43200,"grace":43200}`, false, 43200 * time.Second, 43200 * time.Second, ""},
 		{"update short grace", `{"ttl":120,"grace":30}`, true, 120 * time.Second, 30 * time.Second, ""},
-		{"update without ttl", `{"grace":30}`, true, 0, 0, `Missing "ttl"`},
+		{"update without ttl", `{"grace":30}`, true, 300 * time.Second, 30 * time.Second, ""},
+		{"update empty object", `{}`, true, 300 * time.Second, 60 * time.Second, ""},
 		{"update empty", ``, true, 0, 0, "could not be parsed"},
 		{"ttl small", `{"ttl":59}`, false, 0, 0, "TTL for a claim"},
 		{"ttl large", `{"ttl":43201}`, false, 0, 0, "TTL for a claim"},
@@ -126,7 +131,7 @@ func TestParseClaimBody(t *testing.T) {
 		{"ttl float", `{"ttl":60.0}`, false, 0, 0, `"ttl" field must be a int`},
 		{"grace string", `{"grace":"60"}`, false, 0, 0, `"grace" field must be a int`},
 		{"array", `[]`, false, 0, 0, "Document type"},
-		{"null", `null`, false, 0, 0, "Document type"},
+		{"null", `null`, false, 0, 0, "could not be parsed"},
 		{"broken", `{"ttl":`, false, 0, 0, "could not be parsed"},
 	}
 	for _, tc := range cases {

@@ -116,6 +116,13 @@ func decodeStrict(body []byte, v any) *apiError {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return badBody("Missing request body.")
 	}
+	// Syntax errors are left to the decoder, which names them.
+	if e := checkJSON(body); e != nil && (e == errNumberRange || json.Valid(body)) {
+		return e
+	}
+	if e := checkKeys(body, v); e != nil {
+		return e
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	dec.UseNumber()

@@ -126,7 +126,7 @@ func (s *Server) countQueues(c *Call, name string) (int, error) {
 
 // putQueue: PUT /v2/queues/{queue_name} [metadata] -> 201 new, 204 existing.
 func (s *Server) putQueue(w http.ResponseWriter, r *http.Request, c *Call) {
-	body, e := s.readBody(r, c.w)
+	body, e := s.readMetadataBody(r, c.w, false)
 	if e != nil {
 		s.fail(w, e)
 		return
@@ -180,14 +180,15 @@ func (s *Server) getQueue(w http.ResponseWriter, r *http.Request, c *Call) {
 
 // patchQueue: PATCH /v2/queues/{queue_name} with a JSON patch of /metadata/<key>.
 func (s *Server) patchQueue(w http.ResponseWriter, r *http.Request, c *Call) {
+	// Zaqar checks the size before the media type.
+	body, e := s.readMetadataBody(r, c.w, true)
+	if e != nil {
+		s.fail(w, e)
+		return
+	}
 	if mediaType(r.Header.Get("Content-Type")) != patchMediaType {
 		w.Header()["Accept-Patch"] = []string{patchMediaType}
 		s.fail(w, errPatchMedia)
-		return
-	}
-	body, e := s.readBody(r, c.w)
-	if e != nil {
-		s.fail(w, e)
 		return
 	}
 	ops, e := parsePatch(body)
@@ -289,28 +290,29 @@ func (s *Server) purgeQueue(w http.ResponseWriter, r *http.Request, c *Call) {
 			s.fail(w, e)
 			return
 		}
-		doc, ok := v.(map[string]any)
-		if !ok {
-			s.fail(w, errDocType)
+		// Zaqar: a body, if any, must name the resource types; no body
+		// purges everything.
+		doc, _ := v.(map[string]any)
+		rt, has := doc["resource_types"]
+		if !has {
+			s.fail(w, errPurgeNoTypes)
 			return
 		}
-		if rt, has := doc["resource_types"]; has {
-			list, ok := rt.([]any)
-			if !ok {
+		list, ok := rt.([]any)
+		if !ok {
+			s.fail(w, errPurgeTypes)
+			return
+		}
+		purgeMessages = false
+		for _, t := range list {
+			switch t {
+			case "messages":
+				purgeMessages = true
+			case "subscriptions":
+				// sluice keeps no subscriptions: nothing to purge.
+			default:
 				s.fail(w, errPurgeTypes)
 				return
-			}
-			purgeMessages = false
-			for _, t := range list {
-				switch t {
-				case "messages":
-					purgeMessages = true
-				case "subscriptions":
-					// sluice keeps no subscriptions: nothing to purge.
-				default:
-					s.fail(w, errPurgeTypes)
-					return
-				}
 			}
 		}
 	}
@@ -322,5 +324,7 @@ func (s *Server) purgeQueue(w http.ResponseWriter, r *http.Request, c *Call) {
 	}
 	writeEmpty(w, http.StatusNoContent)
 }
+
+var errPurgeNoTypes = badRequest(`Post body must contain key "resource_types".`)
 
 var errPurgeTypes = badRequest("Resource types must be a sub set of ['messages', 'subscriptions'].")

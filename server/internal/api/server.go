@@ -111,7 +111,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header()["X-Openstack-Request-Id"] = []string{id}
 	inFlight := s.m.InFlight()
 	inFlight.Inc()
-	s.mux.ServeHTTP(rw, r)
+	s.route(rw, r)
 	inFlight.Dec()
 	if !rw.wrote {
 		rw.WriteHeader(http.StatusOK)

@@ -73,9 +73,15 @@ type Options struct {
 	DrainDelay time.Duration
 	// ShutdownTimeout bounds the wait for in-flight requests after that.
 	ShutdownTimeout time.Duration
-	// ReadHeaderTimeout and IdleTimeout protect the listener from slow clients.
+	// ReadHeaderTimeout, ReadTimeout and IdleTimeout protect the listener
+	// from slow clients: the time to send the headers, the whole request
+	// (headers and body; a body shorter than its Content-Length gets 408
+	// once it passes), and how long a keep-alive connection may sit idle.
 	ReadHeaderTimeout time.Duration
+	ReadTimeout       time.Duration
 	IdleTimeout       time.Duration
+	// MaxHeaderBytes caps the request line and headers; larger get 431.
+	MaxHeaderBytes int
 }
 
 // Defaults returns the options sluice-server runs with when told nothing.
@@ -107,7 +113,9 @@ func Defaults() Options {
 		DrainDelay:          5 * time.Second,
 		ShutdownTimeout:     25 * time.Second,
 		ReadHeaderTimeout:   10 * time.Second,
+		ReadTimeout:         60 * time.Second,
 		IdleTimeout:         120 * time.Second,
+		MaxHeaderBytes:      64 << 10,
 	}
 }
 
@@ -187,11 +195,18 @@ func (o *Options) Validate() error {
 		"start-timeout":       o.StartTimeout,
 		"shutdown-timeout":    o.ShutdownTimeout,
 		"read-header-timeout": o.ReadHeaderTimeout,
+		"read-timeout":        o.ReadTimeout,
 		"idle-timeout":        o.IdleTimeout,
 	} {
 		if d <= 0 {
 			bad("%s: %v must be positive", name, d)
 		}
+	}
+	if o.ReadTimeout < o.ReadHeaderTimeout {
+		bad("read-timeout: %v must be at least read-header-timeout (%v)", o.ReadTimeout, o.ReadHeaderTimeout)
+	}
+	if o.MaxHeaderBytes < 4096 || o.MaxHeaderBytes > 1<<20 {
+		bad("max-header-bytes: %d must be in 4096..1048576", o.MaxHeaderBytes)
 	}
 	sort.Slice(errs, func(i, j int) bool { return errs[i].Error() < errs[j].Error() })
 	return errors.Join(errs...)

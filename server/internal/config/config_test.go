@@ -111,6 +111,9 @@ func TestValidate(t *testing.T) {
 		{"page", func(o *Options) { o.MaxMessagesPerPage = 0 }, "max-messages-per-page"},
 		{"negative drain", func(o *Options) { o.DrainDelay = -time.Second }, "drain-delay"},
 		{"zero timeout", func(o *Options) { o.StorageTimeout = 0 }, "storage-timeout"},
+		{"read timeout below header timeout", func(o *Options) { o.ReadTimeout = time.Second }, "read-timeout"},
+		{"zero read timeout", func(o *Options) { o.ReadTimeout = 0 }, "read-timeout"},
+		{"header cap", func(o *Options) { o.MaxHeaderBytes = 100 }, "max-header-bytes"},
 		{"token equals admin", func(o *Options) { o.Tokens = map[string]string{"t": "p"}; o.AdminToken = "t" }, "admin token"},
 	}
 	for _, tc := range cases {

@@ -184,6 +184,10 @@ var options = func() []option {
 	add("shutdown-timeout", "wait this long for in-flight requests after the drain delay", s, g)
 	s, g = duration(func(o *Options) *time.Duration { return &o.ReadHeaderTimeout })
 	add("read-header-timeout", "time allowed to read request headers", s, g)
+	s, g = duration(func(o *Options) *time.Duration { return &o.ReadTimeout })
+	add("read-timeout", "time allowed to read a whole request, body included (408 past it)", s, g)
+	s, g = integer(func(o *Options) *int { return &o.MaxHeaderBytes })
+	add("max-header-bytes", "largest request line and headers in bytes (431 past it)", s, g)
 	s, g = duration(func(o *Options) *time.Duration { return &o.IdleTimeout })
 	add("idle-timeout", "keep-alive connections idle longer are closed", s, g)
 	return o

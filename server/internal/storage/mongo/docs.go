@@ -94,6 +94,6 @@ func decodeMeta(s string) (storage.Metadata, error) {
 	if s == "" {
 		return meta, nil
 	}
-	err := json.Unmarshal([]byte(s), &meta)
+	err := storage.DecodeMetadata([]byte(s), &meta)
 	return meta, err
 }

@@ -34,7 +34,7 @@ func decodeMeta(op, s string) (storage.Metadata, error) {
 	if s == "" {
 		return meta, nil
 	}
-	if err := json.Unmarshal([]byte(s), &meta); err != nil {
+	if err := storage.DecodeMetadata([]byte(s), &meta); err != nil {
 		return nil, storage.E(op, storage.Internal, err)
 	}
 	return meta, nil

@@ -1,8 +1,10 @@
 package storagetest
 
 import (
+	"encoding/json"
 	"fmt"
 	"reflect"
+	"strconv"
 	"time"
 
 	"sluice.dev/server/internal/storage"
@@ -27,7 +29,12 @@ func testQueueCreate(e *env) {
 	if err != nil || len(meta) != 0 {
 		e.t.Errorf("GetMetadata of absent queue = %v, %v; want empty", meta, err)
 	}
-	want := storage.Metadata{"_default_message_ttl": float64(3600), "nested": map[string]any{"a": []any{float64(1), "x"}}}
+	// Numbers come from the API as json.Number and must come back with
+	// the same text: no float64 round trip (9007199254740993 would read
+	// back as ...992, 1E+2 as 100).
+	want := storage.Metadata{"_default_message_ttl": json.Number("3600"), "nested": map[string]any{"a": []any{json.Number("1"), "x"}},
+		"big": json.Number("9007199254740993"), "huge": json.Number("123456789012345678901234567890"), "exp": json.Number("1E+2"),
+		"neg0": json.Number("-0")}
 	created, err := qs.Create(e.ctx, q, want)
 	if err != nil || !created {
 		e.t.Fatalf("Create = %v, %v; want created", created, err)
@@ -79,7 +86,7 @@ func testQueueList(e *env) {
 	for i := 0; i < 7; i++ {
 		n := fmt.Sprintf("q%02d", 6-i) // created out of order; listed sorted
 		names = append([]string{n}, names...)
-		if _, err := qs.Create(e.ctx, e.queue(n), storage.Metadata{"i": float64(6 - i)}); err != nil {
+		if _, err := qs.Create(e.ctx, e.queue(n), storage.Metadata{"i": json.Number(strconv.Itoa(6 - i))}); err != nil {
 			e.t.Fatal(err)
 		}
 	}
@@ -113,7 +120,7 @@ func testQueueList(e *env) {
 		e.t.Errorf("paged listing = %v, want %v", got, names)
 	}
 	infos, err := qs.List(e.ctx, project, storage.ListQueuesOptions{Marker: "q02", Limit: 2, Detailed: true})
-	if err != nil || len(infos) != 2 || infos[0].Name != "q03" || infos[0].Metadata["i"] != float64(3) {
+	if err != nil || len(infos) != 2 || infos[0].Name != "q03" || infos[0].Metadata["i"] != json.Number("3") {
 		e.t.Errorf("detailed listing after q02 = %+v, %v", infos, err)
 	}
 	infos, err = qs.List(e.ctx, project, storage.ListQueuesOptions{Limit: 10, Name: "05"})
@@ -128,7 +135,7 @@ func testQueueList(e *env) {
 func testQueueDelete(e *env) {
 	qs := e.d.Queues()
 	q := e.queue("doomed")
-	if _, err := qs.Create(e.ctx, q, storage.Metadata{"x": float64(1)}); err != nil {
+	if _, err := qs.Create(e.ctx, q, storage.Metadata{"x": json.Number("1")}); err != nil {
 		e.t.Fatal(err)
 	}
 	e.post(q, "c", 3, time.Hour)

@@ -1,0 +1,97 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"reflect"
+	"strings"
+)
+
+// maxCheckDepth is how deeply request documents may nest; it is the bound
+// encoding/json itself applies.
+const maxCheckDepth = 10000
+
+var (
+	errNumberRange = badBody("JSON contains a number that is too large.")
+	errUnknownKey  = func(key string) *apiError { return badBody(`Malformed JSON body: json: unknown field "` + key + `"`) }
+)
+
+// checkJSON is the one gate every request document passes before it is
+// decoded or stored. Zaqar (Python's json) refuses bytes that are not
+// UTF-8 and documents that are neither an object nor an array; sluice also
+// refuses what it could not hand back unchanged: lone surrogate escapes and
+// numbers beyond the float64 range. Duplicate keys are allowed: the last
+// one wins, as in Python and in encoding/json.
+func checkJSON(body []byte) *apiError {
+	i := skipWS(body, 0)
+	if i >= len(body) || body[i] != '{' && body[i] != '[' {
+		return errUnparsable
+	}
+	end, f := skipValue(body, i, 0, maxCheckDepth)
+	if f == jsonOK && skipWS(body, end) != len(body) {
+		f = jsonSyntax
+	}
+	switch f {
+	case jsonOK:
+		return nil
+	case jsonRange:
+		return errNumberRange
+	}
+	return errUnparsable
+}
+
+// decodePostSlow decodes a message post that the fast path did not take,
+// matching keys exactly as Zaqar does (encoding/json's struct decoding
+// would also accept "MESSAGES" or "Body"). body has passed checkJSON.
+func decodePostSlow(body []byte) ([]postedMessage, *apiError) {
+	var doc map[string]json.RawMessage
+	if err := json.Unmarshal(body, &doc); err != nil {
+		return nil, decodeErr(err)
+	}
+	raw, has := doc["messages"]
+	if !has {
+		return nil, errNoMessages
+	}
+	var list []json.RawMessage
+	if err := json.Unmarshal(raw, &list); err != nil || list == nil {
+		return nil, errDocType // Zaqar: "messages" must be a JSON array
+	}
+	out := make([]postedMessage, len(list))
+	for i, item := range list {
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(item, &m); err != nil {
+			return nil, errDocType
+		}
+		// Unknown keys are ignored, as Zaqar's sanitize drops them.
+		out[i] = postedMessage{TTL: m["ttl"], Delay: m["delay"], Body: m["body"]}
+	}
+	return out, nil
+}
+
+// checkKeys refuses top-level keys of a JSON object that are not exactly
+// one of the json tags of the struct v points to: encoding/json matches
+// struct fields case-insensitively, Zaqar matches keys exactly.
+func checkKeys(body []byte, v any) *apiError {
+	var doc map[string]json.RawMessage
+	if err := json.Unmarshal(body, &doc); err != nil {
+		return nil // not an object: the struct decode words the error
+	}
+	t := reflect.TypeOf(v).Elem()
+	for key := range doc {
+		known := false
+		for i := 0; i < t.NumField(); i++ {
+			name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+			if name == key {
+				known = true
+				break
+			}
+		}
+		if !known {
+			return errUnknownKey(key)
+		}
+	}
+	return nil
+}
+
+// isNull reports whether a raw JSON value is the literal null.
+func isNull(raw json.RawMessage) bool { return string(bytes.TrimSpace(raw)) == "null" }
