@@ -11,7 +11,7 @@ import (
 // call fails as an unreachable backend.
 
 func (downDriver) Subscriptions() storage.SubscriptionStore { return downSubs{} }
-func (downDriver) Deliveries() storage.DeliveryStore       { return downDeliveries{} }
+func (downDriver) Deliveries() storage.DeliveryStore        { return downDeliveries{} }
 
 type downSubs struct{}
 
