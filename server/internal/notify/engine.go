@@ -66,10 +66,10 @@ type Engine struct {
 	wake chan struct{}
 
 	mu     sync.Mutex
-	held   int                      // deliveries leased and not yet settled
-	active map[string]*subscriberQ  // by subscriber URI
-	sends  sync.WaitGroup           // running sends
-	confs  chan struct{}            // bounds concurrent confirmation requests
+	held   int                     // deliveries leased and not yet settled
+	active map[string]*subscriberQ // by subscriber URI
+	sends  sync.WaitGroup          // running sends
+	confs  chan struct{}           // bounds concurrent confirmation requests
 }
 
 // subscriberQ is what one subscriber has in flight and waiting.

@@ -105,43 +105,43 @@ func stats(t *testing.T, drv storage.Driver, q storage.QueueRef) storage.Deliver
 // sends them, plus the delivery id and the signature.
 func TestWebhookAsZaqarSendsIt(t *testing.T) {
 	drivers(t, func(t *testing.T, drv storage.Driver) {
-		rcv := newReceiver(t)
+		rcv := testutil.StartWebhook(t)
 		q := storage.QueueRef{Project: "p", Name: "sq"}
-		sid := subscribe(t, drv, q, rcv.url("/hook"), storage.Metadata{"secret": "s3cr3t", "post_headers": map[string]any{"X-Extra": "1"}})
-		plain := subscribe(t, drv, q, "trust+"+rcv.url("/plain"), nil)
+		sid := subscribe(t, drv, q, rcv.URL("/hook"), storage.Metadata{"secret": "s3cr3t", "post_headers": map[string]any{"X-Extra": "1"}})
+		plain := subscribe(t, drv, q, "trust+"+rcv.URL("/plain"), nil)
 		obs := &counter{}
 		e := startEngine(t, drv, testOptions(), obs)
 		ids := post(t, drv, q, 300*time.Second, `{"event":"created","n":1}`)
 		e.Wake()
-		eventually(t, 10*time.Second, "two requests", func() bool { return len(rcv.received()) == 2 })
+		testutil.Eventually(t, 10*time.Second, "two requests", func() bool { return len(rcv.Received()) == 2 })
 		want := `{"ttl": 300, "body": {"event":"created","n":1}, "Message_Type": "Notification", "queue_name": "sq"}`
-		for _, g := range rcv.received() {
-			if string(g.body) != want {
-				t.Errorf("body %s, want %s", g.body, want)
+		for _, g := range rcv.Received() {
+			if string(g.Body) != want {
+				t.Errorf("body %s, want %s", g.Body, want)
 			}
-			if g.header.Get("Content-Type") != "application/json" || g.header.Get("Accept") != "*/*" {
-				t.Errorf("headers %v", g.header)
+			if g.Header.Get("Content-Type") != "application/json" || g.Header.Get("Accept") != "*/*" {
+				t.Errorf("headers %v", g.Header)
 			}
-			switch g.path {
+			switch g.Path {
 			case "/hook":
-				if g.header.Get(HeaderDelivery) != ids[0]+"."+sid {
-					t.Errorf("delivery id %q, want %q", g.header.Get(HeaderDelivery), ids[0]+"."+sid)
+				if g.Header.Get(HeaderDelivery) != ids[0]+"."+sid {
+					t.Errorf("delivery id %q, want %q", g.Header.Get(HeaderDelivery), ids[0]+"."+sid)
 				}
-				if sig := g.header.Get(HeaderSignature); sig != Sign("s3cr3t", g.body) || !strings.HasPrefix(sig, "sha256=") || len(sig) != 71 {
+				if sig := g.Header.Get(HeaderSignature); sig != Sign("s3cr3t", g.Body) || !strings.HasPrefix(sig, "sha256=") || len(sig) != 71 {
 					t.Errorf("signature %q", sig)
 				}
-				if g.header.Get("X-Extra") != "1" {
-					t.Errorf("post_headers not applied: %v", g.header)
+				if g.Header.Get("X-Extra") != "1" {
+					t.Errorf("post_headers not applied: %v", g.Header)
 				}
 			case "/plain":
-				if g.header.Get(HeaderDelivery) != ids[0]+"."+plain || g.header.Get(HeaderSignature) != "" {
-					t.Errorf("trust+http subscriber headers %v", g.header)
+				if g.Header.Get(HeaderDelivery) != ids[0]+"."+plain || g.Header.Get(HeaderSignature) != "" {
+					t.Errorf("trust+http subscriber headers %v", g.Header)
 				}
 			default:
-				t.Errorf("request to %s", g.path)
+				t.Errorf("request to %s", g.Path)
 			}
 		}
-		eventually(t, 5*time.Second, "acknowledged", func() bool { return stats(t, drv, q).Delivered == 2 })
+		testutil.Eventually(t, 5*time.Second, "acknowledged", func() bool { return stats(t, drv, q).Delivered == 2 })
 		if st := stats(t, drv, q); st.Pending != 0 || st.Failed != 0 {
 			t.Errorf("stats %+v", st)
 		}
@@ -152,12 +152,12 @@ func TestWebhookAsZaqarSendsIt(t *testing.T) {
 // notification once it is back, and the failures are visible meanwhile.
 func TestReceiverDownThenBack(t *testing.T) {
 	drivers(t, func(t *testing.T, drv storage.Driver) {
-		rcv := newReceiver(t)
+		rcv := testutil.StartWebhook(t)
 		q := storage.QueueRef{Project: "p", Name: "down"}
-		subscribe(t, drv, q, rcv.url("/h"), nil)
+		subscribe(t, drv, q, rcv.URL("/h"), nil)
 		obs := &counter{}
 		e := startEngine(t, drv, testOptions(), obs)
-		rcv.down()
+		rcv.Down()
 		var ids []string
 		for i := 0; i < 50; i++ {
 			ids = append(ids, post(t, drv, q, time.Hour, fmt.Sprint(i))...)
@@ -168,10 +168,10 @@ func TestReceiverDownThenBack(t *testing.T) {
 		if st.Pending != 50 || st.LastError == "" || st.Delivered != 0 {
 			t.Errorf("while down: %+v", st)
 		}
-		rcv.up()
-		eventually(t, 60*time.Second, "all 50 delivered", func() bool { return len(rcv.byDelivery()) == 50 })
-		eventually(t, 10*time.Second, "pending 0", func() bool { return stats(t, drv, q).Pending == 0 })
-		got := rcv.byDelivery()
+		rcv.Up()
+		testutil.Eventually(t, 60*time.Second, "all 50 delivered", func() bool { return len(rcv.ByDelivery()) == 50 })
+		testutil.Eventually(t, 10*time.Second, "pending 0", func() bool { return stats(t, drv, q).Pending == 0 })
+		got := rcv.ByDelivery()
 		for _, id := range ids {
 			if got[id+"."+stats(t, drv, q).Subscriptions[0].ID] == 0 {
 				t.Errorf("message %s never delivered", id)
@@ -189,13 +189,11 @@ func TestReceiverDownThenBack(t *testing.T) {
 // most PerSubscriber sends and delays nobody else.
 func TestHangingReceiverIsolated(t *testing.T) {
 	drivers(t, func(t *testing.T, drv storage.Driver) {
-		slow, fast := newReceiver(t), newReceiver(t)
-		slow.mu.Lock()
-		slow.hang = make(chan struct{})
-		slow.mu.Unlock()
+		slow, fast := testutil.StartWebhook(t), testutil.StartWebhook(t)
+		slow.Hang()
 		qa, qb := storage.QueueRef{Project: "p", Name: "a"}, storage.QueueRef{Project: "p", Name: "b"}
-		subscribe(t, drv, qa, slow.url("/slow"), nil)
-		subscribe(t, drv, qb, fast.url("/fast"), nil)
+		subscribe(t, drv, qa, slow.URL("/slow"), nil)
+		subscribe(t, drv, qb, fast.URL("/fast"), nil)
 		opts := testOptions()
 		opts.Timeout = 30 * time.Second // the hang outlasts the test
 		e := startEngine(t, drv, opts, nil)
@@ -203,19 +201,16 @@ func TestHangingReceiverIsolated(t *testing.T) {
 			post(t, drv, qa, time.Hour, fmt.Sprint(i))
 		}
 		e.Wake()
-		eventually(t, 10*time.Second, "slow subscriber saturated", func() bool {
-			slow.mu.Lock()
-			defer slow.mu.Unlock()
-			return slow.inFlight == opts.PerSubscriber
+		testutil.Eventually(t, 10*time.Second, "slow subscriber saturated", func() bool {
+			now, _ := slow.InFlight()
+			return now == opts.PerSubscriber
 		})
 		for i := 0; i < 40; i++ {
 			post(t, drv, qb, time.Hour, fmt.Sprint(i))
 			e.Wake()
 		}
-		eventually(t, 20*time.Second, "fast subscriber served", func() bool { return len(fast.byDelivery()) == 40 })
-		slow.mu.Lock()
-		maxIn := slow.maxIn
-		slow.mu.Unlock()
+		testutil.Eventually(t, 20*time.Second, "fast subscriber served", func() bool { return len(fast.ByDelivery()) == 40 })
+		_, maxIn := slow.InFlight()
 		if maxIn > opts.PerSubscriber {
 			t.Errorf("%d concurrent requests to one subscriber, limit %d", maxIn, opts.PerSubscriber)
 		}
@@ -235,16 +230,14 @@ func TestHangingReceiverIsolated(t *testing.T) {
 // subscriber answers is given up and counted failed.
 func TestGiveUpAtExpiry(t *testing.T) {
 	drivers(t, func(t *testing.T, drv storage.Driver) {
-		rcv := newReceiver(t)
-		rcv.mu.Lock()
-		rcv.status = 503
-		rcv.mu.Unlock()
+		rcv := testutil.StartWebhook(t)
+		rcv.SetStatus(503)
 		q := storage.QueueRef{Project: "p", Name: "exp"}
-		subscribe(t, drv, q, rcv.url("/h"), nil)
+		subscribe(t, drv, q, rcv.URL("/h"), nil)
 		obs := &counter{}
 		startEngine(t, drv, testOptions(), obs)
 		post(t, drv, q, 1500*time.Millisecond, "1", "2")
-		eventually(t, 15*time.Second, "given up", func() bool { st := stats(t, drv, q); return st.Failed == 2 && st.Pending == 0 })
+		testutil.Eventually(t, 15*time.Second, "given up", func() bool { st := stats(t, drv, q); return st.Failed == 2 && st.Pending == 0 })
 		st := stats(t, drv, q)
 		if !strings.Contains(st.LastError, "503") || st.Subscriptions[0].Failed != 2 {
 			t.Errorf("stats %+v", st)
@@ -257,10 +250,10 @@ func TestGiveUpAtExpiry(t *testing.T) {
 // confirmed.
 func TestConfirmationFirst(t *testing.T) {
 	drivers(t, func(t *testing.T, drv storage.Driver) {
-		rcv := newReceiver(t)
+		rcv := testutil.StartWebhook(t)
 		q := storage.QueueRef{Project: "p", Name: "conf"}
 		ctx := context.Background()
-		sub := storage.Subscription{Subscriber: rcv.url("/c"), TTL: time.Hour, Options: storage.Metadata{}, NeedsConfirmation: true}
+		sub := storage.Subscription{Subscriber: rcv.URL("/c"), TTL: time.Hour, Options: storage.Metadata{}, NeedsConfirmation: true}
 		id, _, err := drv.Subscriptions().Create(ctx, q, sub)
 		if err != nil {
 			t.Fatal(err)
@@ -268,19 +261,19 @@ func TestConfirmationFirst(t *testing.T) {
 		sub.ID = id
 		e := startEngine(t, drv, testOptions(), nil)
 		e.Subscribed(q, sub)
-		eventually(t, 10*time.Second, "confirmation request", func() bool { return len(rcv.received()) == 1 })
+		testutil.Eventually(t, 10*time.Second, "confirmation request", func() bool { return len(rcv.Received()) == 1 })
 		var doc map[string]any
-		if err := json.Unmarshal(rcv.received()[0].body, &doc); err != nil {
+		if err := json.Unmarshal(rcv.Received()[0].Body, &doc); err != nil {
 			t.Fatal(err)
 		}
 		if doc["Message_Type"] != "SubscriptionConfirmation" || doc["SubscriptionId"] != id || doc["queue_name"] != "conf" ||
 			doc["URL-Paths"] != "/v2/queues/conf/subscriptions/"+id+"/confirm" || doc["X-Project-ID"] != "p" {
-			t.Errorf("confirmation request %s", rcv.received()[0].body)
+			t.Errorf("confirmation request %s", rcv.Received()[0].Body)
 		}
 		post(t, drv, q, time.Hour, "1")
 		e.Wake()
 		time.Sleep(500 * time.Millisecond)
-		if n := len(rcv.received()); n != 1 {
+		if n := len(rcv.Received()); n != 1 {
 			t.Errorf("unconfirmed subscriber got %d requests", n)
 		}
 		if err := drv.Subscriptions().Confirm(ctx, q, id, true); err != nil {
@@ -288,14 +281,14 @@ func TestConfirmationFirst(t *testing.T) {
 		}
 		post(t, drv, q, time.Hour, "2")
 		e.Wake()
-		eventually(t, 10*time.Second, "message after confirmation", func() bool { return len(rcv.received()) == 2 })
-		if body := string(rcv.received()[1].body); !strings.Contains(body, `"body": 2`) {
+		testutil.Eventually(t, 10*time.Second, "message after confirmation", func() bool { return len(rcv.Received()) == 2 })
+		if body := string(rcv.Received()[1].Body); !strings.Contains(body, `"body": 2`) {
 			t.Errorf("delivered %s, want message 2 only", body)
 		}
 		// A confirmed subscription gets no further confirmation request.
 		e.Subscribed(q, sub)
 		time.Sleep(300 * time.Millisecond)
-		if n := len(rcv.received()); n != 2 {
+		if n := len(rcv.Received()); n != 2 {
 			t.Errorf("%d requests after re-subscribing a confirmed subscriber", n)
 		}
 	})
@@ -312,7 +305,7 @@ func TestMailto(t *testing.T) {
 	e := startEngine(t, drv, opts, nil)
 	post(t, drv, q, 300*time.Second, `{"event":"mail"}`)
 	e.Wake()
-	eventually(t, 15*time.Second, "mail received", func() bool { return len(smtpd.Mail()) == 1 })
+	testutil.Eventually(t, 15*time.Second, "mail received", func() bool { return len(smtpd.Mail()) == 1 })
 	m := smtpd.Mail()[0]
 	if m.From != "queue@example.org" || len(m.To) != 1 || m.To[0] != "ops@example.com" {
 		t.Errorf("envelope %+v", m)
@@ -323,7 +316,7 @@ func TestMailto(t *testing.T) {
 			t.Errorf("mail lacks %q:\n%s", want, m.Data)
 		}
 	}
-	eventually(t, 5*time.Second, "acknowledged", func() bool { return stats(t, drv, q).Delivered == 1 })
+	testutil.Eventually(t, 5*time.Second, "acknowledged", func() bool { return stats(t, drv, q).Delivered == 1 })
 }
 
 // TestMailtoWithoutRelay: without --smtp-url a mailto delivery stays
@@ -335,7 +328,7 @@ func TestMailtoWithoutRelay(t *testing.T) {
 	e := startEngine(t, drv, testOptions(), nil)
 	post(t, drv, q, time.Hour, "1")
 	e.Wake()
-	eventually(t, 5*time.Second, "error recorded", func() bool { return stats(t, drv, q).LastError == errNoRelay.Error() })
+	testutil.Eventually(t, 5*time.Second, "error recorded", func() bool { return stats(t, drv, q).LastError == errNoRelay.Error() })
 	if st := stats(t, drv, q); st.Pending != 1 {
 		t.Errorf("stats %+v", st)
 	}
