@@ -273,7 +273,10 @@ func (e *Engine) start(ctx context.Context, j job) {
 			q := e.active[j.sub.Subscriber]
 			q.progress = time.Now()
 			if len(q.waiting) == 0 || ctx.Err() != nil {
+				// Shutting down: what waits is left to lapse and be leased
+				// again, by this replica after a restart or by another.
 				e.held -= len(q.waiting)
+				q.waiting = nil
 				q.running--
 				if q.running == 0 {
 					delete(e.active, j.sub.Subscriber)
