@@ -273,15 +273,19 @@ func (e *Engine) start(ctx context.Context, j job) {
 			q := e.active[j.sub.Subscriber]
 			q.progress = time.Now()
 			if len(q.waiting) == 0 || ctx.Err() != nil {
-				// Shutting down: what waits is left to lapse and be leased
-				// again, by this replica after a restart or by another.
-				e.held -= len(q.waiting)
+				// Shutting down: what waits goes back to the store at once,
+				// for another replica to send.
+				left := q.waiting
+				e.held -= len(left)
 				q.waiting = nil
 				q.running--
 				if q.running == 0 {
 					delete(e.active, j.sub.Subscriber)
 				}
 				e.mu.Unlock()
+				for _, w := range left {
+					e.settle(ctx, func(c context.Context) error { return e.drv.Deliveries().Release(c, w.d, time.Now()) })
+				}
 				e.Wake()
 				return
 			}
