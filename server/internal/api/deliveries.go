@@ -21,6 +21,9 @@ func (s *Server) startDeliveries(ctx context.Context) (stop func(), err error) {
 		RetryMin:      s.opts.DeliveryRetryMin,
 		RetryMax:      s.opts.DeliveryRetryMax,
 		SMTPURL:       s.opts.SMTPURL,
+		// SignConfirm stays nil until pre-signed URLs (POST .../share) can
+		// sign the confirm path; confirmation requests then carry an empty
+		// URL-Signature.
 	}, s.log, s.m)
 	if err != nil {
 		return nil, err

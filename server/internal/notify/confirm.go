@@ -16,18 +16,26 @@ import (
 const confirmAttempts = 5
 
 // confirmation is the request body, with Zaqar's fields. The URL-* fields
-// would carry a pre-signed URL allowing the subscriber to confirm without
-// credentials; sluice leaves the signature empty unless a signing secret
-// is configured for pre-signed URLs.
-func confirmation(q storage.QueueRef, sub storage.Subscription) []byte {
+// carry a pre-signed URL allowing the subscriber to confirm without
+// credentials when the engine has a signer (Options.SignConfirm); without
+// one URL-Signature and URL-Expires are empty.
+func (e *Engine) confirmation(q storage.QueueRef, sub storage.Subscription) []byte {
 	path := "/v2/queues/" + q.Name + "/subscriptions/" + sub.ID + "/confirm"
+	var sig, expires string
+	if e.opts.SignConfirm != nil {
+		var err error
+		if sig, expires, err = e.opts.SignConfirm(q.Project, path); err != nil {
+			e.log.Warn("confirmation request not signed", "subscription", sub.ID, "error", err.Error())
+			sig, expires = "", ""
+		}
+	}
 	doc := map[string]any{
 		"UnsubscribeBody": map[string]any{"confirmed": false},
-		"URL-Signature":   "",
+		"URL-Signature":   sig,
 		"URL-Methods":     "PUT",
 		"URL-Paths":       path,
 		"X-Project-ID":    q.Project,
-		"URL-Expires":     "",
+		"URL-Expires":     expires,
 		"SubscribeBody":   map[string]any{"confirmed": true},
 		"SubscriptionId":  sub.ID,
 		"Message_Type":    "SubscriptionConfirmation",
@@ -60,7 +68,7 @@ func (e *Engine) Subscribed(q storage.QueueRef, sub storage.Subscription) {
 		if err != nil || cur.Confirmed || !cur.NeedsConfirmation {
 			return
 		}
-		body := confirmation(q, cur)
+		body := e.confirmation(q, cur)
 		for attempt := 0; attempt < confirmAttempts; attempt++ {
 			sctx, cancel := context.WithTimeout(ctx, e.opts.Timeout)
 			if scheme(cur.Subscriber) == "mailto" {

@@ -279,7 +279,11 @@ func TestConfirmationFirst(t *testing.T) {
 			t.Fatal(err)
 		}
 		sub.ID = id
-		e := startEngine(t, drv, testOptions(), nil)
+		opts := testOptions()
+		opts.SignConfirm = func(project, path string) (string, string, error) {
+			return "sig:" + project + path, "2099-01-01T00:00:00", nil
+		}
+		e := startEngine(t, drv, opts, nil)
 		e.Subscribed(q, sub)
 		testutil.Eventually(t, 10*time.Second, "confirmation request", func() bool { return len(rcv.Received()) == 1 })
 		var doc map[string]any
@@ -287,7 +291,9 @@ func TestConfirmationFirst(t *testing.T) {
 			t.Fatal(err)
 		}
 		if doc["Message_Type"] != "SubscriptionConfirmation" || doc["SubscriptionId"] != id || doc["queue_name"] != "conf" ||
-			doc["URL-Paths"] != "/v2/queues/conf/subscriptions/"+id+"/confirm" || doc["X-Project-ID"] != "p" {
+			doc["URL-Paths"] != "/v2/queues/conf/subscriptions/"+id+"/confirm" || doc["X-Project-ID"] != "p" ||
+			doc["URL-Signature"] != "sig:p/v2/queues/conf/subscriptions/"+id+"/confirm" || doc["URL-Expires"] != "2099-01-01T00:00:00" ||
+			doc["URL-Methods"] != "PUT" {
 			t.Errorf("confirmation request %s", rcv.Received()[0].Body)
 		}
 		post(t, drv, q, time.Hour, "1")
