@@ -82,7 +82,7 @@ func testRequestErrors(t *testing.T, store func(*config.Options)) {
 		{"batch over queue size", "POST", "/v2/queues/demo/messages", std(), `{"messages":[{"body":"` + strings.Repeat("x", 262144) + `"}]}`, 400, "Invalid API request", "Message collection size is too large. Max size 262144"},
 		{"purge without resource types", "POST", "/v2/queues/demo/purge", std(), `{}`, 400, "Invalid API request", `Post body must contain key "resource_types".`},
 		{"purge body not an object", "POST", "/v2/queues/demo/purge", std(), `["messages"]`, 400, "Invalid API request", `Post body must contain key "resource_types".`},
-		{"purge bad type", "POST", "/v2/queues/demo/purge", std(), `{"resource_types":["queues"]}`, 400, "Invalid API request", "Resource types must be a sub set of ['messages', 'subscriptions']."},
+		{"purge bad type", "POST", "/v2/queues/demo/purge", std(), `{"resource_types":["queues"]}`, 400, "Invalid API request", "Resource types must be a sub set of {'subscriptions', 'messages'}."},
 		{"health without admin", "GET", "/v2/health", std(), "", 403, "Not authorized", "You are not authorized to complete this action."},
 	}
 	for _, tc := range cases {

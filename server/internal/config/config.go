@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"sort"
 	"strings"
 	"time"
@@ -82,6 +83,28 @@ type Options struct {
 	IdleTimeout       time.Duration
 	// MaxHeaderBytes caps the request line and headers; larger get 431.
 	MaxHeaderBytes int
+
+	// SMTPURL is the relay for mailto subscribers:
+	// smtp://host:port[?from=address]. Empty: mailto deliveries wait.
+	SMTPURL string
+	// RequireConfirmation: new subscriptions receive a confirmation request
+	// and no message until confirmed (Zaqar's require_confirmation).
+	RequireConfirmation bool
+	// Deliveries enables the notification delivery engine on this replica.
+	Deliveries bool
+	// DeliveryTimeout bounds one webhook or mail send.
+	DeliveryTimeout time.Duration
+	// DeliveryConcurrency caps sends in flight on this replica.
+	DeliveryConcurrency int
+	// DeliveryPerSubscriber caps sends in flight to one subscriber.
+	DeliveryPerSubscriber int
+	// DeliveryPoll is how often the engine looks for due deliveries when
+	// nothing wakes it (posts on this replica wake it at once).
+	DeliveryPoll time.Duration
+	// DeliveryRetryMin and DeliveryRetryMax bound the exponential backoff
+	// between attempts of one delivery.
+	DeliveryRetryMin time.Duration
+	DeliveryRetryMax time.Duration
 }
 
 // Defaults returns the options sluice-server runs with when told nothing.
@@ -116,6 +139,14 @@ func Defaults() Options {
 		ReadTimeout:         60 * time.Second,
 		IdleTimeout:         120 * time.Second,
 		MaxHeaderBytes:      64 << 10,
+
+		Deliveries:            true,
+		DeliveryTimeout:       5 * time.Second,
+		DeliveryConcurrency:   64,
+		DeliveryPerSubscriber: 4,
+		DeliveryPoll:          250 * time.Millisecond,
+		DeliveryRetryMin:      250 * time.Millisecond,
+		DeliveryRetryMax:      time.Minute,
 	}
 }
 
@@ -207,6 +238,23 @@ func (o *Options) Validate() error {
 	}
 	if o.MaxHeaderBytes < 4096 || o.MaxHeaderBytes > 1<<20 {
 		bad("max-header-bytes: %d must be in 4096..1048576", o.MaxHeaderBytes)
+	}
+	if o.SMTPURL != "" {
+		if u, err := url.Parse(o.SMTPURL); err != nil || u.Scheme != "smtp" || u.Host == "" {
+			bad("smtp-url: %q is not smtp://host:port[?from=address]", RedactURI(o.SMTPURL))
+		}
+	}
+	if o.DeliveryConcurrency < 1 || o.DeliveryPerSubscriber < 1 || o.DeliveryPerSubscriber > o.DeliveryConcurrency {
+		bad("delivery-concurrency (%d) and delivery-per-subscriber (%d) must be at least 1, per subscriber at most the total",
+			o.DeliveryConcurrency, o.DeliveryPerSubscriber)
+	}
+	if o.DeliveryRetryMin <= 0 || o.DeliveryRetryMax < o.DeliveryRetryMin {
+		bad("delivery-retry-min (%v) must be positive and at most delivery-retry-max (%v)", o.DeliveryRetryMin, o.DeliveryRetryMax)
+	}
+	for name, d := range map[string]time.Duration{"delivery-timeout": o.DeliveryTimeout, "delivery-poll": o.DeliveryPoll} {
+		if d <= 0 {
+			bad("%s: %v must be positive", name, d)
+		}
 	}
 	sort.Slice(errs, func(i, j int) bool { return errs[i].Error() < errs[j].Error() })
 	return errors.Join(errs...)

@@ -20,8 +20,11 @@ import (
 type option struct {
 	name  string
 	usage string
-	set   func(o *Options, v string) error
-	get   func(o *Options) string
+	// flag: a boolean option, which may be given bare (--metrics means
+	// --metrics=true)
+	flag bool
+	set  func(o *Options, v string) error
+	get  func(o *Options) string
 }
 
 func str(p func(*Options) *string) (func(*Options, string) error, func(*Options) string) {
@@ -114,6 +117,17 @@ func tokensString(o *Options) string {
 	return strings.Join(parts, ",")
 }
 
+// textFlag holds a flag's text until Load applies it; a boolean option's
+// flag may be given without a value.
+type textFlag struct {
+	s    string
+	bare bool
+}
+
+func (f *textFlag) String() string     { return f.s }
+func (f *textFlag) Set(v string) error { f.s = v; return nil }
+func (f *textFlag) IsBoolFlag() bool   { return f.bare }
+
 func opt(name, usage string, set func(*Options, string) error, get func(*Options) string) option {
 	return option{name: name, usage: usage, set: set, get: get}
 }
@@ -122,7 +136,12 @@ func opt(name, usage string, set func(*Options, string) error, get func(*Options
 var options = func() []option {
 	o := []option{}
 	add := func(name, usage string, set func(*Options, string) error, get func(*Options) string) {
-		o = append(o, opt(name, usage, set, get))
+		op := opt(name, usage, set, get)
+		// Boolean options print as true or false whatever their value.
+		probe := Defaults()
+		_, err := strconv.ParseBool(get(&probe))
+		op.flag = err == nil && (get(&probe) == "true" || get(&probe) == "false")
+		o = append(o, op)
 	}
 	s, g := str(func(o *Options) *string { return &o.Listen })
 	add("listen", "HTTP listen address host:port", s, g)
@@ -190,6 +209,24 @@ var options = func() []option {
 	add("max-header-bytes", "largest request line and headers in bytes (431 past it)", s, g)
 	s, g = duration(func(o *Options) *time.Duration { return &o.IdleTimeout })
 	add("idle-timeout", "keep-alive connections idle longer are closed", s, g)
+	s, _ = str(func(o *Options) *string { return &o.SMTPURL })
+	add("smtp-url", "SMTP relay for mailto subscribers: smtp://host:port[?from=address]", s, func(o *Options) string { return RedactURI(o.SMTPURL) })
+	s, g = boolean(func(o *Options) *bool { return &o.RequireConfirmation })
+	add("require-confirmation", "new subscriptions get a confirmation request and no message until confirmed", s, g)
+	s, g = boolean(func(o *Options) *bool { return &o.Deliveries })
+	add("deliveries", "run the notification delivery engine on this replica", s, g)
+	s, g = duration(func(o *Options) *time.Duration { return &o.DeliveryTimeout })
+	add("delivery-timeout", "bound on one webhook or mail send", s, g)
+	s, g = integer(func(o *Options) *int { return &o.DeliveryConcurrency })
+	add("delivery-concurrency", "notification sends in flight on this replica", s, g)
+	s, g = integer(func(o *Options) *int { return &o.DeliveryPerSubscriber })
+	add("delivery-per-subscriber", "notification sends in flight to one subscriber", s, g)
+	s, g = duration(func(o *Options) *time.Duration { return &o.DeliveryPoll })
+	add("delivery-poll", "look for due deliveries this often (posts on this replica wake the engine at once)", s, g)
+	s, g = duration(func(o *Options) *time.Duration { return &o.DeliveryRetryMin })
+	add("delivery-retry-min", "first retry delay of a failed delivery (doubles per attempt, with jitter)", s, g)
+	s, g = duration(func(o *Options) *time.Duration { return &o.DeliveryRetryMax })
+	add("delivery-retry-max", "longest delay between attempts of one delivery", s, g)
 	return o
 }()
 
@@ -217,7 +254,9 @@ func Load(args []string, getenv func(string) string, stderr io.Writer) (Loaded, 
 	flagVals := map[string]*string{}
 	defaults := Defaults()
 	for _, op := range options {
-		flagVals[op.name] = fs.String(op.name, op.get(&defaults), op.usage+"; env "+EnvName(op.name))
+		v := &textFlag{s: op.get(&defaults), bare: op.flag}
+		flagVals[op.name] = &v.s
+		fs.Var(v, op.name, op.usage+"; env "+EnvName(op.name))
 	}
 	if err := fs.Parse(args); err != nil {
 		return out, err

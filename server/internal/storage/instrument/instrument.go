@@ -45,6 +45,20 @@ const (
 	opClaimDelete
 	opPing
 	opDepth
+	opSubCreate
+	opSubGet
+	opSubList
+	opSubUpdate
+	opSubConfirm
+	opSubDelete
+	opSubPurge
+	opDlvLease
+	opDlvAck
+	opDlvRetry
+	opDlvFail
+	opDlvRelease
+	opDlvStats
+	opDlvPending
 	nOps
 )
 
@@ -56,6 +70,10 @@ var opNames = [nOps]string{
 	storage.OpMessageDelete, storage.OpMessageDeleteMany, storage.OpMessagePop,
 	storage.OpClaimCreate, storage.OpClaimGet, storage.OpClaimUpdate, storage.OpClaimDelete,
 	"ping", "depth",
+	"subscriptions.create", "subscriptions.get", "subscriptions.list", "subscriptions.update",
+	"subscriptions.confirm", "subscriptions.delete", "subscriptions.purge",
+	"deliveries.lease", "deliveries.ack", "deliveries.retry", "deliveries.fail", "deliveries.release",
+	"deliveries.stats", "deliveries.pending",
 }
 
 var kinds = []storage.Kind{storage.Internal, storage.NotFound, storage.Conflict, storage.Invalid,

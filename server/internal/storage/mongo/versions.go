@@ -33,10 +33,16 @@ type lockDoc struct {
 // insert of "<id>:<v>" succeeds writes v+1. A lock whose lease ran out
 // (its holder died) is superseded by the next generation.
 func (d *Driver) acquire(ctx context.Context, doc *msgDoc) (bool, error) {
+	return d.acquireVersion(ctx, doc.ID, doc.V, doc.P, doc.Q)
+}
+
+// acquireVersion is acquire for any versioned document (messages, and
+// deliveries under the id "dl:<delivery id>").
+func (d *Driver) acquireVersion(ctx context.Context, docID string, v int64, p, q string) (bool, error) {
 	if !d.lockVersions {
 		return true, nil
 	}
-	return d.takeLock(ctx, lockDoc{ID: doc.ID + ":" + strconv.FormatInt(doc.V, 10), M: doc.ID, V: doc.V, P: doc.P, Q: doc.Q})
+	return d.takeLock(ctx, lockDoc{ID: docID + ":" + strconv.FormatInt(v, 10), M: docID, V: v, P: p, Q: q})
 }
 
 // takeLock inserts the lock l (its ID names the version), or a later

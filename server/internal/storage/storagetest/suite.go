@@ -58,6 +58,8 @@ func Run(t *testing.T, open Opener) {
 	cases = append(cases, lifetimeCases...)
 	cases = append(cases, errorKindCases...)
 	cases = append(cases, validationCases...)
+	cases = append(cases, subscriptionCases...)
+	cases = append(cases, deliveryCases...)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			clock := NewClock()
