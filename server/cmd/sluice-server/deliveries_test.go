@@ -282,10 +282,10 @@ func TestHangingSubscriberDoesNotSlowPosting(t *testing.T) {
 	rds := testutil.StartRedis(t, testutil.RedisOptions{})
 	stuck, ok := testutil.StartWebhook(t), testutil.StartWebhook(t)
 	stuck.Hang()
-	r := startReplica(t, rds.URL, "--delivery-timeout", "30s")
+	r := startReplica(t, rds.URL, "--delivery-timeout", "60s")
 	r.must(201, "POST", "/v2/queues/stuck/subscriptions", `{"subscriber":"`+stuck.URL("/s")+`"}`)
 	r.must(201, "POST", "/v2/queues/fine/subscriptions", `{"subscriber":"`+ok.URL("/f")+`"}`)
-	client := &http.Client{Timeout: 2 * time.Second}
+	client := &http.Client{Timeout: 10 * time.Second}
 	post := func(q string, i int) {
 		req, _ := http.NewRequest("POST", "http://"+r.addr+"/v2/queues/"+q+"/messages",
 			bytes.NewBufferString(fmt.Sprintf(`{"messages":[{"body":%d}]}`, i)))
