@@ -54,6 +54,7 @@ func (s *Server) routesV2() {
 	s.Handle("DELETE", q, Project, s.deleteQueue)
 	s.Handle("GET", q+"/stats", Project, s.queueStats)
 	s.Handle("POST", q+"/purge", Project, s.purgeQueue)
+	s.Handle("POST", q+"/share", Project, s.shareQueue)
 
 	s.Handle("POST", q+"/messages", Project, s.postMessages)
 	s.Handle("GET", q+"/messages", Project, s.listMessages)

@@ -170,10 +170,15 @@ func (rt *route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 var errNotAcceptable = &apiError{status: http.StatusNotAcceptable}
 
-// checkHeaders runs Zaqar's request hooks in its order: form-encoded bodies,
-// Accept, Client-ID, project, then the admin role.
+// checkHeaders runs Zaqar's request hooks in its order: a pre-signed URL's
+// signature, form-encoded bodies, Accept, Client-ID, project, then the
+// admin role.
 func (s *Server) checkHeaders(r *http.Request, c *Call, access Access) *apiError {
 	h := r.Header
+	signed, e := s.checkSignature(r)
+	if e != nil {
+		return e
+	}
 	if ct := h["Content-Type"]; len(ct) > 0 && r.ContentLength != 0 &&
 		mediaType(ct[0]) == "application/x-www-form-urlencoded" {
 		return errFormEncoded
@@ -190,7 +195,12 @@ func (s *Server) checkHeaders(r *http.Request, c *Call, access Access) *apiError
 		return errBadClientID
 	}
 	c.ClientID = id
-	if e := s.authorize(r, c); e != nil {
+	if signed {
+		e = authorizeSigned(r, c)
+	} else {
+		e = s.authorize(r, c)
+	}
+	if e != nil {
 		return e
 	}
 	if len(c.Project) > maxProjectLen {
