@@ -181,15 +181,15 @@ func TestParseExpires(t *testing.T) {
 func TestAllows(t *testing.T) {
 	paths := []string{"/v2/queues/q/messages", "/v2/queues/q/claims"}
 	for path, want := range map[string]bool{
-		"/v2/queues/q/messages":             true,
-		"/v2/queues/q/messages/abc":         true,
-		"/v2/queues/q/claims/c1":            true,
-		"/v2/queues/q/messagesX":            false,
-		"/v2/queues/q":                      false,
-		"/v2/queues/q/subscriptions":        false,
-		"/v2/queues/qq/messages":            false,
-		"/x/v2/queues/q/messages":           false,
-		"/v2/queues/q/share":                false,
+		"/v2/queues/q/messages":      true,
+		"/v2/queues/q/messages/abc":  true,
+		"/v2/queues/q/claims/c1":     true,
+		"/v2/queues/q/messagesX":     false,
+		"/v2/queues/q":               false,
+		"/v2/queues/q/subscriptions": false,
+		"/v2/queues/qq/messages":     false,
+		"/x/v2/queues/q/messages":    false,
+		"/v2/queues/q/share":         false,
 	} {
 		if got := Allows(paths, path); got != want {
 			t.Errorf("Allows(%s) = %v, want %v", path, got, want)
