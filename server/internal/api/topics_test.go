@@ -1,0 +1,161 @@
+package api
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+
+	"sluice.dev/server/internal/config"
+)
+
+func TestTopics(t *testing.T) {
+	forEachStore(t, func(t *testing.T, store func(*config.Options)) {
+		ts := startServer(t, store)
+		patch := std("Content-Type", patchMediaType)
+
+		ts.must(200, "GET", "/v2/topics", std(), "")
+		r := ts.must(201, "PUT", "/v2/topics/t1", std(), `{"color":"red","_default_message_ttl":600}`)
+		if r.header.Get("Location") != "/v2/topics/t1" {
+			t.Errorf("Location %q", r.header.Get("Location"))
+		}
+		ts.must(204, "PUT", "/v2/topics/t1", std(), "")
+		ts.must(201, "PUT", "/v2/topics/t2", std(), "")
+		// A queue of the same name is another resource.
+		ts.must(201, "PUT", "/v2/queues/t1", std(), `{"color":"blue"}`)
+
+		r = ts.must(200, "GET", "/v2/topics/t1", std(), "")
+		if r.body != `{"_default_message_ttl":600,"color":"red","_max_messages_post_size":262144,"_default_message_delay":0}` {
+			t.Errorf("topic metadata %s", r.body)
+		}
+		r = ts.must(404, "GET", "/v2/topics/nope", std(), "")
+		if !strings.Contains(r.body, "Topic nope does not exist for project p1") {
+			t.Errorf("absent topic: %s", r.body)
+		}
+		ts.must(400, "PUT", "/v2/topics/t1", std(), `{"_default_message_ttl":"x"}`)
+		if r := ts.do("PUT", "/v2/topics/bad%20name", std(), ""); r.status != 400 || !strings.Contains(r.body, "Invalid topic identification") {
+			t.Errorf("bad topic name: %d %s", r.status, r.body)
+		}
+
+		r = ts.must(200, "GET", "/v2/topics?limit=1", std(), "")
+		if r.body != `{"topics":[{"name":"t1","href":"/v2/topics/t1"}],"links":[{"rel":"next","href":"/v2/topics?limit=1&marker=t1"}]}` {
+			t.Errorf("topic listing %s", r.body)
+		}
+		r = ts.must(200, "GET", "/v2/topics?marker=t1&detailed=true", std(), "")
+		if !strings.Contains(r.body, `{"name":"t2","href":"/v2/topics/t2","metadata":{"_max_messages_post_size":262144,"_default_message_ttl":3600,"_default_message_delay":0}}`) {
+			t.Errorf("detailed topic listing %s", r.body)
+		}
+		if r := ts.must(200, "GET", "/v2/queues", std(), ""); strings.Contains(r.body, "t2") || !strings.Contains(r.body, `"name":"t1"`) {
+			t.Errorf("queue listing shows topics or misses the queue: %s", r.body)
+		}
+		if r := ts.must(200, "GET", "/v2/topics", std("X-Project-ID", "p2"), ""); strings.Contains(r.body, "t1") {
+			t.Errorf("project p2 lists p1's topics: %s", r.body)
+		}
+
+		r = ts.must(200, "PATCH", "/v2/topics/t1", patch, `[{"op":"replace","path":"/metadata/color","value":"green"},{"op":"remove","path":"/metadata/_default_message_ttl"}]`)
+		if r.body != `{"color":"green","_max_messages_post_size":262144,"_default_message_ttl":3600,"_default_message_delay":0}` {
+			t.Errorf("patched topic %s", r.body)
+		}
+		// _max_claim_count is reserved for queues, not for topics.
+		ts.must(409, "PATCH", "/v2/topics/t1", patch, `[{"op":"replace","path":"/metadata/_max_claim_count","value":1}]`)
+		ts.must(404, "PATCH", "/v2/topics/nope", patch, `[{"op":"add","path":"/metadata/a","value":1}]`)
+		if r := ts.must(200, "GET", "/v2/queues/t1", std(), ""); !strings.Contains(r.body, `"color":"blue"`) {
+			t.Errorf("topic patch reached the queue: %s", r.body)
+		}
+
+		r = ts.must(201, "POST", "/v2/topics/t1/messages", std(), `{"messages":[{"ttl":300,"body":{"event":"a"}},{"body":2}]}`)
+		var posted struct{ Resources []string }
+		_ = json.Unmarshal([]byte(r.body), &posted)
+		if len(posted.Resources) != 2 || !strings.HasPrefix(posted.Resources[0], "/v2/topics/t1/messages/") ||
+			!strings.HasPrefix(r.header.Get("Location"), "/v2/topics/t1/messages?ids=") {
+			t.Fatalf("topic post: %s %v", r.body, r.header)
+		}
+		id := strings.TrimPrefix(posted.Resources[0], "/v2/topics/t1/messages/")
+		r = ts.must(200, "GET", "/v2/topics/t1/messages/"+id, std(), "")
+		if m := r.json(t); m["href"] != posted.Resources[0] || m["ttl"] != float64(300) {
+			t.Errorf("topic message %s", r.body)
+		}
+		ts.must(404, "GET", "/v2/queues/t1/messages/"+id, std(), "")
+		r = ts.must(200, "GET", "/v2/topics/t1/messages?echo=true", std(), "")
+		if !strings.Contains(r.body, `"href":"/v2/topics/t1/messages/`+id+`"`) || !strings.Contains(r.body, `"href":"/v2/topics/t1/messages?echo=true`) {
+			t.Errorf("topic message listing %s", r.body)
+		}
+		r = ts.must(200, "GET", "/v2/topics/t1/stats", std(), "")
+		if !strings.Contains(r.body, `"total":2`) || !strings.Contains(r.body, `"href":"/v2/topics/t1/messages/`) {
+			t.Errorf("topic stats %s", r.body)
+		}
+		if r := ts.must(200, "GET", "/v2/queues/t1/stats", std(), ""); !strings.Contains(r.body, `"total":0`) {
+			t.Errorf("queue stats count the topic's messages: %s", r.body)
+		}
+		ts.must(200, "GET", "/v2/topics/never/stats", std(), "")
+		ts.must(204, "DELETE", "/v2/topics/t1/messages/"+id, std(), "")
+		ts.must(404, "GET", "/v2/topics/t1/messages/"+id, std(), "")
+		// Topics take no claims: the route does not exist.
+		ts.must(404, "POST", "/v2/topics/t1/claims", std(), `{"ttl":60,"grace":60}`)
+		ts.must(204, "POST", "/v2/topics/t1/purge", std(), `{"resource_types":["messages"]}`)
+		if r := ts.must(200, "GET", "/v2/topics/t1/stats", std(), ""); !strings.Contains(r.body, `"total":0`) {
+			t.Errorf("stats after purge %s", r.body)
+		}
+
+		ts.must(204, "DELETE", "/v2/topics/t1", std(), "")
+		ts.must(404, "GET", "/v2/topics/t1", std(), "")
+		ts.must(200, "GET", "/v2/queues/t1", std(), "")
+		ts.must(204, "DELETE", "/v2/topics/t2", std(), "")
+		ts.must(204, "DELETE", "/v2/queues/t1", std(), "")
+		if r := ts.must(200, "GET", "/v2/topics", std(), ""); r.body != `{"topics":[],"links":[]}` {
+			t.Errorf("listing after deletes %s", r.body)
+		}
+	})
+}
+
+// TestHomeServesWhatItAdvertises: every resource of the JSON-home document
+// is routed for each method it lists (pools and flavors come from the admin
+// extension, which this server is built without).
+func TestHomeServesWhatItAdvertises(t *testing.T) {
+	s := newTestServer(t, nil)
+	var doc struct {
+		Resources map[string]struct {
+			Href  string `json:"href"`
+			Tmpl  string `json:"href-template"`
+			Hints struct {
+				Allow []string `json:"allow"`
+			} `json:"hints"`
+		} `json:"resources"`
+	}
+	if err := json.Unmarshal(homeDoc, &doc); err != nil {
+		t.Fatal(err)
+	}
+	for _, rel := range []string{"rel/queue_share", "rel/topics", "rel/topic", "rel/topic_messages"} {
+		if _, ok := doc.Resources[rel]; !ok {
+			t.Errorf("home lacks %s", rel)
+		}
+	}
+	for rel, res := range doc.Resources {
+		path := res.Href
+		if path == "" {
+			path = res.Tmpl
+		}
+		if i := strings.Index(path, "{?"); i >= 0 {
+			path = path[:i]
+		}
+		if strings.HasPrefix(path, "/v2/pools") || strings.HasPrefix(path, "/v2/flavors") {
+			continue
+		}
+		for {
+			i := strings.IndexByte(path, '{')
+			if i < 0 {
+				break
+			}
+			j := strings.IndexByte(path[i:], '}')
+			path = path[:i] + "x1" + path[i+j+1:]
+		}
+		for _, m := range res.Hints.Allow {
+			req, _ := http.NewRequest(m, path, nil)
+			_, pattern := s.mux.Handler(req)
+			rt := s.routes[pattern]
+			if rt == nil || methodIndex(m) < 0 || rt.eps[methodIndex(m)] == nil {
+				t.Errorf("%s advertises %s %s, which is not served", rel, m, path)
+			}
+		}
+	}
+}
