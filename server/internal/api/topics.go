@@ -87,7 +87,8 @@ func (s *Server) getTopic(w http.ResponseWriter, r *http.Request, c *Call) {
 	writeRaw(w, http.StatusOK, b)
 }
 
-// routesTopics mounts Zaqar v2's /v2/topics routes over the queue handlers.
+// routesTopics mounts Zaqar v2's /v2/topics routes over the queue and
+// subscription handlers.
 func (s *Server) routesTopics() {
 	s.Handle("GET", "/v2/topics", Project, s.listQueues)
 	const t = "/v2/topics/{topic_name}"
@@ -103,4 +104,8 @@ func (s *Server) routesTopics() {
 	s.Handle("DELETE", t+"/messages", Project, s.deleteMessages)
 	s.Handle("GET", t+"/messages/{message_id}", Project, s.getMessage)
 	s.Handle("DELETE", t+"/messages/{message_id}", Project, s.deleteMessage)
+
+	// Subscriptions of a topic are those of its ref: delivery, purge and
+	// expiry work as for a queue's.
+	s.routesSubscriptions(t)
 }

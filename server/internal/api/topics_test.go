@@ -2,7 +2,6 @@ package api
 
 import (
 	"encoding/json"
-	"net/http"
 	"strings"
 	"testing"
 
@@ -108,54 +107,66 @@ func TestTopics(t *testing.T) {
 	})
 }
 
-// TestHomeServesWhatItAdvertises: every resource of the JSON-home document
-// is routed for each method it lists (pools and flavors come from the admin
-// extension, which this server is built without).
-func TestHomeServesWhatItAdvertises(t *testing.T) {
-	s := newTestServer(t, nil)
+// TestHomeAdvertisesShareAndTopics: the resources added to Zaqar's home
+// document (TestVersionsAndHome checks every advertised one is served).
+func TestHomeAdvertisesShareAndTopics(t *testing.T) {
 	var doc struct {
-		Resources map[string]struct {
-			Href  string `json:"href"`
-			Tmpl  string `json:"href-template"`
-			Hints struct {
-				Allow []string `json:"allow"`
-			} `json:"hints"`
-		} `json:"resources"`
+		Resources map[string]json.RawMessage `json:"resources"`
 	}
 	if err := json.Unmarshal(homeDoc, &doc); err != nil {
 		t.Fatal(err)
 	}
-	for _, rel := range []string{"rel/queue_share", "rel/topics", "rel/topic", "rel/topic_messages"} {
+	for _, rel := range []string{"rel/queue_share", "rel/topics", "rel/topic", "rel/topic_stats", "rel/topic_purge",
+		"rel/topic_messages", "rel/topic_message", "rel/topic_subscriptions", "rel/topic_subscription"} {
 		if _, ok := doc.Resources[rel]; !ok {
 			t.Errorf("home lacks %s", rel)
 		}
 	}
-	for rel, res := range doc.Resources {
-		path := res.Href
-		if path == "" {
-			path = res.Tmpl
+}
+
+// TestTopicSubscriptions: a topic's subscriptions are its own (not those of
+// a queue of the same name), and a post to the topic records a delivery
+// for each of them.
+func TestTopicSubscriptions(t *testing.T) {
+	forEachStore(t, func(t *testing.T, store func(*config.Options)) {
+		ts := startServer(t, store)
+		const hook = `{"subscriber":"http://127.0.0.1:8899/topic","ttl":3600,"options":{"k":"v"}}`
+		r := ts.must(201, "POST", "/v2/topics/t1/subscriptions", std(), hook)
+		if r.header.Get("Location") != "/v2/topics/t1/subscriptions" {
+			t.Errorf("Location %q", r.header.Get("Location"))
 		}
-		if i := strings.Index(path, "{?"); i >= 0 {
-			path = path[:i]
+		id := r.json(t)["subscription_id"].(string)
+		if again := ts.must(201, "POST", "/v2/topics/t1/subscriptions", std(), hook).json(t); again["subscription_id"] != id {
+			t.Errorf("same subscriber, new id: %v", again)
 		}
-		if strings.HasPrefix(path, "/v2/pools") || strings.HasPrefix(path, "/v2/flavors") {
-			continue
+		got := ts.must(200, "GET", "/v2/topics/t1/subscriptions/"+id, std(), "").json(t)
+		if got["source"] != "t1" || got["subscriber"] != "http://127.0.0.1:8899/topic" {
+			t.Errorf("topic subscription %v", got)
 		}
-		for {
-			i := strings.IndexByte(path, '{')
-			if i < 0 {
-				break
-			}
-			j := strings.IndexByte(path[i:], '}')
-			path = path[:i] + "x1" + path[i+j+1:]
+		if r := ts.must(200, "GET", "/v2/queues/t1/subscriptions", std(), ""); r.body != `{"subscriptions":[],"links":[]}` {
+			t.Errorf("the queue t1 sees the topic's subscriptions: %s", r.body)
 		}
-		for _, m := range res.Hints.Allow {
-			req, _ := http.NewRequest(m, path, nil)
-			_, pattern := s.mux.Handler(req)
-			rt := s.routes[pattern]
-			if rt == nil || methodIndex(m) < 0 || rt.eps[methodIndex(m)] == nil {
-				t.Errorf("%s advertises %s %s, which is not served", rel, m, path)
-			}
+		ts.must(404, "GET", "/v2/queues/t1/subscriptions/"+id, std(), "")
+		r = ts.must(200, "GET", "/v2/topics/t1/subscriptions", std(), "")
+		if !strings.Contains(r.body, `"href":"/v2/topics/t1/subscriptions?marker=`+id+`"`) {
+			t.Errorf("topic subscription listing %s", r.body)
 		}
-	}
+		ts.must(204, "PATCH", "/v2/topics/t1/subscriptions/"+id, std(), `{"ttl":7200}`)
+		ts.must(204, "PUT", "/v2/topics/t1/subscriptions/"+id+"/confirm", std(), `{"confirmed":true}`)
+
+		ts.must(201, "POST", "/v2/topics/t1/messages", std(), `{"messages":[{"ttl":300,"body":{"event":"a"}}]}`)
+		ts.must(201, "POST", "/v2/queues/t1/messages", std(), `{"messages":[{"ttl":300,"body":1}]}`)
+		if d := ts.must(200, "GET", "/v2/topics/t1/deliveries", std(), "").json(t); d["pending"] != 1.0 {
+			t.Errorf("topic deliveries %v, want 1 pending", d)
+		}
+		if d := ts.must(200, "GET", "/v2/queues/t1/deliveries", std(), "").json(t); d["pending"] != 0.0 {
+			t.Errorf("queue t1 deliveries %v: the topic's subscriber was given the queue's message", d)
+		}
+		ts.must(204, "POST", "/v2/topics/t1/purge", std(), `{"resource_types":["subscriptions"]}`)
+		if r := ts.must(200, "GET", "/v2/topics/t1/subscriptions", std(), ""); r.body != `{"subscriptions":[],"links":[]}` {
+			t.Errorf("after purge %s", r.body)
+		}
+		ts.must(204, "DELETE", "/v2/topics/t1", std(), "")
+		ts.must(204, "DELETE", "/v2/queues/t1", std(), "")
+	})
 }
