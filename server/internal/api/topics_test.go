@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -169,4 +170,22 @@ func TestTopicSubscriptions(t *testing.T) {
 		ts.must(204, "DELETE", "/v2/topics/t1", std(), "")
 		ts.must(204, "DELETE", "/v2/queues/t1", std(), "")
 	})
+}
+
+// TestTopicNamespaceUnreachable: a project id holding the namespace
+// separator (which net/http never lets into a header, but a test request
+// can carry) is refused, so no caller can address another project's topics
+// as its queues.
+func TestTopicNamespaceUnreachable(t *testing.T) {
+	s := newTestServer(t, nil)
+	for _, project := range []string{"p1\x1etopics", "\x1e"} {
+		req := httptest.NewRequest("GET", "/v2/queues", nil)
+		req.Header.Set("Client-ID", testClient)
+		req.Header["X-Project-Id"] = []string{project}
+		rec := httptest.NewRecorder()
+		s.ServeHTTP(rec, req)
+		if rec.Code != 400 {
+			t.Errorf("project %q: %d %s", project, rec.Code, rec.Body)
+		}
+	}
 }
