@@ -188,12 +188,14 @@ func (s *Server) createSubscription(w http.ResponseWriter, r *http.Request, c *C
 	if sub.Options == nil {
 		sub.Options = storage.Metadata{}
 	}
-	id, created, err := s.drv.Subscriptions().Create(c.ctx, c.ref(), sub)
+	id, _, err := s.drv.Subscriptions().Create(c.ctx, c.ref(), sub)
 	if err != nil {
 		s.fail(w, storageErr(err, "Subscription could not be created.", ""))
 		return
 	}
-	if created && s.onSubscribe != nil {
+	if s.onSubscribe != nil {
+		// Also for a subscriber posted again: one still unconfirmed gets
+		// another confirmation request.
 		sub.ID = id
 		s.onSubscribe(c.ref(), sub)
 	}
