@@ -21,6 +21,7 @@ func (s *Server) startDeliveries(ctx context.Context) (stop func(), err error) {
 		RetryMin:      s.opts.DeliveryRetryMin,
 		RetryMax:      s.opts.DeliveryRetryMax,
 		SMTPURL:       s.opts.SMTPURL,
+		SignKey:       s.signKey,
 	}, s.log, s.m)
 	if err != nil {
 		return nil, err

@@ -31,6 +31,7 @@ type Options struct {
 	RetryMin      time.Duration // first backoff
 	RetryMax      time.Duration // longest backoff
 	SMTPURL       string        // smtp://host:port[?from=addr]; "" : no mail
+	SignKey       []byte        // key of pre-signed URLs: signs confirmation requests
 	// Project-wide identity: the server answers trust+ subscribers as
 	// plain http(s) because it has no identity service to get trusts from.
 }
