@@ -8,7 +8,6 @@ thing instead: EXPECTED says what."""
 from __future__ import annotations
 
 import pytest
-
 from conftest import TARGETS, need
 from harness import BIN
 

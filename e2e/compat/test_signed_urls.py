@@ -10,7 +10,6 @@ import urllib.request
 import uuid
 
 import pytest
-
 from conftest import TARGETS, make_client, need
 from harness import BIN, SluiceServer
 

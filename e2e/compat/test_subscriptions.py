@@ -5,10 +5,9 @@ project isolation; and a subscriber is notified of a posted message."""
 from __future__ import annotations
 
 import pytest
-from zaqarclient.transport import errors
-
 from conftest import make_client
 from harness import WebhookReceiver
+from zaqarclient.transport import errors
 
 HOOK = "http://127.0.0.1:9/hook"  # never called: these tests post no message
 
