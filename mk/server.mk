@@ -10,7 +10,7 @@ export SLUICE_SMTP_PYTHON := $(SMTP_VENV)/bin/python
 
 FUZZTIME ?= 30s
 SERVER_FUZZ_TARGETS = FuzzPostMessages FuzzClaimBody FuzzQueueMetadata FuzzPatch \
-	FuzzListQuery FuzzHeaders FuzzAppendString FuzzRequest FuzzPostFastPath
+	FuzzListQuery FuzzHeaders FuzzAppendString FuzzRequest FuzzPostFastPath FuzzSubscriptionBody
 
 .PHONY: build-server test-server fuzz-server run-server venv-smtp
 build-server: ## build sluice-server into build/bin

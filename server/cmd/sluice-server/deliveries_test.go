@@ -273,3 +273,46 @@ func TestRequireConfirmation(t *testing.T) {
 		}
 	}
 }
+
+// TestHangingSubscriberDoesNotSlowPosting: while a subscriber that never
+// answers holds its share of the engine, posts to its queue and to other
+// queues are all acknowledged, each within a client deadline far below the
+// subscriber's timeout, and other subscribers keep being served.
+func TestHangingSubscriberDoesNotSlowPosting(t *testing.T) {
+	rds := testutil.StartRedis(t, testutil.RedisOptions{})
+	stuck, ok := testutil.StartWebhook(t), testutil.StartWebhook(t)
+	stuck.Hang()
+	r := startReplica(t, rds.URL, "--delivery-timeout", "30s")
+	r.must(201, "POST", "/v2/queues/stuck/subscriptions", `{"subscriber":"`+stuck.URL("/s")+`"}`)
+	r.must(201, "POST", "/v2/queues/fine/subscriptions", `{"subscriber":"`+ok.URL("/f")+`"}`)
+	client := &http.Client{Timeout: 2 * time.Second}
+	post := func(q string, i int) {
+		req, _ := http.NewRequest("POST", "http://"+r.addr+"/v2/queues/"+q+"/messages",
+			bytes.NewBufferString(fmt.Sprintf(`{"messages":[{"body":%d}]}`, i)))
+		req.Header.Set("Client-ID", "3381af92-2b9e-11e3-b191-71861300734c")
+		req.Header.Set("X-Project-ID", "p")
+		res, err := client.Do(req)
+		if err != nil {
+			t.Fatalf("post %d to %s: %v", i, q, err)
+		}
+		res.Body.Close()
+		if res.StatusCode != 201 {
+			t.Fatalf("post %d to %s: %d", i, q, res.StatusCode)
+		}
+	}
+	for i := 0; i < 100; i++ {
+		post("stuck", i)
+	}
+	testutil.Eventually(t, 10*time.Second, "stuck subscriber saturated", func() bool { n, _ := stuck.InFlight(); return n > 0 })
+	for i := 0; i < 100; i++ {
+		post("other", i)
+		post("fine", i)
+	}
+	testutil.Eventually(t, 30*time.Second, "other subscriber served", func() bool { return len(ok.ByDelivery()) == 100 })
+	if _, most := stuck.InFlight(); most > 4 {
+		t.Errorf("%d concurrent requests to the stuck subscriber, limit 4", most)
+	}
+	if p := r.pending("stuck"); p != 100 {
+		t.Errorf("stuck queue: %d pending, want 100", p)
+	}
+}

@@ -137,15 +137,18 @@ func (e *Engine) Run(ctx context.Context) {
 	defer tick.Stop()
 	backoff := time.Duration(0)
 	for {
-		full, err := e.leaseOnce(ctx)
+		more, err := e.leaseOnce(ctx)
 		if err != nil && ctx.Err() == nil {
 			backoff = min(max(2*backoff, 100*time.Millisecond), 5*time.Second)
 			e.log.Warn("leasing deliveries failed", "error", err.Error(), "retry_in", backoff.String())
 		} else {
 			backoff = 0
 		}
-		if full && backoff == 0 {
-			// A full batch: more may be due right away, if there is room.
+		if more && backoff == 0 {
+			// A full batch that every subscriber could take: more may be
+			// due right away. A batch that overflowed a busy subscriber
+			// waits for the next tick or wake instead, so a stuck
+			// subscriber's backlog is not leased and released in a loop.
 			if e.room() > 0 {
 				continue
 			}
@@ -177,9 +180,9 @@ func (e *Engine) room() int {
 	return e.opts.Concurrency - e.held
 }
 
-// leaseOnce leases up to the free room and dispatches what it got; full
-// reports that the lease returned as many as asked.
-func (e *Engine) leaseOnce(ctx context.Context) (full bool, err error) {
+// leaseOnce leases up to the free room and dispatches what it got; more
+// reports that the lease returned as many as asked and none overflowed.
+func (e *Engine) leaseOnce(ctx context.Context) (more bool, err error) {
 	n := e.room()
 	if n <= 0 {
 		return false, nil
@@ -199,14 +202,15 @@ func (e *Engine) leaseOnce(ctx context.Context) (full bool, err error) {
 		}
 	}
 	// What a saturated subscriber could not take goes back to the store,
-	// soon for a subscriber that is making progress, after a send timeout
-	// for one that is stuck, so that it is not leased over and over.
+	// soon for a subscriber that is making progress, after the longest
+	// retry delay for one that is stuck, so that its backlog is not leased
+	// over and over.
 	for _, o := range over {
 		e.settle(ctx, func(c context.Context) error {
 			return e.drv.Deliveries().Release(c, o.d, time.Now().Add(o.after))
 		})
 	}
-	return len(ds) == n, nil
+	return len(ds) == n && len(over) == 0, nil
 }
 
 // overflow is a leased delivery its subscriber had no room for.
@@ -252,7 +256,7 @@ func (e *Engine) dispatch(ctx context.Context, d storage.Delivery, until time.Ti
 	default:
 		after := e.opts.RetryMin
 		if time.Since(q.progress) > time.Second {
-			after = e.opts.Timeout
+			after = max(e.opts.RetryMax, e.opts.Timeout)
 		}
 		e.mu.Unlock()
 		return overflow{d, after}, false
@@ -274,12 +278,19 @@ func (e *Engine) start(ctx context.Context, j job) {
 			q := e.active[j.sub.Subscriber]
 			q.progress = time.Now()
 			if len(q.waiting) == 0 || ctx.Err() != nil {
-				e.held -= len(q.waiting)
+				// Shutting down: what waits goes back to the store at once,
+				// for another replica to send.
+				left := q.waiting
+				e.held -= len(left)
+				q.waiting = nil
 				q.running--
 				if q.running == 0 {
 					delete(e.active, j.sub.Subscriber)
 				}
 				e.mu.Unlock()
+				for _, w := range left {
+					e.settle(ctx, func(c context.Context) error { return e.drv.Deliveries().Release(c, w.d, time.Now()) })
+				}
 				e.Wake()
 				return
 			}

@@ -353,3 +353,45 @@ func TestBackoff(t *testing.T) {
 		}
 	}
 }
+
+// TestStopReleasesWaiting: deliveries a stopping replica still had waiting
+// are handed back at once, not left leased until their lease lapses.
+func TestStopReleasesWaiting(t *testing.T) {
+	drv := memory.New(storage.Options{})
+	rcv := testutil.StartWebhook(t)
+	rcv.Hang()
+	q := storage.QueueRef{Project: "p", Name: "stop"}
+	subscribe(t, drv, q, rcv.URL("/h"), nil)
+	opts := testOptions()
+	opts.PerSubscriber = 2
+	opts.Timeout = 30 * time.Second
+	e, err := New(drv, opts, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { e.Run(ctx); close(done) }()
+	post(t, drv, q, time.Hour, "1", "2", "3", "4", "5", "6", "7", "8", "9", "10")
+	e.Wake()
+	testutil.Eventually(t, 10*time.Second, "saturated", func() bool {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		return e.held == 10
+	})
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("engine did not stop")
+	}
+	got, err := drv.Deliveries().Lease(context.Background(), 100, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The two that were being sent are retried after a backoff; under a
+	// loaded machine that may have passed already.
+	if len(got) < 8 {
+		t.Errorf("%d deliveries leasable right after the stop, want at least the 8 that were waiting", len(got))
+	}
+}
