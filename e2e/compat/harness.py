@@ -8,6 +8,7 @@ it (never by name): other people's redis-servers run on the same machine.
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 import shutil
 import signal
@@ -216,3 +217,62 @@ def rss_kib(pid: int, field: str = "VmRSS") -> int:
     except OSError:
         pass
     return 0
+
+
+class WebhookReceiver:
+    """A webhook subscriber on a free loopback port, in a thread: records
+    every POST (path, headers, JSON body) so tests can see what a server
+    delivered. Answers 200, or `status` when a test sets it."""
+
+    def __init__(self):
+        import http.server
+        import threading
+
+        self.requests: list[dict] = []
+        self.status = 200
+        self._cond = threading.Condition()
+        receiver = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                try:
+                    body = json.loads(raw) if raw else None
+                except ValueError:
+                    body = raw.decode(errors="replace")
+                with receiver._cond:
+                    receiver.requests.append({"path": self.path, "headers": dict(self.headers), "body": body})
+                    receiver._cond.notify_all()
+                self.send_response(receiver.status)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self._server.server_address[1]
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    def url(self, path: str = "/hook") -> str:
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    def wait(self, n: int, timeout: float = 10.0) -> list[dict]:
+        """The first n requests, waiting up to timeout for them."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while len(self.requests) < n and time.monotonic() < deadline:
+                self._cond.wait(deadline - time.monotonic())
+            return list(self.requests[:n])
+
+    def clear(self) -> None:
+        with self._cond:
+            self.requests.clear()
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._server.shutdown()
+        self._server.server_close()

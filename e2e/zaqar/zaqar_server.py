@@ -71,9 +71,11 @@ class ZaqarServer(Process):
     stop_signal = signal.SIGINT
 
     def __init__(self, workdir: Path, redis_url: str, processes: int = 2,
-                 admin_mode: bool = False):
+                 admin_mode: bool = False, extra_conf: str = ""):
         super().__init__(workdir)
         self.admin_mode = admin_mode
+        # Further zaqar.conf sections, e.g. "[signed_url]\nsecret_key = k\n".
+        self.extra_conf = extra_conf
         self.redis_url = redis_url
         self.processes = processes
         self.home = self.workdir / "home"
@@ -85,7 +87,7 @@ class ZaqarServer(Process):
         init_sqlite(db)
         (conf_dir / "zaqar.conf").write_text(CONF_TEMPLATE.format(
             redis_uri=zaqar_redis_uri(self.redis_url), sqlite_path=db,
-            admin_mode=self.admin_mode))
+            admin_mode=self.admin_mode) + self.extra_conf)
 
     def command(self) -> list[str]:
         venv = Path(sys.prefix)

@@ -21,9 +21,7 @@ func (s *Server) startDeliveries(ctx context.Context) (stop func(), err error) {
 		RetryMin:      s.opts.DeliveryRetryMin,
 		RetryMax:      s.opts.DeliveryRetryMax,
 		SMTPURL:       s.opts.SMTPURL,
-		// SignConfirm stays nil until pre-signed URLs (POST .../share) can
-		// sign the confirm path; confirmation requests then carry an empty
-		// URL-Signature.
+		SignKey:       s.signKey,
 	}, s.log, s.m)
 	if err != nil {
 		return nil, err

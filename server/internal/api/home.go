@@ -9,7 +9,8 @@ import (
 const versionsDoc = `{"versions": [{"id": "2", "status": "CURRENT", "updated": "2014-9-24T04:06:47Z", "media-types": [{"base": "application/json", "type": "application/vnd.openstack.messaging-v2+json"}], "links": [{"href": "/v2/", "rel": "self"}]}]}`
 
 // homeDoc is Zaqar's JSON-home document for the resources sluice serves,
-// with sluice's deliveries extension (rel/queue_deliveries).
+// with sluice's deliveries extension (rel/queue_deliveries) and the topic
+// resources, which Zaqar serves but does not advertise.
 //
 //go:embed home.json
 var homeDoc []byte
@@ -54,6 +55,7 @@ func (s *Server) routesV2() {
 	s.Handle("DELETE", q, Project, s.deleteQueue)
 	s.Handle("GET", q+"/stats", Project, s.queueStats)
 	s.Handle("POST", q+"/purge", Project, s.purgeQueue)
+	s.Handle("POST", q+"/share", Project, s.shareQueue)
 
 	s.Handle("POST", q+"/messages", Project, s.postMessages)
 	s.Handle("GET", q+"/messages", Project, s.listMessages)
@@ -67,4 +69,5 @@ func (s *Server) routesV2() {
 	s.Handle("DELETE", q+"/claims/{claim_id}", Project, s.deleteClaim)
 
 	s.routesSubscriptions(q)
+	s.routesTopics()
 }

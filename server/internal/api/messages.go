@@ -9,7 +9,7 @@ import (
 	"sluice.dev/server/internal/storage"
 )
 
-func (c *Call) ref() storage.QueueRef { return storage.QueueRef{Project: c.Project, Name: c.queue} }
+func (c *Call) ref() storage.QueueRef { return storage.QueueRef{Project: c.space(), Name: c.queue} }
 
 // queuePath is "/v2/queues/<name>", the base of every href.
 func queuePath(name string) string { return "/v2/queues/" + name }
@@ -85,7 +85,7 @@ func (s *Server) postMessages(w http.ResponseWriter, r *http.Request, c *Call) {
 	if s.afterPost != nil {
 		s.afterPost()
 	}
-	base := queuePath(c.queue)
+	base := c.base()
 	b := c.w.out[:0]
 	b = append(b, `{"resources":[`...)
 	for i, id := range ids {
@@ -196,7 +196,7 @@ func (s *Server) listMessages(w http.ResponseWriter, r *http.Request, c *Call) {
 		writeRaw(w, http.StatusOK, append(b, `{"messages":[],"links":[]}`...))
 		return
 	}
-	base := queuePath(c.queue)
+	base := c.base()
 	now := time.Now()
 	b = append(b, `{"messages":[`...)
 	for i := range msgs {
@@ -234,7 +234,7 @@ func (s *Server) getMessages(w http.ResponseWriter, c *Call, ids []string) {
 			c.queue+" for project "+c.Project+"."))
 		return
 	}
-	base := queuePath(c.queue)
+	base := c.base()
 	now := time.Now()
 	b := append(c.w.out[:0], `{"messages":[`...)
 	for i := range msgs {
@@ -260,7 +260,7 @@ func (s *Server) getMessage(w http.ResponseWriter, r *http.Request, c *Call) {
 		s.fail(w, storageErr(err, "Message could not be retrieved.", messageMissing(id, c)))
 		return
 	}
-	b := appendMessage(c.w.out[:0], queuePath(c.queue), &m, time.Now())
+	b := appendMessage(c.w.out[:0], c.base(), &m, time.Now())
 	c.w.out = b
 	writeRaw(w, http.StatusOK, b)
 }

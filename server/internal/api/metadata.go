@@ -13,14 +13,18 @@ import (
 
 // reservedKeys are the metadata keys every queue answers with, in Zaqar's
 // order, filled with defaults when a queue does not set them.
-var reservedKeys = [...]string{
+var reservedKeys = []string{
 	"_max_messages_post_size", "_default_message_ttl", "_default_message_delay",
 	"_dead_letter_queue", "_dead_letter_queue_messages_ttl", "_max_claim_count",
 	"_enable_encrypt_messages",
 }
 
-func isReserved(key string) bool {
-	for _, k := range reservedKeys {
+// topicReservedKeys are those a topic answers with: Zaqar's topics know no
+// claims, dead letters or encryption.
+var topicReservedKeys = reservedKeys[:3]
+
+func isReserved(key string, reserved []string) bool {
+	for _, k := range reserved {
 		if k == key {
 			return true
 		}
@@ -46,9 +50,15 @@ func (s *Server) reservedDefault(key string) any {
 // appendMetadata encodes a queue's metadata: its own keys, then the reserved
 // keys it leaves unset (or null) with their defaults.
 func (s *Server) appendMetadata(b []byte, meta storage.Metadata) ([]byte, error) {
+	return s.appendMetadataOf(b, meta, reservedKeys)
+}
+
+// appendMetadataOf is appendMetadata with the reserved keys of a queue or
+// of a topic.
+func (s *Server) appendMetadataOf(b []byte, meta storage.Metadata, reserved []string) ([]byte, error) {
 	keys := make([]string, 0, len(meta))
 	for k, v := range meta {
-		if v == nil && isReserved(k) {
+		if v == nil && isReserved(k, reserved) {
 			continue
 		}
 		keys = append(keys, k)
@@ -71,7 +81,7 @@ func (s *Server) appendMetadata(b []byte, meta storage.Metadata) ([]byte, error)
 	for _, k := range keys {
 		field(k, meta[k])
 	}
-	for _, k := range reservedKeys {
+	for _, k := range reserved {
 		if v := meta[k]; v == nil {
 			field(k, s.reservedDefault(k))
 		}
@@ -251,18 +261,24 @@ func metadataPointer(path string) (string, bool) {
 // applyPatch changes meta in place with Zaqar's semantics: replace and
 // remove of a key that is neither set nor reserved is a conflict.
 func applyPatch(meta storage.Metadata, ops []patchOp) *apiError {
+	return applyPatchOf(meta, ops, reservedKeys)
+}
+
+// applyPatchOf is applyPatch where reserved are the keys that may be
+// replaced or removed while unset.
+func applyPatchOf(meta storage.Metadata, ops []patchOp, reserved []string) *apiError {
 	for _, op := range ops {
 		_, present := meta[op.key]
 		switch op.op {
 		case "add":
 			meta[op.key] = op.value
 		case "replace":
-			if !present && !isReserved(op.key) {
+			if !present && !isReserved(op.key, reserved) {
 				return &apiError{http.StatusConflict, "Resource conflict", "Can't replace non-existent object " + op.key + "."}
 			}
 			meta[op.key] = op.value
 		case "remove":
-			if !present && !isReserved(op.key) {
+			if !present && !isReserved(op.key, reserved) {
 				return &apiError{http.StatusConflict, "Resource conflict", "Can't remove non-existent object " + op.key + "."}
 			}
 			delete(meta, op.key)

@@ -10,7 +10,7 @@ import (
 )
 
 func queueMissing(c *Call) string {
-	return "Queue " + c.queue + " does not exist for project " + c.Project
+	return c.noun() + " " + c.queue + " does not exist for project " + c.Project
 }
 
 // defaultQueueLimit is Zaqar's default queue listing page.
@@ -59,7 +59,7 @@ func (s *Server) listQueues(w http.ResponseWriter, r *http.Request, c *Call) {
 	if given {
 		link.add("with_count", boolText(withCount))
 	}
-	queues, err := s.drv.Queues().List(c.ctx, c.Project, opts)
+	queues, err := s.drv.Queues().List(c.ctx, c.space(), opts)
 	if err != nil {
 		s.fail(w, storageErr(err, "Queues could not be listed.", ""))
 		return
@@ -71,7 +71,9 @@ func (s *Server) listQueues(w http.ResponseWriter, r *http.Request, c *Call) {
 			return
 		}
 	}
-	b := append(c.w.out[:0], `{"queues":[`...)
+	b := append(c.w.out[:0], '{')
+	b = appendString(b, c.collection())
+	b = append(b, ":["...)
 	for i := range queues {
 		if i > 0 {
 			b = append(b, ',')
@@ -79,10 +81,10 @@ func (s *Server) listQueues(w http.ResponseWriter, r *http.Request, c *Call) {
 		b = append(b, `{"name":`...)
 		b = appendString(b, queues[i].Name)
 		b = append(b, `,"href":`...)
-		b = appendString(b, queuePath(queues[i].Name))
+		b = appendString(b, c.pathOf(queues[i].Name))
 		if opts.Detailed {
 			b = append(b, `,"metadata":`...)
-			if b, err = s.appendMetadata(b, queues[i].Metadata); err != nil {
+			if b, err = s.appendMetadataOf(b, queues[i].Metadata, c.reserved()); err != nil {
 				s.fail(w, storageErr(err, "Queues could not be listed.", ""))
 				return
 			}
@@ -112,7 +114,7 @@ func (s *Server) countQueues(c *Call, name string) (int, error) {
 	const page = 1000
 	total, marker := 0, ""
 	for {
-		qs, err := s.drv.Queues().List(c.ctx, c.Project, storage.ListQueuesOptions{Marker: marker, Limit: page, Name: name})
+		qs, err := s.drv.Queues().List(c.ctx, c.space(), storage.ListQueuesOptions{Marker: marker, Limit: page, Name: name})
 		if err != nil {
 			return 0, err
 		}
@@ -162,7 +164,7 @@ func (s *Server) getQueue(w http.ResponseWriter, r *http.Request, c *Call) {
 		s.fail(w, storageErr(err, "Queue metadata could not be retrieved.", queueMissing(c)))
 		return
 	}
-	b, err := s.appendMetadata(c.w.out[:0], meta)
+	b, err := s.appendMetadataOf(c.w.out[:0], meta, c.reserved())
 	if err != nil {
 		s.fail(w, storageErr(err, "Queue metadata could not be retrieved.", ""))
 		return
@@ -202,13 +204,13 @@ func (s *Server) patchQueue(w http.ResponseWriter, r *http.Request, c *Call) {
 	// update only validates and never touches storage itself.
 	var out []byte
 	_, err := s.drv.Queues().UpdateMetadata(c.ctx, q, func(meta storage.Metadata) (storage.Metadata, error) {
-		if e := applyPatch(meta, ops); e != nil {
+		if e := applyPatchOf(meta, ops, c.reserved()); e != nil {
 			return nil, e
 		}
 		if msg := s.validateMetadata(meta); msg != "" {
 			return nil, badBody(msg)
 		}
-		b, err := s.appendMetadata(c.w.out[:0], meta)
+		b, err := s.appendMetadataOf(c.w.out[:0], meta, c.reserved())
 		if err != nil || len(b) > s.opts.MaxQueueMetadata+512 {
 			return nil, badBody("Queue metadata is too large. Max size: " + strconv.Itoa(s.opts.MaxQueueMetadata))
 		}
@@ -255,7 +257,7 @@ func (s *Server) queueStats(w http.ResponseWriter, r *http.Request, c *Call) {
 	b = appendInt(b, int64(st.Total))
 	if st.Total > 0 && st.Newest != nil && st.Oldest != nil {
 		now := time.Now()
-		base := queuePath(c.queue)
+		base := c.base()
 		b = append(b, `,"newest":`...)
 		b = appendStatMessage(b, base, st.Newest, now)
 		b = append(b, `,"oldest":`...)

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"sluice.dev/server/internal/metrics"
+	"sluice.dev/server/internal/storage"
 )
 
 // Access says which request headers a route needs.
@@ -31,6 +32,7 @@ type Call struct {
 	RequestID string
 	Admin     bool
 	queue     string
+	topic     bool // queue names a topic (routes under /v2/topics)
 	ctx       context.Context
 	w         *respWriter
 }
@@ -49,7 +51,8 @@ func (s *Server) Handle(method, pattern string, access Access, h HandlerFunc) {
 	rt := s.routes[pattern]
 	if rt == nil {
 		label := strings.TrimSuffix(pattern, "{$}")
-		rt = &route{s: s, label: label, hasQueue: strings.Contains(pattern, "{queue_name}")}
+		rt = &route{s: s, label: label, hasQueue: strings.Contains(pattern, "{queue_name}"),
+			topics: strings.HasPrefix(pattern, "/v2/topics"), hasTopic: strings.Contains(pattern, "{topic_name}")}
 		rt.other = s.m.Endpoint("other", label)
 		s.routes[pattern] = rt
 		s.mux.Handle(pattern, rt)
@@ -94,6 +97,8 @@ type route struct {
 	s        *Server
 	label    string // route template used in metrics and logs
 	hasQueue bool
+	topics   bool // under /v2/topics
+	hasTopic bool
 	eps      [len(methods)]*endpoint
 	allow    string
 	other    *metrics.Endpoint // 405 and OPTIONS
@@ -157,6 +162,16 @@ func (rt *route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	if rt.topics {
+		c.topic = true
+		if rt.hasTopic {
+			c.queue = r.PathValue("topic_name")
+			if !validQueueName(c.queue) {
+				s.fail(w, errBadTopic)
+				return
+			}
+		}
+	}
 	if !s.boundCalls {
 		c.ctx = r.Context()
 		ep.h(w, r, c)
@@ -170,10 +185,15 @@ func (rt *route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 var errNotAcceptable = &apiError{status: http.StatusNotAcceptable}
 
-// checkHeaders runs Zaqar's request hooks in its order: form-encoded bodies,
-// Accept, Client-ID, project, then the admin role.
+// checkHeaders runs Zaqar's request hooks in its order: a pre-signed URL's
+// signature, form-encoded bodies, Accept, Client-ID, project, then the
+// admin role.
 func (s *Server) checkHeaders(r *http.Request, c *Call, access Access) *apiError {
 	h := r.Header
+	signed, e := s.checkSignature(r)
+	if e != nil {
+		return e
+	}
 	if ct := h["Content-Type"]; len(ct) > 0 && r.ContentLength != 0 &&
 		mediaType(ct[0]) == "application/x-www-form-urlencoded" {
 		return errFormEncoded
@@ -190,10 +210,15 @@ func (s *Server) checkHeaders(r *http.Request, c *Call, access Access) *apiError
 		return errBadClientID
 	}
 	c.ClientID = id
-	if e := s.authorize(r, c); e != nil {
+	if signed {
+		e = authorizeSigned(r, c)
+	} else {
+		e = s.authorize(r, c)
+	}
+	if e != nil {
 		return e
 	}
-	if len(c.Project) > maxProjectLen {
+	if len(c.Project) > maxProjectLen || storage.ReservedProject(c.Project) {
 		return errBadQueue
 	}
 	if access == Admin && !c.Admin {

@@ -42,6 +42,7 @@ type Server struct {
 	tokens       map[string]string
 	adminToken   string
 	trustRoles   bool
+	signKey      []byte // pre-signed URLs; nil: off
 
 	// locate names the pool a queue is placed on; set with pooling on, so
 	// GET of a queue can tell operators its shard (X-Sluice-Pool).
@@ -79,6 +80,8 @@ func New(opts config.Options, drv storage.Driver, log *slog.Logger, m *metrics.M
 		adminToken:   opts.AdminToken,
 		trustRoles:   opts.TrustRolesHeader,
 	}
+	// Validate has read the key file already; an error here left it nil.
+	s.signKey, _ = opts.SignedURLKey()
 	s.unmatched = m.Endpoint("other", "unmatched")
 	s.mux.Handle("/", http.HandlerFunc(s.notFound))
 	// Without this, ServeMux would redirect /v2 to /v2/; Zaqar answers 404.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"os"
 	"sort"
 	"strings"
 	"time"
@@ -38,6 +39,11 @@ type Options struct {
 	// TrustRolesHeader accepts `X-Roles: admin` as the admin role, as Zaqar
 	// does in noauth mode. It is only honoured while Tokens is empty.
 	TrustRolesHeader bool
+	// SignedURLSecret is the key of pre-signed URLs (Zaqar's [signed_url]
+	// secret_key); SignedURLSecretFile names a file holding it instead (a
+	// mounted Secret). Neither: /share answers 400, as Zaqar unconfigured.
+	SignedURLSecret     string
+	SignedURLSecretFile string
 
 	// MaxBodyBytes caps every request body; larger bodies get 413.
 	MaxBodyBytes int64
@@ -176,6 +182,9 @@ func (o *Options) Validate() error {
 			bad("auth-tokens: a project token must differ from the admin token")
 		}
 	}
+	if _, err := o.SignedURLKey(); err != nil {
+		bad("%v", err)
+	}
 	if o.MaxBodyBytes < 1024 {
 		bad("max-body-bytes: %d is below 1024", o.MaxBodyBytes)
 	}
@@ -258,4 +267,29 @@ func (o *Options) Validate() error {
 	}
 	sort.Slice(errs, func(i, j int) bool { return errs[i].Error() < errs[j].Error() })
 	return errors.Join(errs...)
+}
+
+// SignedURLKey is the secret of pre-signed URLs, read from
+// SignedURLSecretFile when that is set (one trailing newline dropped, as
+// files written by editors and `kubectl create secret --from-file` end
+// with one). nil: pre-signed URLs are off.
+func (o *Options) SignedURLKey() ([]byte, error) {
+	if o.SignedURLSecretFile == "" {
+		if o.SignedURLSecret == "" {
+			return nil, nil
+		}
+		return []byte(o.SignedURLSecret), nil
+	}
+	if o.SignedURLSecret != "" {
+		return nil, errors.New("signed-url-secret and signed-url-secret-file: set one, not both")
+	}
+	b, err := os.ReadFile(o.SignedURLSecretFile)
+	if err != nil {
+		return nil, fmt.Errorf("signed-url-secret-file: %w", err)
+	}
+	b = []byte(strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r"))
+	if len(b) == 0 {
+		return nil, fmt.Errorf("signed-url-secret-file: %s is empty", o.SignedURLSecretFile)
+	}
+	return b, nil
 }

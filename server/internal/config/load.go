@@ -165,6 +165,15 @@ var options = func() []option {
 	})
 	s, g = boolean(func(o *Options) *bool { return &o.TrustRolesHeader })
 	add("trust-roles-header", "without auth-tokens, accept 'X-Roles: admin' as the admin role (as Zaqar noauth)", s, g)
+	s, _ = str(func(o *Options) *string { return &o.SignedURLSecret })
+	add("signed-url-secret", "key of pre-signed URLs (Zaqar's [signed_url] secret_key); empty: /share is off", s, func(o *Options) string {
+		if o.SignedURLSecret == "" {
+			return ""
+		}
+		return "<redacted>"
+	})
+	s, g = str(func(o *Options) *string { return &o.SignedURLSecretFile })
+	add("signed-url-secret-file", "file holding the key of pre-signed URLs (a mounted Secret)", s, g)
 	s, g = int64v(func(o *Options) *int64 { return &o.MaxBodyBytes })
 	add("max-body-bytes", "largest request body accepted (413 beyond)", s, g)
 	s, g = integer(func(o *Options) *int { return &o.MaxMessagesPostSize })

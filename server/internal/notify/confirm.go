@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"time"
 
+	"sluice.dev/server/internal/signedurl"
 	"sluice.dev/server/internal/storage"
 )
 
@@ -16,25 +17,25 @@ import (
 const confirmAttempts = 5
 
 // confirmation is the request body, with Zaqar's fields. The URL-* fields
-// carry a pre-signed URL allowing the subscriber to confirm without
-// credentials when the engine has a signer (Options.SignConfirm); without
-// one URL-Signature and URL-Expires are empty.
-func (e *Engine) confirmation(q storage.QueueRef, sub storage.Subscription) []byte {
-	path := "/v2/queues/" + q.Name + "/subscriptions/" + sub.ID + "/confirm"
-	var sig, expires string
-	if e.opts.SignConfirm != nil {
-		var err error
-		if sig, expires, err = e.opts.SignConfirm(q.Project, path); err != nil {
-			e.log.Warn("confirmation request not signed", "subscription", sub.ID, "error", err.Error())
-			sig, expires = "", ""
-		}
+// carry a pre-signed URL (PUT on the confirm path, for a day, as Zaqar's
+// notifier signs it) with which the subscriber confirms without other
+// credentials; without a key for pre-signed URLs they are left empty.
+func confirmation(q storage.QueueRef, sub storage.Subscription, key []byte, now time.Time) []byte {
+	project, coll := q.Project, "/v2/queues/"
+	if p, ok := storage.IsTopic(q); ok {
+		project, coll = p, "/v2/topics/"
+	}
+	path := coll + q.Name + "/subscriptions/" + sub.ID + "/confirm"
+	signature, expires := "", ""
+	if signed, err := signedurl.Sign(key, []string{path}, []string{"PUT"}, project, time.Time{}, now); err == nil {
+		signature, expires = signed.Signature, signed.Expires
 	}
 	doc := map[string]any{
 		"UnsubscribeBody": map[string]any{"confirmed": false},
-		"URL-Signature":   sig,
+		"URL-Signature":   signature,
 		"URL-Methods":     "PUT",
 		"URL-Paths":       path,
-		"X-Project-ID":    q.Project,
+		"X-Project-ID":    project,
 		"URL-Expires":     expires,
 		"SubscribeBody":   map[string]any{"confirmed": true},
 		"SubscriptionId":  sub.ID,
@@ -68,7 +69,7 @@ func (e *Engine) Subscribed(q storage.QueueRef, sub storage.Subscription) {
 		if err != nil || cur.Confirmed || !cur.NeedsConfirmation {
 			return
 		}
-		body := e.confirmation(q, cur)
+		body := confirmation(q, cur, e.opts.SignKey, time.Now())
 		for attempt := 0; attempt < confirmAttempts; attempt++ {
 			sctx, cancel := context.WithTimeout(ctx, e.opts.Timeout)
 			if scheme(cur.Subscriber) == "mailto" {

@@ -32,11 +32,9 @@ type Options struct {
 	RetryMin      time.Duration // first backoff
 	RetryMax      time.Duration // longest backoff
 	SMTPURL       string        // smtp://host:port[?from=addr]; "" : no mail
-	// SignConfirm, when set, pre-signs the confirm path of a confirmation
-	// request (Zaqar's signed URL: project, paths, methods ["PUT"]), so the
-	// subscriber can confirm without credentials. It returns the signature
-	// and the expiry as Zaqar prints it.
-	SignConfirm func(project, path string) (signature, expires string, err error)
+	SignKey       []byte        // key of pre-signed URLs: signs confirmation requests
+	// Project-wide identity: the server answers trust+ subscribers as
+	// plain http(s) because it has no identity service to get trusts from.
 }
 
 // Observer is told the outcome of each attempt (the server's metrics).

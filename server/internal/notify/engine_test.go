@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"sluice.dev/server/internal/signedurl"
 	"sluice.dev/server/internal/storage"
 	"sluice.dev/server/internal/storage/memory"
 	_ "sluice.dev/server/internal/storage/mongo"
@@ -280,9 +281,7 @@ func TestConfirmationFirst(t *testing.T) {
 		}
 		sub.ID = id
 		opts := testOptions()
-		opts.SignConfirm = func(project, path string) (string, string, error) {
-			return "sig:" + project + path, "2099-01-01T00:00:00", nil
-		}
+		opts.SignKey = []byte("confirm-key")
 		e := startEngine(t, drv, opts, nil)
 		e.Subscribed(q, sub)
 		testutil.Eventually(t, 10*time.Second, "confirmation request", func() bool { return len(rcv.Received()) == 1 })
@@ -292,8 +291,13 @@ func TestConfirmationFirst(t *testing.T) {
 		}
 		if doc["Message_Type"] != "SubscriptionConfirmation" || doc["SubscriptionId"] != id || doc["queue_name"] != "conf" ||
 			doc["URL-Paths"] != "/v2/queues/conf/subscriptions/"+id+"/confirm" || doc["X-Project-ID"] != "p" ||
-			doc["URL-Signature"] != "sig:p/v2/queues/conf/subscriptions/"+id+"/confirm" || doc["URL-Expires"] != "2099-01-01T00:00:00" ||
 			doc["URL-Methods"] != "PUT" {
+			t.Errorf("confirmation request %s", rcv.Received()[0].Body)
+		}
+		path := "/v2/queues/conf/subscriptions/" + id + "/confirm"
+		sig, _ := doc["URL-Signature"].(string)
+		expires, _ := doc["URL-Expires"].(string)
+		if !signedurl.Verify(opts.SignKey, []string{path}, []string{"PUT"}, "p", expires, sig, time.Now()) {
 			t.Errorf("confirmation request %s", rcv.Received()[0].Body)
 		}
 		post(t, drv, q, time.Hour, "1")

@@ -60,6 +60,7 @@ func Run(t *testing.T, open Opener) {
 	cases = append(cases, validationCases...)
 	cases = append(cases, subscriptionCases...)
 	cases = append(cases, deliveryCases...)
+	cases = append(cases, topicCases...)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			clock := NewClock()
