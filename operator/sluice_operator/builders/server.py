@@ -47,6 +47,20 @@ def admin_secret(cfg: Config, ns: str, token: str, owners: list[dict[str, Any]])
     }
 
 
+def notification_env(cfg: Config) -> list[dict[str, Any]]:
+    """notification_env passes the SMTP relay and the confirmation rule to the server
+    (its --smtp-url and --require-confirmation, as SLUICE_* variables)."""
+    env: list[dict[str, Any]] = []
+    if cfg.smtp_url:
+        env.append({"name": "SLUICE_SMTP_URL", "value": cfg.smtp_url})
+    elif cfg.smtp_url_secret:
+        name, key = cfg.smtp_url_secret.split("/", 1)
+        env.append({"name": "SLUICE_SMTP_URL", "valueFrom": {"secretKeyRef": {"name": name, "key": key}}})
+    if cfg.require_confirmation:
+        env.append({"name": "SLUICE_REQUIRE_CONFIRMATION", "value": "true"})
+    return env
+
+
 def deployment(cfg: Config, ns: str, owners: list[dict[str, Any]]) -> dict[str, Any]:
     """deployment runs sluice-server with the catalog URI and the admin token from its Secret."""
     lbls = common.labels(cfg, "server")
@@ -60,6 +74,7 @@ def deployment(cfg: Config, ns: str, owners: list[dict[str, Any]]) -> dict[str, 
             "valueFrom": {"secretKeyRef": {"name": common.ADMIN_SECRET, "key": "token"}},
         },
     ]
+    env += notification_env(cfg)
     container: dict[str, Any] = {
         "name": "sluice-server",
         "image": cfg.server_image,
