@@ -71,9 +71,11 @@ class ZaqarServer(Process):
     stop_signal = signal.SIGINT
 
     def __init__(self, workdir: Path, redis_url: str, processes: int = 2,
-                 admin_mode: bool = False):
+                 admin_mode: bool = False, message_pipeline: str = ""):
         super().__init__(workdir)
         self.admin_mode = admin_mode
+        # "zaqar.notification.notifier" makes Zaqar post webhook notifications.
+        self.message_pipeline = message_pipeline
         self.redis_url = redis_url
         self.processes = processes
         self.home = self.workdir / "home"
@@ -85,7 +87,8 @@ class ZaqarServer(Process):
         init_sqlite(db)
         (conf_dir / "zaqar.conf").write_text(CONF_TEMPLATE.format(
             redis_uri=zaqar_redis_uri(self.redis_url), sqlite_path=db,
-            admin_mode=self.admin_mode))
+            admin_mode=self.admin_mode)
+            + (f"\n[storage]\nmessage_pipeline = {self.message_pipeline}\n" if self.message_pipeline else ""))
 
     def command(self) -> list[str]:
         venv = Path(sys.prefix)
