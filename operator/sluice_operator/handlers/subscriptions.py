@@ -21,9 +21,10 @@ from .. import events, kube
 from ..serverapi import ServerAPI, ServerError
 
 CONDITION = "Subscribed"
-# A declared subscription is renewed (its ttl re-set) once half of it has passed,
-# so it never expires under a running operator.
-RENEW_FRACTION = 0.5
+# The ttl of a subscription whose spec gives none: ten years, so it lasts as long
+# as the Queue (the server re-sets a subscription's expiry only when its ttl
+# changes, so there is nothing to renew it with).
+LASTING_TTL = 10 * 365 * 24 * 3600
 
 
 @dataclass
@@ -78,15 +79,12 @@ def wanted(ns: str, spec: dict[str, Any], out: Outcome) -> list[Wanted]:
                 continue
             options["secret"] = value
             out.secrets.append(value)
-        result.append(Wanted(item["subscriber"], int(item.get("ttl", 86400)), options))
+        result.append(Wanted(item["subscriber"], int(item.get("ttl") or LASTING_TTL), options))
     return result
 
 
 def _needs_update(w: Wanted, have: dict[str, Any]) -> bool:
-    if have.get("ttl") != w.ttl or (have.get("options") or {}) != w.options:
-        return True
-    age = have.get("age")
-    return isinstance(age, int | float) and age >= w.ttl * RENEW_FRACTION
+    return bool(have.get("ttl") != w.ttl or (have.get("options") or {}) != w.options)
 
 
 def sync(api: ServerAPI, body: dict[str, Any], project: str, qname: str) -> Outcome:

@@ -178,7 +178,7 @@ def test_queue_defaults_and_limits() -> None:
 def test_queue_subscriber_schemes(subscriber: str, ok: bool) -> None:
     spec = {"pool": "web", "subscriptions": [{"subscriber": subscriber}]}
     if ok:
-        assert validate("queues", spec)["subscriptions"] == [{"subscriber": subscriber, "ttl": 86400}]
+        assert validate("queues", spec)["subscriptions"] == [{"subscriber": subscriber}]
     else:
         with pytest.raises(jsonschema.ValidationError, match="does not match"):
             validate("queues", spec)

@@ -174,19 +174,17 @@ def test_rejected_subscriber_and_missing_secret_reported_others_synced(store: St
     assert cond(run(cfg, store), "Subscribed")["status"] == "True"
 
 
-def test_declared_subscription_renewed_before_it_expires(store: Store, server: ZaqarDouble) -> None:
+def test_lapsed_subscription_subscribed_again_and_ttl_defaults_to_lasting(store: Store, server: ZaqarDouble) -> None:
     cfg = Config(server_url_template=server.url)
-    put_queue(store, sub("http://a.example/h", ttl=120))
+    put_queue(store, {"subscriber": "http://a.example/h"}, sub("http://b.example/h", ttl=120))
     run(cfg, store)
-    s = on_server(server)["http://a.example/h"]
-    s["age"] = 59
-    server.state.requests.clear()
-    run(cfg, store)
-    assert writes(server) == []
-    s["age"] = 60
-    run(cfg, store)
-    assert writes(server) == [("PATCH", f"/v2/queues/orders/subscriptions/{s['id']}")]
-    assert on_server(server)["http://a.example/h"]["age"] == 0
+    have = on_server(server)
+    assert have["http://a.example/h"]["ttl"] == 10 * 365 * 24 * 3600 and have["http://b.example/h"]["ttl"] == 120
+    old = have["http://b.example/h"]["id"]
+    server.state.subs[("shop", "orders")].pop(old)  # its ttl lapsed on the server
+    body = run(cfg, store)
+    new = on_server(server)["http://b.example/h"]["id"]
+    assert new != old and {s["id"] for s in body["status"]["subscriptions"]} >= {new}
 
 
 def test_delivery_health_in_status_redacted(store: Store, server: ZaqarDouble) -> None:
