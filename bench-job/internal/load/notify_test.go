@@ -110,6 +110,9 @@ func TestNotificationLatencyPairsAckWithArrival(t *testing.T) {
 	if s.OK != 2 || s.Hist.Min() > 1 || s.Hist.Max() < 2990 || s.Hist.Max() > 3010 {
 		t.Errorf("ok %d min %dµs max %dµs, want 2, <= 1 (the histogram floor), ~3000", s.OK, s.Hist.Min(), s.Hist.Max())
 	}
+	if s.Extra["before_ack"] != 1 {
+		t.Errorf("before_ack %d, want 1", s.Extra["before_ack"])
+	}
 	if n.Outstanding() != 1 {
 		t.Errorf("outstanding %d, want 1", n.Outstanding())
 	}

@@ -53,7 +53,8 @@ func (n *Notifications) Outstanding() int64 {
 }
 
 // Latencies files every acknowledged and notified post into op, in arrival
-// order (so op's per-second series follows the arrivals).
+// order (so op's per-second series follows the arrivals), and counts under
+// "before_ack" the notifications that arrived before their post's response.
 func (n *Notifications) Latencies(op *Op) {
 	n.mu.Lock()
 	type pair struct{ ack, arr int64 }
@@ -65,7 +66,12 @@ func (n *Notifications) Latencies(op *Op) {
 	}
 	n.mu.Unlock()
 	sort.Slice(pairs, func(i, j int) bool { return pairs[i].arr < pairs[j].arr })
+	var early int64
 	for _, p := range pairs {
+		if p.arr < p.ack {
+			early++
+		}
 		op.Success(time.Unix(0, p.arr), time.Duration(max(p.arr-p.ack, 0)))
 	}
+	op.Count("before_ack", early)
 }
