@@ -77,7 +77,7 @@ func testRequestErrors(t *testing.T, store func(*config.Options)) {
 		{"metadata too large", "PUT", "/v2/queues/m1", std(), `{"a":"` + strings.Repeat("x", 70000) + `"}`, 400, "Invalid API request", "Queue metadata is too large. Max size: 65536"},
 		{"body over the cap", "POST", "/v2/queues/demo/messages", std(), strings.Repeat(" ", 1<<20+1), 413, "Request entity too large", "The request body may not exceed 1048576 bytes."},
 		{"batch over queue size", "POST", "/v2/queues/demo/messages", std(), `{"messages":[{"body":"` + strings.Repeat("x", 262144) + `"}]}`, 400, "Invalid API request", "Message collection size is too large. Max size 262144"},
-		{"purge bad type", "POST", "/v2/queues/demo/purge", std(), `{"resource_types":["queues"]}`, 400, "Invalid API request", "Resource types must be a sub set of ['messages', 'subscriptions']."},
+		{"purge bad type", "POST", "/v2/queues/demo/purge", std(), `{"resource_types":["queues"]}`, 400, "Invalid API request", "Resource types must be a sub set of {'subscriptions', 'messages'}."},
 		{"health without admin", "GET", "/v2/health", std(), "", 403, "Not authorized", "You are not authorized to complete this action."},
 	}
 	for _, tc := range cases {

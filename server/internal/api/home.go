@@ -8,8 +8,8 @@ import (
 // versionsDoc is Zaqar's answer to GET / byte for byte.
 const versionsDoc = `{"versions": [{"id": "2", "status": "CURRENT", "updated": "2014-9-24T04:06:47Z", "media-types": [{"base": "application/json", "type": "application/vnd.openstack.messaging-v2+json"}], "links": [{"href": "/v2/", "rel": "self"}]}]}`
 
-// homeDoc is Zaqar's JSON-home document without the subscription and share
-// resources, which sluice does not serve.
+// homeDoc is Zaqar's JSON-home document for the resources sluice serves,
+// with sluice's deliveries extension (rel/queue_deliveries).
 //
 //go:embed home.json
 var homeDoc []byte
@@ -65,4 +65,6 @@ func (s *Server) routesV2() {
 	s.Handle("GET", q+"/claims/{claim_id}", Project, s.getClaim)
 	s.Handle("PATCH", q+"/claims/{claim_id}", Project, s.updateClaim)
 	s.Handle("DELETE", q+"/claims/{claim_id}", Project, s.deleteClaim)
+
+	s.routesSubscriptions(q)
 }

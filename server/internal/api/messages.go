@@ -82,6 +82,9 @@ func (s *Server) postMessages(w http.ResponseWriter, r *http.Request, c *Call) {
 		s.fail(w, storageErr(err, "Messages could not be enqueued.", ""))
 		return
 	}
+	if s.afterPost != nil {
+		s.afterPost()
+	}
 	base := queuePath(c.queue)
 	loc := make([]byte, 0, len(base)+14+37*len(ids))
 	loc = append(loc, base...)

@@ -289,7 +289,7 @@ func (s *Server) purgeQueue(w http.ResponseWriter, r *http.Request, c *Call) {
 		s.fail(w, e)
 		return
 	}
-	purgeMessages := true
+	purgeMessages, purgeSubs := true, true
 	if len(body) > 0 {
 		v, e := parseJSONDocument(body)
 		if e != nil {
@@ -307,13 +307,13 @@ func (s *Server) purgeQueue(w http.ResponseWriter, r *http.Request, c *Call) {
 				s.fail(w, errPurgeTypes)
 				return
 			}
-			purgeMessages = false
+			purgeMessages, purgeSubs = false, false
 			for _, t := range list {
 				switch t {
 				case "messages":
 					purgeMessages = true
 				case "subscriptions":
-					// sluice keeps no subscriptions: nothing to purge.
+					purgeSubs = true
 				default:
 					s.fail(w, errPurgeTypes)
 					return
@@ -327,7 +327,13 @@ func (s *Server) purgeQueue(w http.ResponseWriter, r *http.Request, c *Call) {
 			return
 		}
 	}
+	if purgeSubs {
+		if err := s.drv.Subscriptions().Purge(c.ctx, c.ref()); err != nil {
+			s.fail(w, storageErr(err, "Queue could not be purged.", ""))
+			return
+		}
+	}
 	writeEmpty(w, http.StatusNoContent)
 }
 
-var errPurgeTypes = badRequest("Resource types must be a sub set of ['messages', 'subscriptions'].")
+var errPurgeTypes = badRequest("Resource types must be a sub set of {'subscriptions', 'messages'}.")

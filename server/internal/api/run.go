@@ -69,11 +69,18 @@ func Run(ctx context.Context, opts config.Options, log *slog.Logger, ready Ready
 	// scraped from the routed driver, which spans every pool.
 	if opts.Metrics {
 		m.WatchStorage(s.drv, opts.StorageTimeout)
+		m.WatchDeliveries(s.drv.Deliveries(), opts.StorageTimeout)
 	}
 	ln, err := net.Listen("tcp", opts.Listen)
 	if err != nil {
 		return err
 	}
+	stopEngine, err := s.startDeliveries(ctx)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	defer stopEngine()
 	return s.Serve(ctx, ln, ready)
 }
 

@@ -46,6 +46,12 @@ type Server struct {
 	// locate names the pool a queue is placed on; set with pooling on, so
 	// GET of a queue can tell operators its shard (X-Sluice-Pool).
 	locate func(context.Context, storage.QueueRef) (string, error)
+
+	// onSubscribe is told of each new subscription (the delivery engine
+	// sends confirmation requests); afterPost of each successful post (it
+	// wakes the engine). Both are nil without an engine.
+	onSubscribe func(storage.QueueRef, storage.Subscription)
+	afterPost   func()
 }
 
 // New builds a server over an open driver. m may be nil (no metrics); log

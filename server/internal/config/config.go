@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"sort"
 	"strings"
 	"time"
@@ -76,6 +77,28 @@ type Options struct {
 	// ReadHeaderTimeout and IdleTimeout protect the listener from slow clients.
 	ReadHeaderTimeout time.Duration
 	IdleTimeout       time.Duration
+
+	// SMTPURL is the relay for mailto subscribers:
+	// smtp://host:port[?from=address]. Empty: mailto deliveries wait.
+	SMTPURL string
+	// RequireConfirmation: new subscriptions receive a confirmation request
+	// and no message until confirmed (Zaqar's require_confirmation).
+	RequireConfirmation bool
+	// Deliveries enables the notification delivery engine on this replica.
+	Deliveries bool
+	// DeliveryTimeout bounds one webhook or mail send.
+	DeliveryTimeout time.Duration
+	// DeliveryConcurrency caps sends in flight on this replica.
+	DeliveryConcurrency int
+	// DeliveryPerSubscriber caps sends in flight to one subscriber.
+	DeliveryPerSubscriber int
+	// DeliveryPoll is how often the engine looks for due deliveries when
+	// nothing wakes it (posts on this replica wake it at once).
+	DeliveryPoll time.Duration
+	// DeliveryRetryMin and DeliveryRetryMax bound the exponential backoff
+	// between attempts of one delivery.
+	DeliveryRetryMin time.Duration
+	DeliveryRetryMax time.Duration
 }
 
 // Defaults returns the options sluice-server runs with when told nothing.
@@ -108,6 +131,14 @@ func Defaults() Options {
 		ShutdownTimeout:     25 * time.Second,
 		ReadHeaderTimeout:   10 * time.Second,
 		IdleTimeout:         120 * time.Second,
+
+		Deliveries:            true,
+		DeliveryTimeout:       5 * time.Second,
+		DeliveryConcurrency:   64,
+		DeliveryPerSubscriber: 4,
+		DeliveryPoll:          250 * time.Millisecond,
+		DeliveryRetryMin:      250 * time.Millisecond,
+		DeliveryRetryMax:      time.Minute,
 	}
 }
 
@@ -189,6 +220,23 @@ func (o *Options) Validate() error {
 		"read-header-timeout": o.ReadHeaderTimeout,
 		"idle-timeout":        o.IdleTimeout,
 	} {
+		if d <= 0 {
+			bad("%s: %v must be positive", name, d)
+		}
+	}
+	if o.SMTPURL != "" {
+		if u, err := url.Parse(o.SMTPURL); err != nil || u.Scheme != "smtp" || u.Host == "" {
+			bad("smtp-url: %q is not smtp://host:port[?from=address]", RedactURI(o.SMTPURL))
+		}
+	}
+	if o.DeliveryConcurrency < 1 || o.DeliveryPerSubscriber < 1 || o.DeliveryPerSubscriber > o.DeliveryConcurrency {
+		bad("delivery-concurrency (%d) and delivery-per-subscriber (%d) must be at least 1, per subscriber at most the total",
+			o.DeliveryConcurrency, o.DeliveryPerSubscriber)
+	}
+	if o.DeliveryRetryMin <= 0 || o.DeliveryRetryMax < o.DeliveryRetryMin {
+		bad("delivery-retry-min (%v) must be positive and at most delivery-retry-max (%v)", o.DeliveryRetryMin, o.DeliveryRetryMax)
+	}
+	for name, d := range map[string]time.Duration{"delivery-timeout": o.DeliveryTimeout, "delivery-poll": o.DeliveryPoll} {
 		if d <= 0 {
 			bad("%s: %v must be positive", name, d)
 		}

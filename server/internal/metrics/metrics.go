@@ -27,6 +27,7 @@ type Metrics struct {
 	inFlight      prometheus.Gauge
 	claimsExpired prometheus.Counter
 	deadLettered  prometheus.Counter
+	deliveries    deliveryMetrics
 }
 
 // New registers the server's metrics, plus Go runtime and process metrics,
@@ -57,6 +58,7 @@ func New() *Metrics {
 	})
 	m.Registry.MustRegister(m.requests, m.duration, m.inFlight, m.claimsExpired, m.deadLettered,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.deliveries = newDeliveryMetrics(m.Registry)
 	return m
 }
 

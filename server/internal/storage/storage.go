@@ -34,6 +34,10 @@ type Driver interface {
 	Messages() MessageStore
 	// Claims returns the claim store.
 	Claims() ClaimStore
+	// Subscriptions returns the subscription store.
+	Subscriptions() SubscriptionStore
+	// Deliveries returns the store of pending notification deliveries.
+	Deliveries() DeliveryStore
 	// Ping checks that the backend answers; it returns an Unavailable error
 	// when it does not.
 	Ping(ctx context.Context) error
@@ -81,15 +85,17 @@ type QueueStore interface {
 	GetMetadata(ctx context.Context, q QueueRef) (Metadata, error)
 	// SetMetadata replaces the queue's metadata, creating the queue if needed.
 	SetMetadata(ctx context.Context, q QueueRef, meta Metadata) error
-	// Delete removes the queue with its messages and claims. Deleting a queue
-	// that does not exist is not an error.
+	// Delete removes the queue with its messages, claims, subscriptions and
+	// pending deliveries. Deleting a queue that does not exist is not an
+	// error.
 	Delete(ctx context.Context, q QueueRef) error
 	// List returns the project's queues sorted by name.
 	List(ctx context.Context, project string, opts ListQueuesOptions) ([]QueueInfo, error)
 	// Stats counts the queue's live (unexpired) messages.
 	Stats(ctx context.Context, q QueueRef) (QueueStats, error)
-	// Purge removes every message and claim of the queue, keeping the queue
-	// and its metadata.
+	// Purge removes every message and claim of the queue, keeping the queue,
+	// its metadata and its subscriptions. Deliveries already recorded for
+	// the purged messages are still sent.
 	Purge(ctx context.Context, q QueueRef) error
 }
 
@@ -138,6 +144,8 @@ type ListMessagesOptions struct {
 type MessageStore interface {
 	// Post appends the messages to the queue, creating the queue if needed.
 	// All of them are stored or none is; IDs come back in the same order.
+	// In the same step it records a Delivery of every message to every
+	// deliverable live subscription of the queue.
 	Post(ctx context.Context, q QueueRef, clientID string, msgs []NewMessage) ([]string, error)
 	// List returns live messages after opts.Marker and the marker of the next
 	// page ("" when there is none).

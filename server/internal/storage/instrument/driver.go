@@ -19,6 +19,8 @@ type Driver struct {
 	q queues
 	m messages
 	c claims
+	s subscriptions
+	v deliveries
 }
 
 // Wrap instruments d under the driver label name, registering the metric
@@ -34,6 +36,8 @@ func Wrap(d storage.Driver, name string, reg prometheus.Registerer) (storage.Dri
 	w.q = queues{d.Queues(), r}
 	w.m = messages{d.Messages(), r}
 	w.c = claims{d.Claims(), r}
+	w.s = subscriptions{d.Subscriptions(), r}
+	w.v = deliveries{d.Deliveries(), r}
 	dr, hasDepth := d.(storage.DepthReporter)
 	in, hasInsp := d.(storage.Inspector)
 	switch {
@@ -68,6 +72,12 @@ func (w *Driver) Messages() storage.MessageStore { return w.m }
 
 // Claims returns the timed claim store.
 func (w *Driver) Claims() storage.ClaimStore { return w.c }
+
+// Subscriptions returns the timed subscription store.
+func (w *Driver) Subscriptions() storage.SubscriptionStore { return w.s }
+
+// Deliveries returns the timed delivery store.
+func (w *Driver) Deliveries() storage.DeliveryStore { return w.v }
 
 // Ping times the driver's Ping.
 func (w *Driver) Ping(ctx context.Context) error {

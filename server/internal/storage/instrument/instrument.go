@@ -44,6 +44,19 @@ const (
 	opClaimDelete
 	opPing
 	opDepth
+	opSubCreate
+	opSubGet
+	opSubList
+	opSubUpdate
+	opSubConfirm
+	opSubDelete
+	opSubPurge
+	opDlvLease
+	opDlvAck
+	opDlvRetry
+	opDlvFail
+	opDlvStats
+	opDlvPending
 	nOps
 )
 
@@ -56,6 +69,10 @@ var opNames = [nOps]string{
 	"messages.delete", "messages.delete_many", "messages.pop",
 	"claims.create", "claims.get", "claims.update", "claims.delete",
 	"ping", "depth",
+	"subscriptions.create", "subscriptions.get", "subscriptions.list", "subscriptions.update",
+	"subscriptions.confirm", "subscriptions.delete", "subscriptions.purge",
+	"deliveries.lease", "deliveries.ack", "deliveries.retry", "deliveries.fail",
+	"deliveries.stats", "deliveries.pending",
 }
 
 var kinds = []storage.Kind{storage.Internal, storage.NotFound, storage.Conflict, storage.Invalid,

@@ -29,6 +29,8 @@ type Driver struct {
 	clock  storage.Clock
 	events storage.Events
 
+	notif *notifier
+
 	mu       sync.RWMutex
 	queues   map[storage.QueueRef]*queue
 	projects map[string][]string // queue names per project, sorted
@@ -40,6 +42,7 @@ func New(opts storage.Options) *Driver {
 	return &Driver{
 		clock:    opts.Clock,
 		events:   opts.Events,
+		notif:    newNotifier(),
 		queues:   map[storage.QueueRef]*queue{},
 		projects: map[string][]string{},
 	}
@@ -53,6 +56,12 @@ func (d *Driver) Messages() storage.MessageStore { return messageStore{d} }
 
 // Claims returns the claim store.
 func (d *Driver) Claims() storage.ClaimStore { return claimStore{d} }
+
+// Subscriptions returns the subscription store.
+func (d *Driver) Subscriptions() storage.SubscriptionStore { return subscriptionStore{d} }
+
+// Deliveries returns the delivery store.
+func (d *Driver) Deliveries() storage.DeliveryStore { return deliveryStore{d} }
 
 // Ping always succeeds: the data is in this process.
 func (d *Driver) Ping(context.Context) error { return nil }
@@ -168,6 +177,27 @@ func (d *Driver) Leftovers(_ context.Context, project string) ([]string, error) 
 	for _, name := range d.projects[project] {
 		out = append(out, "index entry "+name)
 	}
+	d.notif.mu.Lock()
+	for ref, subs := range d.notif.subs {
+		if ref.Project == project {
+			for id := range subs {
+				out = append(out, "subscription "+ref.Name+"/"+id)
+			}
+		}
+	}
+	for ref, ds := range d.notif.dlv {
+		if ref.Project == project {
+			for id := range ds {
+				out = append(out, "delivery "+ref.Name+"/"+id)
+			}
+		}
+	}
+	for ref := range d.notif.count {
+		if ref.Project == project {
+			out = append(out, "delivery counters "+ref.Name)
+		}
+	}
+	d.notif.mu.Unlock()
 	sort.Strings(out)
 	return out, nil
 }

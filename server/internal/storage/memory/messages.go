@@ -22,6 +22,7 @@ func (s messageStore) Post(_ context.Context, ref storage.QueueRef, clientID str
 	defer q.mu.Unlock()
 	now := s.d.clock.Now()
 	ids := make([]string, len(msgs))
+	made := make([]*message, len(msgs))
 	for i, nm := range msgs {
 		m := &message{
 			id:       storage.NewID(),
@@ -35,7 +36,9 @@ func (s messageStore) Post(_ context.Context, ref storage.QueueRef, clientID str
 		}
 		q.insert(m, now)
 		ids[i] = m.id
+		made[i] = m
 	}
+	s.d.notif.record(ref, made, now)
 	return ids, nil
 }
 

@@ -41,6 +41,7 @@ func (s queueStore) SetMetadata(_ context.Context, ref storage.QueueRef, meta st
 
 func (s queueStore) Delete(_ context.Context, ref storage.QueueRef) error {
 	s.d.drop(ref)
+	s.d.notif.purge(ref)
 	return nil
 }
 

@@ -42,8 +42,13 @@ type Driver struct {
 	messages *mongo.Collection
 	claims   *mongo.Collection
 	locks    *mongo.Collection
-	clock    storage.Clock
-	events   storage.Events
+	// subs, deliveries and dstats hold subscriptions, pending
+	// notification deliveries and their per-queue counters.
+	subs       *mongo.Collection
+	deliveries *mongo.Collection
+	dstats     *mongo.Collection
+	clock      storage.Clock
+	events     storage.Events
 
 	// lockVersions: the server does not apply single-document updates
 	// atomically (FerretDB), so version changes take a lock document first.
@@ -86,14 +91,17 @@ func Open(ctx context.Context, uri *url.URL, opts storage.Options) (storage.Driv
 	}
 	db := client.Database(name)
 	d := &Driver{
-		client:   client,
-		db:       db,
-		queues:   db.Collection("queues"),
-		messages: db.Collection("messages"),
-		claims:   db.Collection("claims"),
-		locks:    db.Collection("locks"),
-		clock:    opts.Clock,
-		events:   opts.Events,
+		client:     client,
+		db:         db,
+		queues:     db.Collection("queues"),
+		messages:   db.Collection("messages"),
+		claims:     db.Collection("claims"),
+		locks:      db.Collection("locks"),
+		subs:       db.Collection("subscriptions"),
+		deliveries: db.Collection("deliveries"),
+		dstats:     db.Collection("delivery_stats"),
+		clock:      opts.Clock,
+		events:     opts.Events,
 	}
 	key := uri.Redacted()
 	if caps, ok := setupDone.Load(key); ok {
@@ -134,6 +142,10 @@ func (d *Driver) setup(ctx context.Context) error {
 		{d.claims, mongo.IndexModel{Keys: bson.D{{Key: "p", Value: 1}, {Key: "q", Value: 1}}, Options: options.Index().SetName("queue")}},
 		{d.locks, mongo.IndexModel{Keys: bson.D{{Key: "p", Value: 1}, {Key: "q", Value: 1}}, Options: options.Index().SetName("queue")}},
 		{d.locks, mongo.IndexModel{Keys: bson.D{{Key: "m", Value: 1}}, Options: options.Index().SetName("message")}},
+		{d.subs, mongo.IndexModel{Keys: bson.D{{Key: "p", Value: 1}, {Key: "q", Value: 1}, {Key: "s", Value: 1}}, Options: options.Index().SetUnique(true).SetName("queue_subscriber")}},
+		{d.deliveries, mongo.IndexModel{Keys: bson.D{{Key: "n", Value: 1}}, Options: options.Index().SetName("due")}},
+		{d.deliveries, mongo.IndexModel{Keys: bson.D{{Key: "p", Value: 1}, {Key: "q", Value: 1}, {Key: "s", Value: 1}}, Options: options.Index().SetName("queue_subscription")}},
+		{d.dstats, mongo.IndexModel{Keys: bson.D{{Key: "p", Value: 1}, {Key: "q", Value: 1}}, Options: options.Index().SetUnique(true).SetName("queue")}},
 	}
 	for _, i := range idx {
 		if _, err := i.coll.Indexes().CreateOne(ctx, i.m); err != nil {
@@ -143,7 +155,7 @@ func (d *Driver) setup(ctx context.Context) error {
 	// TTL indexes remove expired documents on MongoDB. FerretDB 1.x refuses
 	// the option (NotImplemented); reads filter expiry either way.
 	d.ttlIndexes = true
-	for _, c := range []*mongo.Collection{d.messages, d.claims, d.locks} {
+	for _, c := range []*mongo.Collection{d.messages, d.claims, d.locks, d.subs, d.deliveries} {
 		m := mongo.IndexModel{Keys: bson.D{{Key: "x", Value: 1}}, Options: options.Index().SetExpireAfterSeconds(0).SetName("expire")}
 		if _, err := c.Indexes().CreateOne(ctx, m); err != nil {
 			if isNotImplemented(err) {
@@ -164,6 +176,12 @@ func (d *Driver) Messages() storage.MessageStore { return messageStore{d} }
 
 // Claims returns the claim store.
 func (d *Driver) Claims() storage.ClaimStore { return claimStore{d} }
+
+// Subscriptions returns the subscription store.
+func (d *Driver) Subscriptions() storage.SubscriptionStore { return subscriptionStore{d} }
+
+// Deliveries returns the delivery store.
+func (d *Driver) Deliveries() storage.DeliveryStore { return deliveryStore{d} }
 
 // Ping checks that the server answers.
 func (d *Driver) Ping(ctx context.Context) error {

@@ -31,7 +31,7 @@ func (d *Driver) Depth(ctx context.Context) (storage.Depth, error) {
 // message, claim and lock documents, expired or not.
 func (d *Driver) Leftovers(ctx context.Context, project string) ([]string, error) {
 	var out []string
-	for _, c := range []*mongo.Collection{d.queues, d.messages, d.claims, d.locks} {
+	for _, c := range []*mongo.Collection{d.queues, d.messages, d.claims, d.locks, d.subs, d.deliveries, d.dstats} {
 		cur, err := c.Find(ctx, bson.M{"p": project}, options.Find().SetLimit(20))
 		if err != nil {
 			return nil, wrap("mongo.leftovers", err)

@@ -51,9 +51,16 @@ func (s messageStore) Post(ctx context.Context, q storage.QueueRef, clientID str
 		}
 		docs[i] = d
 	}
+	dls, err := s.d.recordDeliveries(ctx, q, ids, docs, now)
+	if err != nil {
+		return nil, wrap(op, err)
+	}
 	if _, err := s.d.messages.InsertMany(ctx, docs); err != nil {
 		// Undo the part that was written; best effort, the error stands.
 		_, _ = s.d.messages.DeleteMany(context.WithoutCancel(ctx), bson.M{"_id": bson.M{"$in": ids}})
+		if len(dls) > 0 {
+			_, _ = s.d.deliveries.DeleteMany(context.WithoutCancel(ctx), bson.M{"_id": bson.M{"$in": dls}})
+		}
 		return nil, wrap(op, err)
 	}
 	if !s.d.ttlIndexes && s.d.posts.Add(1)%cleanupEvery == 0 {

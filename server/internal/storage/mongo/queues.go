@@ -96,6 +96,9 @@ func (s queueStore) Delete(ctx context.Context, q storage.QueueRef) error {
 	if _, err := s.d.queues.DeleteOne(ctx, queueKey(q)); err != nil {
 		return wrap(op, err)
 	}
+	if err := s.d.dropNotifications(ctx, q); err != nil {
+		return wrap(op, err)
+	}
 	return wrap(op, s.purge(ctx, q))
 }
 

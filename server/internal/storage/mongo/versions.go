@@ -33,9 +33,19 @@ type lockDoc struct {
 // insert of "<id>:<v>" succeeds writes v+1. A lock whose lease ran out
 // (its holder died) is superseded by the next generation.
 func (d *Driver) acquire(ctx context.Context, doc *msgDoc) (bool, error) {
+	return d.acquireVersion(ctx, doc.ID, doc.V, doc.P, doc.Q)
+}
+
+// acquireVersion is acquire for any versioned document (messages, and
+// deliveries under the id "dl:<delivery id>").
+func (d *Driver) acquireVersion(ctx context.Context, docID string, v int64, p, q string) (bool, error) {
 	if !d.lockVersions {
 		return true, nil
 	}
+	doc := struct {
+		ID, P, Q string
+		V        int64
+	}{docID, p, q, v}
 	base := doc.ID + ":" + strconv.FormatInt(doc.V, 10)
 	for g := 0; g < 4; g++ {
 		id := base

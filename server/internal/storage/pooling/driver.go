@@ -69,6 +69,12 @@ func (d *Driver) Messages() storage.MessageStore { return messageStore{d} }
 // Claims returns the routed claim store.
 func (d *Driver) Claims() storage.ClaimStore { return claimStore{d} }
 
+// Subscriptions returns the routed subscription store.
+func (d *Driver) Subscriptions() storage.SubscriptionStore { return subscriptionStore{d} }
+
+// Deliveries returns the delivery store over every pool.
+func (d *Driver) Deliveries() storage.DeliveryStore { return deliveryStore{d} }
+
 // Ping checks the catalog: without it no queue can be routed. Pools are
 // reported one by one by PoolHealth.
 func (d *Driver) Ping(ctx context.Context) error {

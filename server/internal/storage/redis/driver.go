@@ -63,6 +63,12 @@ func (d *Driver) Messages() storage.MessageStore { return messageStore{d} }
 // Claims returns the claim store.
 func (d *Driver) Claims() storage.ClaimStore { return claimStore{d} }
 
+// Subscriptions returns the subscription store.
+func (d *Driver) Subscriptions() storage.SubscriptionStore { return subscriptionStore{d} }
+
+// Deliveries returns the delivery store.
+func (d *Driver) Deliveries() storage.DeliveryStore { return deliveryStore{d} }
+
 // Ping checks that Redis answers.
 func (d *Driver) Ping(ctx context.Context) error {
 	return wrap("redis.ping", d.c.Ping(ctx).Err())

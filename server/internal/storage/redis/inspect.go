@@ -57,6 +57,15 @@ func (d *Driver) Leftovers(ctx context.Context, project string) ([]string, error
 	} else if n > 0 {
 		out = append(out, indexKey(project))
 	}
+	due := d.c.ZScan(ctx, dueKey, 0, prefix, 1000).Iterator()
+	for i := 0; due.Next(ctx); i++ {
+		if i%2 == 0 { // members and scores alternate
+			out = append(out, dueKey+" member "+due.Val())
+		}
+	}
+	if err := due.Err(); err != nil {
+		return nil, wrap("redis.leftovers", err)
+	}
 	members := d.c.SScan(ctx, registryKey, 0, prefix, 1000).Iterator()
 	for members.Next(ctx) {
 		out = append(out, registryKey+" member "+members.Val())

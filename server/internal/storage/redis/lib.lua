@@ -122,3 +122,68 @@ local function split(s)
   for id in string.gmatch(s or '', '%S+') do out[#out + 1] = id end
   return out
 end
+
+-- Subscriptions and deliveries. Per queue: :s:<id> (hash s subscriber,
+-- t ttl, o options JSON, e expiry, c confirmed, n needs confirmation), :sx
+-- (zset id -> expiry), :sd (the deliverable ones), :si (ids, for paging),
+-- :sn (hash subscriber -> id), :n:<message id> (hash b body, t ttl, c
+-- created, e expiry, r deliveries still referring to it), :dp:<id> (zset
+-- message id -> expiry: the subscription's pending deliveries), :da (hash
+-- "<message id>.<id>" -> "attempts|lease token"), :ds (hash of counters).
+-- DUE is shared by every queue: "<scope>|<message id>|<id>" -> next
+-- attempt, what leases take.
+local SX, SD, SI, SN = P .. ':sx', P .. ':sd', P .. ':si', P .. ':sn'
+local DA, DS = P .. ':da', P .. ':ds'
+local DUE = 's:due'
+local function skey(id) return P .. ':s:' .. id end
+local function nkey(mid) return P .. ':n:' .. mid end
+local function dpkey(sid) return P .. ':dp:' .. sid end
+local function duemember(mid, sid) return P .. '|' .. mid .. '|' .. sid end
+
+-- unref drops one delivery's hold on a notification body.
+local function unref(mid)
+  if redis.call('HINCRBY', nkey(mid), 'r', -1) <= 0 then redis.call('DEL', nkey(mid)) end
+end
+
+-- drop_sub removes a subscription with its pending deliveries.
+local function drop_sub(sid)
+  local sub = redis.call('HGET', skey(sid), 's')
+  if sub and redis.call('HGET', SN, sub) == sid then redis.call('HDEL', SN, sub) end
+  redis.call('DEL', skey(sid))
+  redis.call('ZREM', SX, sid)
+  redis.call('ZREM', SD, sid)
+  redis.call('ZREM', SI, sid)
+  local mids = redis.call('ZRANGE', dpkey(sid), 0, -1)
+  for _, mid in ipairs(mids) do
+    redis.call('ZREM', DUE, duemember(mid, sid))
+    redis.call('HDEL', DA, mid .. '.' .. sid)
+    unref(mid)
+  end
+  redis.call('DEL', dpkey(sid))
+  redis.call('HDEL', DS, 'd:' .. sid, 'f:' .. sid, 'e:' .. sid, 't:' .. sid)
+end
+
+-- sweep_subs drops subscriptions whose ttl ran out.
+local function sweep_subs(now)
+  local dead = redis.call('ZRANGEBYSCORE', SX, '-inf', now, 'LIMIT', 0, BUDGET)
+  for _, sid in ipairs(dead) do drop_sub(sid) end
+end
+
+-- drop_all_subs removes every subscription, delivery and counter of the queue.
+local function drop_all_subs()
+  local ids = redis.call('ZRANGE', SI, 0, -1)
+  for _, sid in ipairs(ids) do drop_sub(sid) end
+  redis.call('DEL', SX, SD, SI, SN, DA, DS)
+end
+
+-- record_deliveries notes a delivery of message mid to every deliverable
+-- live subscription in subs; called by post inside the same script.
+local function record_deliveries(subs, now, mid, ttl, body, e)
+  local nk = nkey(mid)
+  redis.call('HSET', nk, 'b', body, 't', ttl, 'c', now, 'e', e, 'r', #subs)
+  redis.call('PEXPIRE', nk, ttl)
+  for _, sid in ipairs(subs) do
+    redis.call('ZADD', dpkey(sid), e, mid)
+    redis.call('ZADD', DUE, now, duemember(mid, sid))
+  end
+end

@@ -12,6 +12,7 @@ delete_all(IDS, mkey)
 delete_all(CL, ckey)
 redis.call('DEL', IDS, EXP, RDY, DLY, CL, HELD)
 if ARGV[3] ~= '1' then
+  drop_all_subs()
   redis.call('DEL', Q)
   redis.call('ZREM', KEYS[2], ARGV[1])
   redis.call('SREM', KEYS[3], ARGV[2])

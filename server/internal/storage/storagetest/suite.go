@@ -50,6 +50,8 @@ func Run(t *testing.T, open Opener) {
 	cases = append(cases, isolationCases...)
 	cases = append(cases, concurrencyCases...)
 	cases = append(cases, validationCases...)
+	cases = append(cases, subscriptionCases...)
+	cases = append(cases, deliveryCases...)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			clock := NewClock()

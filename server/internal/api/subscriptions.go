@@ -1,0 +1,387 @@
+package api
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"sluice.dev/server/internal/storage"
+)
+
+// Subscription limits and defaults as Zaqar has them.
+const (
+	minSubscriptionTTL     = 60
+	defaultSubscriptionTTL = 3600
+	maxSubscriptionsPage   = 20
+	defaultSubscriptions   = 10
+	// maxSubscriptionTTL (200 years) keeps now+ttl a representable time;
+	// Zaqar's own bound (year 9999) has the same message.
+	maxSubscriptionTTL = 200 * 365 * 24 * 3600
+)
+
+// redacted replaces a subscription's signing secret in every answer.
+const redacted = "<redacted>"
+
+var (
+	errSubscriberMissing = badRequest("Missing parameter subscriber in body.")
+	errSubscriberType    = badRequest("The subscriber type of subscription must be supported in the list ['http', 'https', 'mailto', 'trust+http', 'trust+https'].")
+	errSubscriptionTTL   = badRequest("TTL must be an integer.")
+	errSubscriptionMin   = badRequest("The TTL for a subscription must be at least " + strconv.Itoa(minSubscriptionTTL) + " seconds long.")
+	errSubscriptionMax   = badRequest("The TTL seconds for a subscription plus current time must be less than 9999-12-31 23:59:59.999999.")
+	errOptionsType       = badRequest("Options must be a dict.")
+	errNoSubscription    = badRequest("No subscription to create.")
+	errSubscriptionsType = badRequest("Subscriptions must be a dict.")
+	errConfirmedType     = badRequest("The 'confirmed' should be boolean.")
+	errSubscriberTaken   = &apiError{http.StatusConflict, "Conflict",
+		"Such subscription already exists. Subscriptions are unique by project + queue + subscriber URI."}
+)
+
+func subscriptionMissing(id string) string { return "Subscription " + id + " does not exist" }
+
+// routesSubscriptions mounts the subscription routes and the deliveries
+// extension under the queue path q.
+func (s *Server) routesSubscriptions(q string) {
+	s.Handle("POST", q+"/subscriptions", Project, s.createSubscription)
+	s.Handle("GET", q+"/subscriptions", Project, s.listSubscriptions)
+	s.Handle("GET", q+"/subscriptions/{subscription_id}", Project, s.getSubscription)
+	s.Handle("PATCH", q+"/subscriptions/{subscription_id}", Project, s.patchSubscription)
+	s.Handle("DELETE", q+"/subscriptions/{subscription_id}", Project, s.deleteSubscription)
+	s.Handle("PUT", q+"/subscriptions/{subscription_id}/confirm", Project, s.confirmSubscription)
+	s.Handle("GET", q+"/deliveries", Project, s.queueDeliveries)
+}
+
+// ValidSubscriber reports whether Zaqar accepts the subscriber URI: http,
+// https, trust+http, trust+https with a host, or mailto with an address.
+func ValidSubscriber(sub string) bool {
+	u, err := url.Parse(sub)
+	if err != nil {
+		return false
+	}
+	switch strings.ToLower(u.Scheme) {
+	case "http", "https", "trust+http", "trust+https":
+		return u.Host != ""
+	case "mailto":
+		return strings.Contains(u.Opaque+u.Path, "@")
+	}
+	return false
+}
+
+// subscriptionDoc is a validated POST or PATCH body; absent fields are nil.
+type subscriptionDoc struct {
+	subscriber *string
+	ttl        *time.Duration
+	options    storage.Metadata
+}
+
+// parseSubscription validates a body as Zaqar's subscription_posting and
+// subscription_patching do, in their order.
+func parseSubscription(body []byte, post bool) (subscriptionDoc, *apiError) {
+	var d subscriptionDoc
+	var doc map[string]json.RawMessage
+	if len(strings.TrimSpace(string(body))) == 0 {
+		if post {
+			return d, errSubscriberMissing
+		}
+		return d, errNoSubscription
+	}
+	if _, e := parseJSONDocument(body); e != nil {
+		return d, e
+	}
+	if err := json.Unmarshal(body, &doc); err != nil {
+		if post {
+			return d, errSubscriberMissing
+		}
+		return d, errSubscriptionsType
+	}
+	if _, ok := doc["subscriber"]; post && !ok {
+		return d, errSubscriberMissing
+	}
+	if len(doc) == 0 {
+		return d, errNoSubscription
+	}
+	if raw, ok := doc["subscriber"]; ok {
+		var sub string
+		if json.Unmarshal(raw, &sub) != nil || !ValidSubscriber(sub) {
+			return d, errSubscriberType
+		}
+		d.subscriber = &sub
+	}
+	if raw, ok := doc["options"]; ok && !isNull(raw) {
+		v, e := parseJSONDocument(raw)
+		if e != nil {
+			return d, e
+		}
+		m, ok := v.(map[string]any)
+		if !ok {
+			return d, errOptionsType
+		}
+		d.options = storage.Metadata(m)
+	}
+	if raw, ok := doc["ttl"]; ok && !isNull(raw) {
+		n, ok := jsonInt(raw)
+		if !ok {
+			return d, errSubscriptionTTL
+		}
+		if n < minSubscriptionTTL {
+			return d, errSubscriptionMin
+		}
+		if n > maxSubscriptionTTL {
+			return d, errSubscriptionMax
+		}
+		ttl := time.Duration(n) * time.Second
+		d.ttl = &ttl
+	}
+	return d, nil
+}
+
+// subscriptionJSON is a subscription as Zaqar shows it.
+type subscriptionJSON struct {
+	ID         string           `json:"id"`
+	Source     string           `json:"source"`
+	Subscriber string           `json:"subscriber"`
+	TTL        int64            `json:"ttl"`
+	Age        int64            `json:"age"`
+	Options    storage.Metadata `json:"options"`
+	Confirmed  bool             `json:"confirmed"`
+}
+
+func showSubscription(queue string, sub storage.Subscription, now time.Time) subscriptionJSON {
+	opts := sub.Options
+	if opts == nil {
+		opts = storage.Metadata{}
+	}
+	if _, ok := opts["secret"]; ok {
+		opts = opts.Clone()
+		opts["secret"] = redacted
+	}
+	return subscriptionJSON{
+		ID: sub.ID, Source: queue, Subscriber: sub.Subscriber,
+		TTL: int64(sub.TTL / time.Second), Age: int64(max(sub.Age(now), 0) / time.Second),
+		Options: opts, Confirmed: sub.Confirmed,
+	}
+}
+
+// createSubscription: POST /v2/queues/{q}/subscriptions -> 201 {"subscription_id"}.
+func (s *Server) createSubscription(w http.ResponseWriter, r *http.Request, c *Call) {
+	body, e := s.readBody(r, c.w)
+	if e != nil {
+		s.fail(w, e)
+		return
+	}
+	d, e := parseSubscription(body, true)
+	if e != nil {
+		s.fail(w, e)
+		return
+	}
+	sub := storage.Subscription{
+		Subscriber:        *d.subscriber,
+		TTL:               defaultSubscriptionTTL * time.Second,
+		Options:           d.options,
+		NeedsConfirmation: s.opts.RequireConfirmation,
+	}
+	if d.ttl != nil {
+		sub.TTL = *d.ttl
+	}
+	if sub.Options == nil {
+		sub.Options = storage.Metadata{}
+	}
+	id, _, err := s.drv.Subscriptions().Create(c.ctx, c.ref(), sub)
+	if err != nil {
+		s.fail(w, storageErr(err, "Subscription could not be created.", ""))
+		return
+	}
+	if s.onSubscribe != nil {
+		// Also for a subscriber posted again: one still unconfirmed gets
+		// another confirmation request.
+		sub.ID = id
+		s.onSubscribe(c.ref(), sub)
+	}
+	w.Header()["Location"] = []string{r.URL.Path}
+	WriteJSON(w, http.StatusCreated, map[string]string{"subscription_id": id})
+}
+
+// listSubscriptions: GET /v2/queues/{q}/subscriptions[?marker,limit].
+func (s *Server) listSubscriptions(w http.ResponseWriter, r *http.Request, c *Call) {
+	qv := r.URL.Query()
+	var link linkQuery
+	limit := defaultSubscriptions
+	marker := qv.Get("marker")
+	if marker != "" {
+		link.add("marker", marker)
+	}
+	n, given, e := queryInt(qv, "limit")
+	if e != nil {
+		s.fail(w, e)
+		return
+	}
+	if given {
+		if n < 1 || n > maxSubscriptionsPage {
+			s.fail(w, limitErr(maxSubscriptionsPage))
+			return
+		}
+		limit = n
+		link.add("limit", strconv.Itoa(n))
+	}
+	subs, _, err := s.drv.Subscriptions().List(c.ctx, c.ref(), storage.ListSubscriptionsOptions{Marker: marker, Limit: limit})
+	if err != nil {
+		s.fail(w, storageErr(err, "Subscriptions could not be listed.", ""))
+		return
+	}
+	type linkJSON struct {
+		Rel  string `json:"rel"`
+		Href string `json:"href"`
+	}
+	out := struct {
+		Subscriptions []subscriptionJSON `json:"subscriptions"`
+		Links         []linkJSON         `json:"links"`
+	}{Subscriptions: []subscriptionJSON{}, Links: []linkJSON{}}
+	now := time.Now()
+	for _, sub := range subs {
+		out.Subscriptions = append(out.Subscriptions, showSubscription(c.queue, sub, now))
+	}
+	// Zaqar links a next page whenever this one is not empty.
+	if len(subs) > 0 {
+		link.setMarker(subs[len(subs)-1].ID)
+		out.Links = append(out.Links, linkJSON{"next", r.URL.Path + link.String()})
+	}
+	WriteJSON(w, http.StatusOK, out)
+}
+
+// getSubscription: GET /v2/queues/{q}/subscriptions/{id}.
+func (s *Server) getSubscription(w http.ResponseWriter, r *http.Request, c *Call) {
+	id := r.PathValue("subscription_id")
+	sub, err := s.drv.Subscriptions().Get(c.ctx, c.ref(), id)
+	if err != nil {
+		s.fail(w, storageErr(err, "Subscription could not be retrieved.", subscriptionMissing(id)))
+		return
+	}
+	WriteJSON(w, http.StatusOK, showSubscription(c.queue, sub, time.Now()))
+}
+
+// patchSubscription: PATCH /v2/queues/{q}/subscriptions/{id} -> 204. A
+// redacted secret sent back unchanged keeps the stored one.
+func (s *Server) patchSubscription(w http.ResponseWriter, r *http.Request, c *Call) {
+	id := r.PathValue("subscription_id")
+	body, e := s.readBody(r, c.w)
+	if e != nil {
+		s.fail(w, e)
+		return
+	}
+	d, e := parseSubscription(body, false)
+	if e != nil {
+		s.fail(w, e)
+		return
+	}
+	if d.options != nil && d.options["secret"] == redacted {
+		old, err := s.drv.Subscriptions().Get(c.ctx, c.ref(), id)
+		if err != nil {
+			s.fail(w, storageErr(err, "Subscription could not be updated.", subscriptionMissing(id)))
+			return
+		}
+		if secret, ok := old.Options["secret"]; ok {
+			d.options["secret"] = secret
+		}
+	}
+	err := s.drv.Subscriptions().Update(c.ctx, c.ref(), id, storage.SubscriptionUpdate{
+		Subscriber: d.subscriber, TTL: d.ttl, Options: d.options,
+	})
+	if storage.Is(err, storage.Conflict) {
+		s.fail(w, errSubscriberTaken)
+		return
+	}
+	if err != nil {
+		s.fail(w, storageErr(err, "Subscription could not be updated.", subscriptionMissing(id)))
+		return
+	}
+	w.Header()["Location"] = []string{r.URL.Path}
+	writeEmpty(w, http.StatusNoContent)
+}
+
+// deleteSubscription: DELETE /v2/queues/{q}/subscriptions/{id} -> 204, also
+// for unknown ids.
+func (s *Server) deleteSubscription(w http.ResponseWriter, r *http.Request, c *Call) {
+	if err := s.drv.Subscriptions().Delete(c.ctx, c.ref(), r.PathValue("subscription_id")); err != nil {
+		s.fail(w, storageErr(err, "Subscription could not be deleted.", ""))
+		return
+	}
+	writeEmpty(w, http.StatusNoContent)
+}
+
+// confirmSubscription: PUT /v2/queues/{q}/subscriptions/{id}/confirm
+// {"confirmed": bool} -> 204.
+func (s *Server) confirmSubscription(w http.ResponseWriter, r *http.Request, c *Call) {
+	id := r.PathValue("subscription_id")
+	body, e := s.readBody(r, c.w)
+	if e != nil {
+		s.fail(w, e)
+		return
+	}
+	var doc map[string]json.RawMessage
+	if len(body) > 0 {
+		if _, e := parseJSONDocument(body); e != nil {
+			s.fail(w, e)
+			return
+		}
+		_ = json.Unmarshal(body, &doc)
+	}
+	var confirmed bool
+	if raw, ok := doc["confirmed"]; !ok || json.Unmarshal(raw, &confirmed) != nil {
+		s.fail(w, errConfirmedType)
+		return
+	}
+	if err := s.drv.Subscriptions().Confirm(c.ctx, c.ref(), id, confirmed); err != nil {
+		s.fail(w, storageErr(err, "Subscription could not be confirmed.", subscriptionMissing(id)))
+		return
+	}
+	w.Header()["Location"] = []string{r.URL.Path}
+	writeEmpty(w, http.StatusNoContent)
+}
+
+// deliveriesJSON is the answer of the deliveries extension.
+type deliveriesJSON struct {
+	Pending     int64               `json:"pending"`
+	Failed      int64               `json:"failed"`
+	Delivered   int64               `json:"delivered"`
+	LastError   *string             `json:"last_error"`
+	LastErrorAt *string             `json:"last_error_at"`
+	Subs        []subDeliveriesJSON `json:"subscriptions"`
+}
+
+type subDeliveriesJSON struct {
+	ID          string  `json:"id"`
+	Subscriber  string  `json:"subscriber"`
+	Pending     int64   `json:"pending"`
+	Failed      int64   `json:"failed"`
+	Delivered   int64   `json:"delivered"`
+	LastError   *string `json:"last_error"`
+	LastErrorAt *string `json:"last_error_at"`
+}
+
+func lastError(text string, at time.Time) (*string, *string) {
+	if at.IsZero() {
+		return nil, nil
+	}
+	ts := at.UTC().Format(time.RFC3339)
+	return &text, &ts
+}
+
+// queueDeliveries: GET /v2/queues/{q}/deliveries, sluice's view of the
+// queue's notification health.
+func (s *Server) queueDeliveries(w http.ResponseWriter, r *http.Request, c *Call) {
+	st, err := s.drv.Deliveries().Stats(c.ctx, c.ref())
+	if err != nil {
+		s.fail(w, storageErr(err, "Deliveries could not be counted.", ""))
+		return
+	}
+	out := deliveriesJSON{Pending: st.Pending, Failed: st.Failed, Delivered: st.Delivered, Subs: []subDeliveriesJSON{}}
+	out.LastError, out.LastErrorAt = lastError(st.LastError, st.LastErrorAt)
+	for _, row := range st.Subscriptions {
+		j := subDeliveriesJSON{ID: row.ID, Subscriber: row.Subscriber, Pending: row.Pending, Failed: row.Failed, Delivered: row.Delivered}
+		j.LastError, j.LastErrorAt = lastError(row.LastError, row.LastErrorAt)
+		out.Subs = append(out.Subs, j)
+	}
+	WriteJSON(w, http.StatusOK, out)
+}

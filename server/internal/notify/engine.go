@@ -1,0 +1,305 @@
+// Package notify sends the notifications that subscriptions ask for: it
+// leases due deliveries from the storage driver, posts each to its webhook
+// or mails it, and records the outcome. Nothing it holds in memory matters
+// for correctness: every delivery is in the backend from the moment its
+// message was posted, under a lease while a replica sends it, so a replica
+// that dies only delays what it held until the lease lapses.
+//
+// Resources are bounded: at most Concurrency deliveries are held by a
+// replica (sending or waiting for their subscriber), at most PerSubscriber
+// of them per subscriber at once, and each send has a timeout. A slow or
+// dead subscriber therefore occupies a bounded share of one replica and
+// never touches posting, which only writes to the backend.
+package notify
+
+import (
+	"context"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"sluice.dev/server/internal/storage"
+)
+
+// Options tune the engine; see config.Options for their flags.
+type Options struct {
+	Timeout       time.Duration // one send
+	Concurrency   int           // deliveries held by this replica
+	PerSubscriber int           // sends in flight to one subscriber
+	Poll          time.Duration // look for due deliveries this often
+	RetryMin      time.Duration // first backoff
+	RetryMax      time.Duration // longest backoff
+	SMTPURL       string        // smtp://host:port[?from=addr]; "" : no mail
+	// Project-wide identity: the server answers trust+ subscribers as
+	// plain http(s) because it has no identity service to get trusts from.
+}
+
+// Observer is told the outcome of each attempt (the server's metrics).
+type Observer interface {
+	// Delivered reports a successful send and the time from the post.
+	Delivered(latency time.Duration)
+	// Retried reports a failed attempt that will be tried again.
+	Retried()
+	// GaveUp reports a delivery abandoned because its message or its
+	// subscription expired first.
+	GaveUp()
+}
+
+type nopObserver struct{}
+
+func (nopObserver) Delivered(time.Duration) {}
+func (nopObserver) Retried()                {}
+func (nopObserver) GaveUp()                 {}
+
+// Engine delivers notifications for one server replica.
+type Engine struct {
+	drv  storage.Driver
+	opts Options
+	log  *slog.Logger
+	obs  Observer
+	web  *webhook
+	mail *mailer
+	subs *subCache
+
+	wake chan struct{}
+
+	mu     sync.Mutex
+	held   int                      // deliveries leased and not yet settled
+	active map[string]*subscriberQ  // by subscriber URI
+	sends  sync.WaitGroup           // running sends
+	confs  chan struct{}            // bounds concurrent confirmation requests
+}
+
+// subscriberQ is what one subscriber has in flight and waiting.
+type subscriberQ struct {
+	running int
+	waiting []job
+}
+
+type job struct {
+	d   storage.Delivery
+	sub storage.Subscription
+	// until is when the lease ends: a job not started well before it is
+	// dropped, since another replica may lease it after that.
+	until time.Time
+}
+
+// New builds an engine over drv. log and obs may be nil.
+func New(drv storage.Driver, opts Options, log *slog.Logger, obs Observer) (*Engine, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if obs == nil {
+		obs = nopObserver{}
+	}
+	mail, err := newMailer(opts.SMTPURL, opts.Timeout)
+	if err != nil {
+		return nil, err
+	}
+	return &Engine{
+		drv: drv, opts: opts, log: log, obs: obs,
+		web:    newWebhook(opts.Timeout, opts.PerSubscriber),
+		mail:   mail,
+		subs:   newSubCache(drv.Subscriptions()),
+		wake:   make(chan struct{}, 1),
+		active: map[string]*subscriberQ{},
+		confs:  make(chan struct{}, 16),
+	}, nil
+}
+
+// hold is how long a lease keeps a delivery from other replicas: long
+// enough to wait for a send slot and make the send.
+func (e *Engine) hold() time.Duration { return 3*e.opts.Timeout + 5*time.Second }
+
+// Wake makes the engine look for due deliveries now (a post just recorded
+// some). It never blocks.
+func (e *Engine) Wake() {
+	select {
+	case e.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run leases and sends deliveries until ctx is done, then waits for the
+// sends in flight (each bounded by the send timeout).
+func (e *Engine) Run(ctx context.Context) {
+	tick := time.NewTicker(e.opts.Poll)
+	defer tick.Stop()
+	backoff := time.Duration(0)
+	for {
+		full, err := e.leaseOnce(ctx)
+		if err != nil && ctx.Err() == nil {
+			backoff = min(max(2*backoff, 100*time.Millisecond), 5*time.Second)
+			e.log.Warn("leasing deliveries failed", "error", err.Error(), "retry_in", backoff.String())
+		} else {
+			backoff = 0
+		}
+		if full && backoff == 0 {
+			// A full batch: more may be due right away, if there is room.
+			if e.room() > 0 {
+				continue
+			}
+		}
+		wait := tick.C
+		var pause <-chan time.Time
+		if backoff > 0 {
+			pause = time.After(backoff)
+			wait = nil
+		}
+		select {
+		case <-ctx.Done():
+			e.sends.Wait()
+			return
+		case <-e.wake:
+			if backoff > 0 {
+				continue
+			}
+		case <-wait:
+		case <-pause:
+		}
+	}
+}
+
+// room is how many more deliveries this replica may hold.
+func (e *Engine) room() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.opts.Concurrency - e.held
+}
+
+// leaseOnce leases up to the free room and dispatches what it got; full
+// reports that the lease returned as many as asked.
+func (e *Engine) leaseOnce(ctx context.Context) (full bool, err error) {
+	n := e.room()
+	if n <= 0 {
+		return false, nil
+	}
+	lctx, cancel := context.WithTimeout(ctx, e.opts.Timeout)
+	defer cancel()
+	start := time.Now()
+	ds, err := e.drv.Deliveries().Lease(lctx, n, e.hold())
+	if err != nil {
+		return false, err
+	}
+	until := start.Add(e.hold())
+	for _, d := range ds {
+		e.dispatch(ctx, d, until)
+	}
+	return len(ds) == n, nil
+}
+
+// dispatch starts the send of d, or queues it behind its subscriber's
+// running sends, or (subscriber saturated) leaves it to lapse and be
+// leased again later.
+func (e *Engine) dispatch(ctx context.Context, d storage.Delivery, until time.Time) {
+	sctx, cancel := context.WithTimeout(ctx, e.opts.Timeout)
+	sub, ok, err := e.subs.get(sctx, d.Queue, d.SubscriptionID)
+	cancel()
+	if err != nil {
+		return // the lease lapses; tried again later
+	}
+	if !ok {
+		e.settle(ctx, func(c context.Context) error {
+			return e.drv.Deliveries().Fail(c, d, "subscription no longer exists")
+		})
+		e.obs.GaveUp()
+		return
+	}
+	e.mu.Lock()
+	q := e.active[sub.Subscriber]
+	if q == nil {
+		q = &subscriberQ{}
+		e.active[sub.Subscriber] = q
+	}
+	j := job{d: d, sub: sub, until: until}
+	switch {
+	case q.running < e.opts.PerSubscriber:
+		q.running++
+		e.held++
+		e.mu.Unlock()
+		e.start(ctx, j)
+	case len(q.waiting) < e.opts.PerSubscriber:
+		q.waiting = append(q.waiting, j)
+		e.held++
+		e.mu.Unlock()
+	default:
+		e.mu.Unlock()
+	}
+}
+
+// start sends j and then whatever waits for the same subscriber.
+func (e *Engine) start(ctx context.Context, j job) {
+	e.sends.Add(1)
+	go func() {
+		defer e.sends.Done()
+		for {
+			if time.Until(j.until) > e.opts.Timeout {
+				e.send(ctx, j)
+			}
+			e.mu.Lock()
+			e.held--
+			q := e.active[j.sub.Subscriber]
+			if len(q.waiting) == 0 || ctx.Err() != nil {
+				e.held -= len(q.waiting)
+				q.running--
+				if q.running == 0 {
+					delete(e.active, j.sub.Subscriber)
+				}
+				e.mu.Unlock()
+				e.Wake()
+				return
+			}
+			j = q.waiting[0]
+			q.waiting = q.waiting[1:]
+			e.mu.Unlock()
+		}
+	}()
+}
+
+// send makes one attempt and records its outcome.
+func (e *Engine) send(ctx context.Context, j job) {
+	var err error
+	switch scheme(j.sub.Subscriber) {
+	case "mailto":
+		err = e.mail.send(ctx, j.sub, j.d.Queue.Name, notification(j.d))
+	default:
+		err = e.web.post(ctx, j.sub, j.d.ID(), webhookBody(j.sub, notification(j.d)))
+	}
+	if err == nil {
+		e.obs.Delivered(time.Since(j.d.Posted))
+		e.settle(ctx, func(c context.Context) error { return e.drv.Deliveries().Ack(c, j.d) })
+		return
+	}
+	text := err.Error()
+	next := time.Now().Add(e.backoff(j.d.Attempts))
+	if !next.Before(j.d.Expires) || !next.Before(j.sub.Expires) {
+		e.obs.GaveUp()
+		e.settle(ctx, func(c context.Context) error { return e.drv.Deliveries().Fail(c, j.d, text) })
+		return
+	}
+	e.obs.Retried()
+	e.settle(ctx, func(c context.Context) error { return e.drv.Deliveries().Retry(c, j.d, next, text) })
+}
+
+// settle records an outcome with its own deadline; it still runs while the
+// server shuts down, so a finished send is not sent again.
+func (e *Engine) settle(ctx context.Context, f func(context.Context) error) {
+	c, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.opts.Timeout)
+	defer cancel()
+	if err := f(c); err != nil {
+		e.log.Warn("recording a delivery outcome failed; it will be sent again", "error", err.Error())
+	}
+}
+
+// backoff is the delay before attempt n+1: exponential from RetryMin,
+// capped at RetryMax, with jitter so that a subscriber coming back is not
+// hit by every pending delivery in the same instant.
+func (e *Engine) backoff(attempts int) time.Duration {
+	d := e.opts.RetryMin
+	for i := 0; i < attempts && d < e.opts.RetryMax; i++ {
+		d *= 2
+	}
+	d = min(d, e.opts.RetryMax)
+	return d/2 + rand.N(d/2+1)
+}

@@ -1,0 +1,128 @@
+package notify
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"sluice.dev/server/internal/storage"
+)
+
+// Headers sluice adds to every webhook request.
+const (
+	// HeaderDelivery carries the delivery's stable id (the same on every
+	// attempt), so that a receiver can drop duplicates.
+	HeaderDelivery = "X-Sluice-Delivery"
+	// HeaderSignature carries "sha256=<hex HMAC-SHA256(secret, body)>" when
+	// the subscription's options hold a "secret".
+	HeaderSignature = "X-Sluice-Signature"
+)
+
+// webhook posts notifications over HTTP.
+type webhook struct {
+	client *http.Client
+}
+
+func newWebhook(timeout time.Duration, perSubscriber int) *webhook {
+	tr := &http.Transport{
+		Proxy:               http.ProxyFromEnvironment,
+		DialContext:         (&net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:        256,
+		MaxIdleConnsPerHost: perSubscriber,
+		IdleConnTimeout:     90 * time.Second,
+		TLSHandshakeTimeout: timeout,
+	}
+	return &webhook{client: &http.Client{Transport: tr, Timeout: timeout}}
+}
+
+// scheme is the subscriber's URI scheme, lower case.
+func scheme(subscriber string) string {
+	s, _, _ := strings.Cut(subscriber, ":")
+	return strings.ToLower(s)
+}
+
+// target is the URL to post to. trust+http(s) subscribers are posted to
+// as plain http(s): sluice has no identity service to obtain a trust from.
+func target(subscriber string) string {
+	if strings.HasPrefix(strings.ToLower(subscriber), "trust+") {
+		return subscriber[len("trust+"):]
+	}
+	return subscriber
+}
+
+// notification is the message as Zaqar's notifier sends it, keys in its
+// order and with Python's separators:
+// {"ttl": 300, "body": ..., "Message_Type": "Notification", "queue_name": "q"}.
+func notification(d storage.Delivery) []byte {
+	b := make([]byte, 0, len(d.Body)+96+len(d.Queue.Name))
+	b = append(b, `{"ttl": `...)
+	b = strconv.AppendInt(b, int64(d.TTL/time.Second), 10)
+	b = append(b, `, "body": `...)
+	b = append(b, d.Body...)
+	b = append(b, `, "Message_Type": "Notification", "queue_name": `...)
+	b = strconv.AppendQuote(b, d.Queue.Name)
+	return append(b, '}')
+}
+
+// webhookBody applies Zaqar's "post_data" option: a template whose
+// "$zaqar_message$" (quoted) is replaced by the notification.
+func webhookBody(sub storage.Subscription, msg []byte) []byte {
+	tmpl, ok := sub.Options["post_data"].(string)
+	if !ok {
+		return msg
+	}
+	return []byte(strings.ReplaceAll(tmpl, `"$zaqar_message$"`, string(msg)))
+}
+
+// Sign returns the X-Sluice-Signature value of body under secret.
+func Sign(secret string, body []byte) string {
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write(body)
+	return "sha256=" + hex.EncodeToString(mac.Sum(nil))
+}
+
+// post sends one request; any answer but 2xx is an error.
+func (w *webhook) post(ctx context.Context, sub storage.Subscription, deliveryID string, body []byte) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target(sub.Subscriber), bytes.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("bad subscriber URL: %w", err)
+	}
+	h := req.Header
+	h.Set("Content-Type", "application/json")
+	h.Set("Accept", "*/*")
+	h.Set("User-Agent", "sluice-server")
+	// Zaqar's "post_headers" option adds headers to every request.
+	if extra, ok := sub.Options["post_headers"].(map[string]any); ok {
+		for k, v := range extra {
+			if s, ok := v.(string); ok {
+				h.Set(k, s)
+			}
+		}
+	}
+	if deliveryID != "" {
+		h.Set(HeaderDelivery, deliveryID)
+	}
+	if secret, ok := sub.Options["secret"].(string); ok && secret != "" {
+		h.Set(HeaderSignature, Sign(secret, body))
+	}
+	res, err := w.client.Do(req)
+	if err != nil {
+		return err
+	}
+	// Drain a little so the connection can be reused, never a lot.
+	_, _ = io.Copy(io.Discard, io.LimitReader(res.Body, 64<<10))
+	res.Body.Close()
+	if res.StatusCode < 200 || res.StatusCode > 299 {
+		return fmt.Errorf("subscriber answered %s", res.Status)
+	}
+	return nil
+}

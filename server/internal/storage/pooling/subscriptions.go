@@ -1,0 +1,155 @@
+package pooling
+
+import (
+	"context"
+	"time"
+
+	"sluice.dev/server/internal/storage"
+)
+
+// Subscriptions live on the pool of their queue, next to its messages, so
+// that a post records its deliveries in the same atomic step there.
+
+type subscriptionStore struct{ d *Driver }
+
+// Create places the queue (without creating it in the queue listing), so
+// that the messages posted later land on the pool that holds the
+// subscription.
+func (s subscriptionStore) Create(ctx context.Context, q storage.QueueRef, sub storage.Subscription) (string, bool, error) {
+	drv, _, err := s.d.route(ctx, q, true, "")
+	if err != nil {
+		return "", false, err
+	}
+	return drv.Subscriptions().Create(ctx, q, sub)
+}
+
+// Get asks the queue's pool.
+func (s subscriptionStore) Get(ctx context.Context, q storage.QueueRef, id string) (storage.Subscription, error) {
+	drv, _, err := s.d.route(ctx, q, false, "")
+	if err != nil {
+		return storage.Subscription{}, err
+	}
+	return drv.Subscriptions().Get(ctx, q, id)
+}
+
+// List asks the queue's pool.
+func (s subscriptionStore) List(ctx context.Context, q storage.QueueRef, o storage.ListSubscriptionsOptions) ([]storage.Subscription, string, error) {
+	drv, _, err := s.d.route(ctx, q, false, "")
+	if err != nil {
+		return nil, "", err
+	}
+	return drv.Subscriptions().List(ctx, q, o)
+}
+
+// Update asks the queue's pool.
+func (s subscriptionStore) Update(ctx context.Context, q storage.QueueRef, id string, u storage.SubscriptionUpdate) error {
+	drv, _, err := s.d.route(ctx, q, false, "")
+	if err != nil {
+		return err
+	}
+	return drv.Subscriptions().Update(ctx, q, id, u)
+}
+
+// Confirm asks the queue's pool.
+func (s subscriptionStore) Confirm(ctx context.Context, q storage.QueueRef, id string, confirmed bool) error {
+	drv, _, err := s.d.route(ctx, q, false, "")
+	if err != nil {
+		return err
+	}
+	return drv.Subscriptions().Confirm(ctx, q, id, confirmed)
+}
+
+// Delete asks the queue's pool.
+func (s subscriptionStore) Delete(ctx context.Context, q storage.QueueRef, id string) error {
+	drv, _, err := s.d.route(ctx, q, false, "")
+	if err != nil {
+		return err
+	}
+	return drv.Subscriptions().Delete(ctx, q, id)
+}
+
+// Purge asks the queue's pool.
+func (s subscriptionStore) Purge(ctx context.Context, q storage.QueueRef) error {
+	drv, _, err := s.d.route(ctx, q, false, "")
+	if err != nil {
+		return err
+	}
+	return drv.Subscriptions().Purge(ctx, q)
+}
+
+type deliveryStore struct{ d *Driver }
+
+// Lease takes due deliveries from every pool, up to limit in all. A pool
+// that cannot be reached is skipped; its deliveries wait for it.
+func (s deliveryStore) Lease(ctx context.Context, limit int, hold time.Duration) ([]storage.Delivery, error) {
+	var out []storage.Delivery
+	var firstErr error
+	answered := 0
+	for _, drv := range s.d.sources(ctx) {
+		if len(out) >= limit {
+			break
+		}
+		got, err := drv.Deliveries().Lease(ctx, limit-len(out), hold)
+		if err != nil {
+			if firstErr == nil {
+				firstErr = err
+			}
+			continue
+		}
+		answered++
+		out = append(out, got...)
+	}
+	if answered == 0 && firstErr != nil {
+		return nil, firstErr
+	}
+	return out, nil
+}
+
+// Ack goes to the delivery's queue's pool.
+func (s deliveryStore) Ack(ctx context.Context, dl storage.Delivery) error {
+	drv, _, err := s.d.route(ctx, dl.Queue, false, "")
+	if err != nil {
+		return err
+	}
+	return drv.Deliveries().Ack(ctx, dl)
+}
+
+// Retry goes to the delivery's queue's pool.
+func (s deliveryStore) Retry(ctx context.Context, dl storage.Delivery, at time.Time, errText string) error {
+	drv, _, err := s.d.route(ctx, dl.Queue, false, "")
+	if err != nil {
+		return err
+	}
+	return drv.Deliveries().Retry(ctx, dl, at, errText)
+}
+
+// Fail goes to the delivery's queue's pool.
+func (s deliveryStore) Fail(ctx context.Context, dl storage.Delivery, errText string) error {
+	drv, _, err := s.d.route(ctx, dl.Queue, false, "")
+	if err != nil {
+		return err
+	}
+	return drv.Deliveries().Fail(ctx, dl, errText)
+}
+
+// Stats asks the queue's pool.
+func (s deliveryStore) Stats(ctx context.Context, q storage.QueueRef) (storage.DeliveryStats, error) {
+	drv, _, err := s.d.route(ctx, q, false, "")
+	if err != nil {
+		return storage.DeliveryStats{}, err
+	}
+	return drv.Deliveries().Stats(ctx, q)
+}
+
+// Pending totals every reachable pool.
+func (s deliveryStore) Pending(ctx context.Context) (int64, error) {
+	var total int64
+	for _, drv := range s.d.sources(ctx) {
+		n, err := drv.Deliveries().Pending(ctx)
+		if err != nil {
+			return 0, err
+		}
+		total += n
+	}
+	return total, nil
+}

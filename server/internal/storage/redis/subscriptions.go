@@ -1,0 +1,163 @@
+package redis
+
+import (
+	"context"
+	_ "embed"
+	"time"
+
+	"sluice.dev/server/internal/storage"
+)
+
+// Subscriptions live under their queue's scope (see lib.lua for the keys),
+// so the post script finds them without a second round trip; they never
+// touch the queue hash or the project index, so subscribing does not
+// create the queue.
+type subscriptionStore struct{ d *Driver }
+
+var (
+	//go:embed sub_create.lua
+	subCreateSrc string
+	subCreate    = register(subCreateSrc)
+	//go:embed sub_list.lua
+	subListSrc string
+	subList    = register(subListSrc)
+	//go:embed sub_update.lua
+	subUpdateSrc string
+	subUpdate    = register(subUpdateSrc)
+	//go:embed sub_confirm.lua
+	subConfirmSrc string
+	subConfirm    = register(subConfirmSrc)
+	//go:embed sub_delete.lua
+	subDeleteSrc string
+	subDelete    = register(subDeleteSrc)
+)
+
+func (s subscriptionStore) Create(ctx context.Context, q storage.QueueRef, sub storage.Subscription) (string, bool, error) {
+	const op = "subscriptions.create"
+	if sub.TTL <= 0 {
+		return "", false, storage.E(op, storage.Invalid, "subscription ttl must be positive")
+	}
+	opts, err := encodeMeta(op, sub.Options)
+	if err != nil {
+		return "", false, err
+	}
+	res, err := subCreate.Run(ctx, s.d.c, []string{scope(q)}, s.d.nowMS(), storage.NewSubscriptionID(),
+		sub.Subscriber, sub.TTL.Milliseconds(), opts, flag(sub.NeedsConfirmation)).Slice()
+	if err != nil {
+		return "", false, wrap(op, err)
+	}
+	if len(res) != 2 {
+		return "", false, storage.E(op, storage.Internal, "malformed script reply")
+	}
+	return toString(res[0]), toInt(res[1]) == 1, nil
+}
+
+// parseSubscription reads {id, subscriber, ttl, options, expiry,
+// confirmed, needs confirmation}.
+func parseSubscription(op string, v any) (storage.Subscription, error) {
+	f, ok := v.([]any)
+	if !ok || len(f) != 7 {
+		return storage.Subscription{}, storage.E(op, storage.Internal, "malformed script reply")
+	}
+	opts, err := decodeMeta(op, toString(f[3]))
+	if err != nil {
+		return storage.Subscription{}, err
+	}
+	return storage.Subscription{
+		ID: toString(f[0]), Subscriber: toString(f[1]),
+		TTL: time.Duration(toInt(f[2])) * time.Millisecond, Options: opts,
+		Expires: msTime(toInt(f[4])), Confirmed: toString(f[5]) == "1", NeedsConfirmation: toString(f[6]) == "1",
+	}, nil
+}
+
+func (s subscriptionStore) Get(ctx context.Context, q storage.QueueRef, id string) (storage.Subscription, error) {
+	const op = "subscriptions.get"
+	h, err := s.d.c.HMGet(ctx, scope(q)+":s:"+id, "s", "t", "o", "e", "c", "n").Result()
+	if err != nil {
+		return storage.Subscription{}, wrap(op, err)
+	}
+	if h[0] == nil || toInt(h[3]) <= s.d.nowMS() {
+		return storage.Subscription{}, storage.E(op, storage.NotFound, "no such subscription")
+	}
+	return parseSubscription(op, append([]any{id}, h...))
+}
+
+func (s subscriptionStore) List(ctx context.Context, q storage.QueueRef, opts storage.ListSubscriptionsOptions) ([]storage.Subscription, string, error) {
+	const op = "subscriptions.list"
+	if opts.Limit <= 0 {
+		return nil, "", storage.E(op, storage.Invalid, "limit must be positive")
+	}
+	res, err := subList.Run(ctx, s.d.c, []string{scope(q)}, s.d.nowMS(), opts.Marker, opts.Limit+1).Slice()
+	if err != nil {
+		return nil, "", wrap(op, err)
+	}
+	out := make([]storage.Subscription, 0, len(res))
+	for _, v := range res {
+		sub, err := parseSubscription(op, v)
+		if err != nil {
+			return nil, "", err
+		}
+		out = append(out, sub)
+	}
+	next := ""
+	if len(out) > opts.Limit {
+		out = out[:opts.Limit]
+		next = out[len(out)-1].ID
+	}
+	return out, next, nil
+}
+
+func (s subscriptionStore) Update(ctx context.Context, q storage.QueueRef, id string, u storage.SubscriptionUpdate) error {
+	const op = "subscriptions.update"
+	var sub, ttl, opts string
+	if u.Subscriber != nil {
+		sub = *u.Subscriber
+	}
+	if u.TTL != nil {
+		if *u.TTL <= 0 {
+			return storage.E(op, storage.Invalid, "subscription ttl must be positive")
+		}
+		ttl = itoa(u.TTL.Milliseconds())
+	}
+	if u.Options != nil {
+		var err error
+		if opts, err = encodeMeta(op, u.Options); err != nil {
+			return err
+		}
+	}
+	n, err := subUpdate.Run(ctx, s.d.c, []string{scope(q)}, s.d.nowMS(), id,
+		flag(u.Subscriber != nil), sub, flag(u.TTL != nil), ttl, flag(u.Options != nil), opts).Int64()
+	if err != nil {
+		return wrap(op, err)
+	}
+	switch n {
+	case 1:
+		return storage.E(op, storage.NotFound, "no such subscription")
+	case 2:
+		return storage.E(op, storage.Conflict, "the queue already has this subscriber")
+	}
+	return nil
+}
+
+func (s subscriptionStore) Confirm(ctx context.Context, q storage.QueueRef, id string, confirmed bool) error {
+	const op = "subscriptions.confirm"
+	n, err := subConfirm.Run(ctx, s.d.c, []string{scope(q)}, s.d.nowMS(), id, flag(confirmed)).Int64()
+	if err != nil {
+		return wrap(op, err)
+	}
+	if n == 1 {
+		return storage.E(op, storage.NotFound, "no such subscription")
+	}
+	return nil
+}
+
+func (s subscriptionStore) Delete(ctx context.Context, q storage.QueueRef, id string) error {
+	if id == "" {
+		return nil
+	}
+	return wrap("subscriptions.delete", subDelete.Run(ctx, s.d.c, []string{scope(q)}, id).Err())
+}
+
+func (s subscriptionStore) Purge(ctx context.Context, q storage.QueueRef) error {
+	return wrap("subscriptions.purge", subDelete.Run(ctx, s.d.c, []string{scope(q)}, "").Err())
+}

@@ -1,0 +1,263 @@
+package storagetest
+
+import (
+	"encoding/json"
+	"sort"
+	"time"
+
+	"sluice.dev/server/internal/storage"
+)
+
+var deliveryCases = []testCase{
+	{"Deliveries/RecordedWithPost", testDeliveriesRecorded},
+	{"Deliveries/Leases", testDeliveryLeases},
+	{"Deliveries/RetryAndFail", testDeliveryRetryFail},
+	{"Deliveries/Expiry", testDeliveryExpiry},
+	{"Deliveries/Confirmation", testDeliveryConfirmation},
+	{"Deliveries/SubscriptionGone", testDeliverySubscriptionGone},
+}
+
+// lease leases every due delivery of the case's projects. The backend may
+// be shared with other runs, so deliveries of other projects are ignored
+// (they stay leased only for hold).
+func (e *env) lease(hold time.Duration) []storage.Delivery {
+	e.t.Helper()
+	got, err := e.d.Deliveries().Lease(e.ctx, 1000, hold)
+	if err != nil {
+		e.t.Fatalf("lease: %v", err)
+	}
+	var out []storage.Delivery
+	for _, d := range got {
+		for _, u := range e.used {
+			if d.Queue == u {
+				out = append(out, d)
+				break
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID() < out[j].ID() })
+	return out
+}
+
+func (e *env) deliveryStats(q storage.QueueRef) storage.DeliveryStats {
+	e.t.Helper()
+	st, err := e.d.Deliveries().Stats(e.ctx, q)
+	if err != nil {
+		e.t.Fatalf("delivery stats %v: %v", q, err)
+	}
+	return st
+}
+
+func testDeliveriesRecorded(e *env) {
+	q, quiet := e.queue("notified"), e.queue("quiet")
+	s1 := e.subscribe(q, "http://127.0.0.1:9/1", time.Hour, false)
+	s2 := e.subscribe(q, "mailto:a@example.com", time.Hour, false)
+	ids := e.post(q, "c", 3, 5*time.Minute)
+	e.post(quiet, "c", 2, time.Hour)
+	st := e.deliveryStats(q)
+	if st.Pending != 6 || len(st.Subscriptions) != 2 {
+		e.t.Fatalf("stats after posting 3 to 2 subscriptions: %+v", st)
+	}
+	for _, row := range st.Subscriptions {
+		if row.Pending != 3 {
+			e.t.Errorf("subscription %s pending %d, want 3", row.ID, row.Pending)
+		}
+	}
+	if st := e.deliveryStats(quiet); st.Pending != 0 || len(st.Subscriptions) != 0 {
+		e.t.Errorf("queue without subscriptions has deliveries: %+v", st)
+	}
+	got := e.lease(time.Minute)
+	if len(got) != 6 {
+		e.t.Fatalf("leased %d deliveries, want 6", len(got))
+	}
+	want := map[string]bool{}
+	for i, id := range ids {
+		for _, s := range []string{s1, s2} {
+			want[id+"."+s] = true
+			_ = i
+		}
+	}
+	for _, d := range got {
+		if !want[d.ID()] {
+			e.t.Errorf("unexpected delivery %s", d.ID())
+		}
+		delete(want, d.ID())
+		var n int
+		if err := json.Unmarshal(d.Body, &n); err != nil || d.TTL != 5*time.Minute || d.Queue != q || d.Attempts != 0 || d.Lease == "" {
+			e.t.Errorf("delivery %+v", d)
+		}
+		if !d.Expires.Equal(e.clock.Now().Add(5 * time.Minute)) {
+			e.t.Errorf("delivery expires %v, want message expiry", d.Expires)
+		}
+	}
+	// Deliveries outlive the message being consumed.
+	if err := e.d.Messages().DeleteMany(e.ctx, q, ids, ""); err != nil {
+		e.t.Fatal(err)
+	}
+	if st := e.deliveryStats(q); st.Pending != 6 {
+		e.t.Errorf("pending %d after deleting the messages, want 6", st.Pending)
+	}
+	for _, d := range got {
+		if err := e.d.Deliveries().Ack(e.ctx, d); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	st = e.deliveryStats(q)
+	if st.Pending != 0 || st.Delivered != 6 || st.Failed != 0 {
+		e.t.Errorf("stats after acking all: %+v", st)
+	}
+	for _, row := range st.Subscriptions {
+		if row.Delivered != 3 || row.Pending != 0 {
+			e.t.Errorf("subscription row %+v", row)
+		}
+	}
+	if more := e.lease(time.Minute); len(more) != 0 {
+		e.t.Errorf("acked deliveries leased again: %d", len(more))
+	}
+}
+
+func testDeliveryLeases(e *env) {
+	q := e.queue("leases")
+	e.subscribe(q, "http://127.0.0.1:9/l", time.Hour, false)
+	e.post(q, "c", 2, time.Hour)
+	first := e.lease(30 * time.Second)
+	if len(first) != 2 {
+		e.t.Fatalf("leased %d, want 2", len(first))
+	}
+	if again := e.lease(30 * time.Second); len(again) != 0 {
+		e.t.Errorf("held deliveries leased twice: %d", len(again))
+	}
+	e.clock.Advance(31 * time.Second)
+	second := e.lease(30 * time.Second)
+	if len(second) != 2 {
+		e.t.Fatalf("lapsed leases: leased %d, want 2", len(second))
+	}
+	if second[0].Lease == first[0].Lease {
+		e.t.Errorf("a new lease reused the old token")
+	}
+	// The stale holder's retry is ignored; its ack still removes the delivery
+	// (it was sent).
+	if err := e.d.Deliveries().Retry(e.ctx, first[0], e.clock.Now(), "stale"); err != nil {
+		e.t.Fatal(err)
+	}
+	if again := e.lease(30 * time.Second); len(again) != 0 {
+		e.t.Errorf("stale retry released a held delivery")
+	}
+	if st := e.deliveryStats(q); st.LastError != "" {
+		e.t.Errorf("stale retry recorded its error: %+v", st)
+	}
+	for _, d := range second {
+		if err := e.d.Deliveries().Ack(e.ctx, d); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	if st := e.deliveryStats(q); st.Pending != 0 || st.Delivered != 2 {
+		e.t.Errorf("after ack: %+v", st)
+	}
+}
+
+func testDeliveryRetryFail(e *env) {
+	q := e.queue("retry")
+	e.subscribe(q, "http://127.0.0.1:9/r", time.Hour, false)
+	e.post(q, "c", 2, time.Hour)
+	got := e.lease(time.Minute)
+	if len(got) != 2 {
+		e.t.Fatalf("leased %d, want 2", len(got))
+	}
+	if err := e.d.Deliveries().Retry(e.ctx, got[0], e.clock.Now().Add(10*time.Second), "503 from subscriber"); err != nil {
+		e.t.Fatal(err)
+	}
+	if err := e.d.Deliveries().Fail(e.ctx, got[1], "gave up"); err != nil {
+		e.t.Fatal(err)
+	}
+	st := e.deliveryStats(q)
+	if st.Pending != 1 || st.Failed != 1 || st.LastError != "gave up" || st.LastErrorAt.IsZero() {
+		e.t.Errorf("stats: %+v", st)
+	}
+	if len(st.Subscriptions) != 1 || st.Subscriptions[0].Failed != 1 || st.Subscriptions[0].Pending != 1 || st.Subscriptions[0].LastError != "gave up" {
+		e.t.Errorf("subscription rows: %+v", st.Subscriptions)
+	}
+	if early := e.lease(time.Minute); len(early) != 0 {
+		e.t.Errorf("retried delivery due before its time")
+	}
+	e.clock.Advance(10 * time.Second)
+	again := e.lease(time.Minute)
+	if len(again) != 1 || again[0].ID() != got[0].ID() || again[0].Attempts != 1 {
+		e.t.Fatalf("re-leased %+v, want %s with 1 attempt", again, got[0].ID())
+	}
+	if err := e.d.Deliveries().Ack(e.ctx, again[0]); err != nil {
+		e.t.Fatal(err)
+	}
+	if st := e.deliveryStats(q); st.Pending != 0 || st.Delivered != 1 || st.Failed != 1 {
+		e.t.Errorf("final stats: %+v", st)
+	}
+}
+
+func testDeliveryExpiry(e *env) {
+	q := e.queue("expiry")
+	e.subscribe(q, "http://127.0.0.1:9/x", time.Hour, false)
+	e.post(q, "c", 3, time.Minute)
+	if n, err := e.d.Deliveries().Pending(e.ctx); err != nil || n < 3 {
+		e.t.Errorf("backend pending %d (%v), want at least 3", n, err)
+	}
+	e.clock.Advance(time.Minute)
+	// Pending is exact even before anything noticed the expiry.
+	if st := e.deliveryStats(q); st.Pending != 0 {
+		e.t.Errorf("expired deliveries pending: %+v", st)
+	}
+	if got := e.lease(time.Minute); len(got) != 0 {
+		e.t.Errorf("expired deliveries leased: %d", len(got))
+	}
+	if st := e.deliveryStats(q); st.Failed != 3 {
+		e.t.Errorf("expired deliveries not counted failed: %+v", st)
+	}
+}
+
+func testDeliveryConfirmation(e *env) {
+	q := e.queue("confirm")
+	id := e.subscribe(q, "http://127.0.0.1:9/c", time.Hour, true)
+	e.post(q, "c", 2, time.Hour)
+	if got := e.lease(time.Minute); len(got) != 0 {
+		e.t.Errorf("unconfirmed subscription got %d deliveries", len(got))
+	}
+	if err := e.d.Subscriptions().Confirm(e.ctx, q, id, true); err != nil {
+		e.t.Fatal(err)
+	}
+	e.post(q, "c", 1, time.Hour)
+	if got := e.lease(time.Minute); len(got) != 1 {
+		e.t.Errorf("confirmed subscription got %d deliveries, want 1", len(got))
+	}
+	if err := e.d.Subscriptions().Confirm(e.ctx, q, id, false); err != nil {
+		e.t.Fatal(err)
+	}
+	e.post(q, "c", 1, time.Hour)
+	e.clock.Advance(2 * time.Minute)
+	if got := e.lease(time.Minute); len(got) != 1 {
+		e.t.Errorf("after unconfirming: %d deliveries, want only the earlier one", len(got))
+	}
+}
+
+func testDeliverySubscriptionGone(e *env) {
+	q := e.queue("subgone")
+	keep := e.subscribe(q, "http://127.0.0.1:9/keep", time.Hour, false)
+	gone := e.subscribe(q, "http://127.0.0.1:9/gone", time.Hour, false)
+	short := e.subscribe(q, "http://127.0.0.1:9/short", time.Minute, false)
+	e.post(q, "c", 2, time.Hour)
+	if err := e.d.Subscriptions().Delete(e.ctx, q, gone); err != nil {
+		e.t.Fatal(err)
+	}
+	e.clock.Advance(time.Minute)
+	st := e.deliveryStats(q)
+	if st.Pending != 2 || len(st.Subscriptions) != 1 || st.Subscriptions[0].ID != keep {
+		e.t.Errorf("stats after delete and expiry: %+v", st)
+	}
+	got := e.lease(time.Minute)
+	if len(got) != 2 {
+		e.t.Fatalf("leased %d, want 2", len(got))
+	}
+	for _, d := range got {
+		if d.SubscriptionID != keep {
+			e.t.Errorf("delivery for subscription %s (deleted %s, expired %s)", d.SubscriptionID, gone, short)
+		}
+	}
+}

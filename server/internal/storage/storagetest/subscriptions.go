@@ -1,0 +1,197 @@
+package storagetest
+
+import (
+	"fmt"
+	"time"
+
+	"sluice.dev/server/internal/storage"
+)
+
+var subscriptionCases = []testCase{
+	{"Subscriptions/CRUD", testSubscriptionCRUD},
+	{"Subscriptions/Paging", testSubscriptionPaging},
+	{"Subscriptions/TTL", testSubscriptionTTL},
+	{"Subscriptions/Isolation", testSubscriptionIsolation},
+	{"Subscriptions/QueueDelete", testSubscriptionQueueDelete},
+}
+
+// subscribe creates a subscription and fails the test on error.
+func (e *env) subscribe(q storage.QueueRef, subscriber string, ttl time.Duration, needsConfirm bool) string {
+	e.t.Helper()
+	id, created, err := e.d.Subscriptions().Create(e.ctx, q, storage.Subscription{
+		Subscriber: subscriber, TTL: ttl, Options: storage.Metadata{"k": "v"}, NeedsConfirmation: needsConfirm,
+	})
+	if err != nil {
+		e.t.Fatalf("subscribe %s to %v: %v", subscriber, q, err)
+	}
+	if !created {
+		e.t.Fatalf("subscribe %s to %v: not created", subscriber, q)
+	}
+	return id
+}
+
+func testSubscriptionCRUD(e *env) {
+	q := e.queue("subs")
+	ss := e.d.Subscriptions()
+	id := e.subscribe(q, "http://127.0.0.1:9/hook", time.Hour, false)
+	e.clock.Advance(10 * time.Second)
+	got, err := ss.Get(e.ctx, q, id)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if got.ID != id || got.Subscriber != "http://127.0.0.1:9/hook" || got.TTL != time.Hour ||
+		got.Options["k"] != "v" || got.Confirmed || got.Age(e.clock.Now()) != 10*time.Second {
+		e.t.Errorf("get: %+v (age %v)", got, got.Age(e.clock.Now()))
+	}
+	// Same subscriber again: same id, nothing changed.
+	again, created, err := ss.Create(e.ctx, q, storage.Subscription{Subscriber: "http://127.0.0.1:9/hook", TTL: time.Minute, Options: storage.Metadata{}})
+	if err != nil || created || again != id {
+		e.t.Errorf("duplicate create: id %q created %v err %v; want %q false nil", again, created, err, id)
+	}
+	if got, _ := ss.Get(e.ctx, q, id); got.TTL != time.Hour || got.Options["k"] != "v" {
+		e.t.Errorf("duplicate create changed the subscription: %+v", got)
+	}
+	// Update: ttl restarts the lifetime, options replace, subscriber moves.
+	ttl, to := 2*time.Hour, "https://127.0.0.1:9/other"
+	if err := ss.Update(e.ctx, q, id, storage.SubscriptionUpdate{TTL: &ttl, Options: storage.Metadata{"n": 1.0}, Subscriber: &to}); err != nil {
+		e.t.Fatal(err)
+	}
+	got, _ = ss.Get(e.ctx, q, id)
+	if got.TTL != ttl || got.Age(e.clock.Now()) != 0 || got.Options["n"] != 1.0 || got.Options["k"] != nil || got.Subscriber != to {
+		e.t.Errorf("after update: %+v", got)
+	}
+	other := e.subscribe(q, "mailto:ops@example.com", time.Hour, false)
+	if err := ss.Update(e.ctx, q, other, storage.SubscriptionUpdate{Subscriber: &to}); !storage.Is(err, storage.Conflict) {
+		e.t.Errorf("update to a taken subscriber: %v, want conflict", err)
+	}
+	if err := ss.Confirm(e.ctx, q, id, true); err != nil {
+		e.t.Fatal(err)
+	}
+	if got, _ := ss.Get(e.ctx, q, id); !got.Confirmed {
+		e.t.Errorf("confirm did not stick: %+v", got)
+	}
+	// Unknown and malformed ids.
+	for _, bad := range []string{"5c6939a8ef2f8e4a1c4a1a1a", "xyz", "", storage.NewSubscriptionID()} {
+		if _, err := ss.Get(e.ctx, q, bad); !storage.Is(err, storage.NotFound) {
+			e.t.Errorf("get %q: %v, want not found", bad, err)
+		}
+		if err := ss.Update(e.ctx, q, bad, storage.SubscriptionUpdate{TTL: &ttl}); !storage.Is(err, storage.NotFound) {
+			e.t.Errorf("update %q: %v, want not found", bad, err)
+		}
+		if err := ss.Confirm(e.ctx, q, bad, true); !storage.Is(err, storage.NotFound) {
+			e.t.Errorf("confirm %q: %v, want not found", bad, err)
+		}
+		if err := ss.Delete(e.ctx, q, bad); err != nil {
+			e.t.Errorf("delete %q: %v, want nil", bad, err)
+		}
+	}
+	if err := ss.Delete(e.ctx, q, id); err != nil {
+		e.t.Fatal(err)
+	}
+	if _, err := ss.Get(e.ctx, q, id); !storage.Is(err, storage.NotFound) {
+		e.t.Errorf("get after delete: %v", err)
+	}
+	if err := ss.Purge(e.ctx, q); err != nil {
+		e.t.Fatal(err)
+	}
+	if list, _, _ := ss.List(e.ctx, q, storage.ListSubscriptionsOptions{Limit: 10}); len(list) != 0 {
+		e.t.Errorf("list after purge: %d subscriptions", len(list))
+	}
+}
+
+func testSubscriptionPaging(e *env) {
+	q := e.queue("paging")
+	var ids []string
+	for i := 0; i < 7; i++ {
+		ids = append(ids, e.subscribe(q, fmt.Sprintf("http://127.0.0.1:9/%d", i), time.Hour, false))
+	}
+	var got []string
+	marker := ""
+	for page := 0; page < 10; page++ {
+		list, next, err := e.d.Subscriptions().List(e.ctx, q, storage.ListSubscriptionsOptions{Marker: marker, Limit: 3})
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		if len(list) > 3 {
+			e.t.Fatalf("page of %d > limit 3", len(list))
+		}
+		for _, s := range list {
+			got = append(got, s.ID)
+		}
+		if next == "" {
+			break
+		}
+		marker = next
+	}
+	if !equalStrings(got, ids) {
+		e.t.Errorf("paged ids %v, want creation order %v", got, ids)
+	}
+	if _, _, err := e.d.Subscriptions().List(e.ctx, q, storage.ListSubscriptionsOptions{Limit: 0}); !storage.Is(err, storage.Invalid) {
+		e.t.Errorf("limit 0: %v, want invalid", err)
+	}
+}
+
+func testSubscriptionTTL(e *env) {
+	q := e.queue("ttl")
+	ss := e.d.Subscriptions()
+	id := e.subscribe(q, "http://127.0.0.1:9/t", time.Minute, false)
+	e.clock.Advance(59 * time.Second)
+	if _, err := ss.Get(e.ctx, q, id); err != nil {
+		e.t.Errorf("get before expiry: %v", err)
+	}
+	e.clock.Advance(time.Second)
+	if _, err := ss.Get(e.ctx, q, id); !storage.Is(err, storage.NotFound) {
+		e.t.Errorf("get after expiry: %v, want not found", err)
+	}
+	if list, _, _ := ss.List(e.ctx, q, storage.ListSubscriptionsOptions{Limit: 10}); len(list) != 0 {
+		e.t.Errorf("expired subscription listed")
+	}
+	// The subscriber may subscribe again and gets a new subscription.
+	again := e.subscribe(q, "http://127.0.0.1:9/t", time.Minute, false)
+	if again == id {
+		e.t.Errorf("expired subscription revived with the same id")
+	}
+}
+
+func testSubscriptionIsolation(e *env) {
+	a, b := e.queueIn("a", "shared"), e.queueIn("b", "shared")
+	ss := e.d.Subscriptions()
+	id := e.subscribe(a, "http://127.0.0.1:9/iso", time.Hour, false)
+	if _, err := ss.Get(e.ctx, b, id); !storage.Is(err, storage.NotFound) {
+		e.t.Errorf("project b gets a's subscription: %v", err)
+	}
+	if list, _, _ := ss.List(e.ctx, b, storage.ListSubscriptionsOptions{Limit: 10}); len(list) != 0 {
+		e.t.Errorf("project b lists a's subscriptions")
+	}
+	_ = ss.Delete(e.ctx, b, id)
+	_ = ss.Purge(e.ctx, b)
+	if _, err := ss.Get(e.ctx, a, id); err != nil {
+		e.t.Errorf("b's delete reached a: %v", err)
+	}
+	// A subscription neither needs nor creates its queue.
+	if ok, _ := e.d.Queues().Exists(e.ctx, a); ok {
+		e.t.Errorf("subscribing created the queue")
+	}
+	if list, _ := e.d.Queues().List(e.ctx, a.Project, storage.ListQueuesOptions{Limit: 10}); len(list) != 0 {
+		e.t.Errorf("subscribed queue appears in the queue listing: %v", list)
+	}
+	// The same subscriber on b is a different subscription.
+	if other := e.subscribe(b, "http://127.0.0.1:9/iso", time.Hour, false); other == id {
+		e.t.Errorf("b got a's subscription id")
+	}
+}
+
+func testSubscriptionQueueDelete(e *env) {
+	q := e.queue("gone")
+	id := e.subscribe(q, "http://127.0.0.1:9/g", time.Hour, false)
+	e.post(q, "c", 2, time.Hour)
+	if err := e.d.Queues().Delete(e.ctx, q); err != nil {
+		e.t.Fatal(err)
+	}
+	if _, err := e.d.Subscriptions().Get(e.ctx, q, id); !storage.Is(err, storage.NotFound) {
+		e.t.Errorf("subscription survived its queue: %v", err)
+	}
+	if st, err := e.d.Deliveries().Stats(e.ctx, q); err != nil || st.Pending != 0 {
+		e.t.Errorf("deliveries survived their queue: %+v %v", st, err)
+	}
+}
