@@ -34,6 +34,9 @@ class Wanted:
     subscriber: str
     ttl: int
     options: dict[str, Any]
+    # The Secret's resourceVersion: the server never shows a secret back, so a
+    # rotated Secret is recognised by its version, never by its value.
+    secret_version: str = ""
 
 
 @dataclass
@@ -41,6 +44,7 @@ class Outcome:
     """Outcome of one sync: the managed subscriptions (subscriber -> id) and what went wrong."""
 
     managed: dict[str, str] = field(default_factory=dict)
+    versions: dict[str, str] = field(default_factory=dict)  # subscriber -> Secret resourceVersion sent
     problems: list[tuple[str, str]] = field(default_factory=list)  # (reason, message)
     secrets: list[str] = field(default_factory=list)
 
@@ -51,18 +55,20 @@ class Outcome:
         return text
 
 
-def _secret_value(ns: str, ref: dict[str, Any]) -> tuple[str | None, str]:
-    """The value at ref.key of Secret ref.name, or None and why not."""
+def _secret_value(ns: str, ref: dict[str, Any]) -> tuple[str | None, str, str]:
+    """(value at ref.key of Secret ref.name, the Secret's resourceVersion, ""),
+    or (None, "", why not)."""
     secret = kube.get("Secret", ns, ref["name"])
     if secret is None:
-        return None, f"Secret {ref['name']} does not exist"
+        return None, "", f"Secret {ref['name']} does not exist"
     raw = (secret.get("data") or {}).get(ref["key"])
     if not raw:
-        return None, f"Secret {ref['name']} has no key {ref['key']}"
+        return None, "", f"Secret {ref['name']} has no key {ref['key']}"
     try:
-        return base64.b64decode(raw).decode(), ""
+        value = base64.b64decode(raw).decode()
     except (binascii.Error, UnicodeDecodeError):
-        return None, f"Secret {ref['name']} key {ref['key']} is not UTF-8 text"
+        return None, "", f"Secret {ref['name']} key {ref['key']} is not UTF-8 text"
+    return value, str(secret["metadata"].get("resourceVersion") or ""), ""
 
 
 def wanted(ns: str, spec: dict[str, Any], out: Outcome) -> list[Wanted]:
@@ -71,20 +77,29 @@ def wanted(ns: str, spec: dict[str, Any], out: Outcome) -> list[Wanted]:
     result = []
     for item in spec.get("subscriptions") or []:
         options = dict(item.get("options") or {})
-        ref = item.get("secretRef")
+        ref, version = item.get("secretRef"), ""
         if ref:
-            value, why = _secret_value(ns, ref)
+            value, version, why = _secret_value(ns, ref)
             if value is None:
                 out.problems.append(("SecretNotFound", f"{item['subscriber']}: {why}"))
                 continue
             options["secret"] = value
             out.secrets.append(value)
-        result.append(Wanted(item["subscriber"], int(item.get("ttl") or LASTING_TTL), options))
+        result.append(Wanted(item["subscriber"], int(item.get("ttl") or LASTING_TTL), options, version))
     return result
 
 
-def _needs_update(w: Wanted, have: dict[str, Any]) -> bool:
-    return bool(have.get("ttl") != w.ttl or (have.get("options") or {}) != w.options)
+def _plain(options: dict[str, Any] | None) -> dict[str, Any]:
+    return {k: v for k, v in (options or {}).items() if k != "secret"}
+
+
+def _needs_update(w: Wanted, have: dict[str, Any], sent_version: str | None) -> bool:
+    """The server answers options.secret redacted: the secret is compared by the
+    Secret's resourceVersion last sent, everything else by value."""
+    opts = have.get("options") or {}
+    if have.get("ttl") != w.ttl or _plain(opts) != _plain(w.options) or ("secret" in opts) != ("secret" in w.options):
+        return True
+    return "secret" in w.options and w.secret_version != sent_version
 
 
 def sync(api: ServerAPI, body: dict[str, Any], project: str, qname: str) -> Outcome:
@@ -97,6 +112,7 @@ def sync(api: ServerAPI, body: dict[str, Any], project: str, qname: str) -> Outc
     want = wanted(meta["namespace"], spec, out)
     declared = {item["subscriber"] for item in spec.get("subscriptions") or []}
     before = {s["subscriber"]: s["id"] for s in status.get("subscriptions") or [] if s.get("id")}
+    sent = {s["subscriber"]: s.get("secretVersion") for s in status.get("subscriptions") or []}
     if not want and not before:
         return out
     have = {s["subscriber"]: s for s in api.list_subscriptions(project, qname)}
@@ -105,17 +121,21 @@ def sync(api: ServerAPI, body: dict[str, Any], project: str, qname: str) -> Outc
         try:
             if cur is None:
                 out.managed[w.subscriber] = api.create_subscription(project, qname, w.subscriber, w.ttl, w.options)
+                out.versions[w.subscriber] = w.secret_version
                 events.info(body, reason="SubscriptionCreated", message=f"{w.subscriber} subscribed to {qname}")
                 continue
             out.managed[w.subscriber] = str(cur["id"])
-            if _needs_update(w, cur):
+            out.versions[w.subscriber] = sent.get(w.subscriber) or ""
+            if _needs_update(w, cur, sent.get(w.subscriber)):
                 api.update_subscription(project, qname, str(cur["id"]), w.ttl, w.options)
+                out.versions[w.subscriber] = w.secret_version
         except ServerError as exc:
             out.problems.append(("SubscriptionRejected", out.redact(f"{w.subscriber}: {exc.description or exc.title}")))
     # Subscriptions whose Secret is missing stay as they are on the server.
     for subscriber in declared - set(out.managed):
         if subscriber in before:
             out.managed[subscriber] = before[subscriber]
+            out.versions[subscriber] = sent.get(subscriber) or ""
     for subscriber, sid in before.items():
         if subscriber in declared:
             continue
@@ -152,6 +172,8 @@ def status_fields(
     subs = []
     for subscriber, sid in sorted(out.managed.items()):
         entry: dict[str, Any] = {"subscriber": subscriber, "id": sid}
+        if out.versions.get(subscriber):
+            entry["secretVersion"] = out.versions[subscriber]
         if sid in by_id:
             entry.update(_health(by_id[sid]))
         subs.append(entry)

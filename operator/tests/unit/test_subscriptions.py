@@ -216,8 +216,8 @@ def test_delivery_health_in_status_redacted(store: Store, server: ZaqarDouble) -
         "lastErrorAt": "2026-11-23T12:00:00Z",
     }
     assert body["status"]["subscriptions"] == [
-        {"subscriber": "http://a.example/h", "id": sid, "pending": 3, "failed": 1, "delivered": 40,
-         "lastError": "connection refused", "lastErrorAt": "2026-11-23T12:00:00Z"}
+        {"subscriber": "http://a.example/h", "id": sid, "secretVersion": "2", "pending": 3, "failed": 1,
+         "delivered": 40, "lastError": "connection refused", "lastErrorAt": "2026-11-23T12:00:00Z"}
     ]  # fmt: skip
     # A server without the endpoint: no delivery health, the queue still Ready.
     server.state.deliveries = None
@@ -235,7 +235,7 @@ def test_queue_deletion_removes_declared_subscriptions(store: Store, server: Zaq
     assert set(on_server(server)) == {"http://app/h"}
 
 
-@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("seed", range(4))
 def test_generated_spec_histories_converge(store: Store, server: ZaqarDouble, seed: int) -> None:
     """Random edits of the spec (add, drop, change ttl/options/secret) and of the
     server (an expired subscription, an application's own one): after every
@@ -246,7 +246,7 @@ def test_generated_spec_histories_converge(store: Store, server: ZaqarDouble, se
     urls = [f"http://h{i}.example/n" for i in range(5)]
     spec: dict[str, dict[str, Any]] = {}
     apps: set[str] = set()
-    for step in range(25):
+    for step in range(20):
         action = rng.choice(["add", "add", "drop", "ttl", "options", "secret", "expire", "app"])
         if action == "add":
             u = rng.choice(urls)
