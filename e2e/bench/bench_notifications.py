@@ -34,7 +34,11 @@ from harness import BIN, ProcessError, RedisServer, SluiceServer  # noqa: E402
 from report import write_doc_section  # noqa: E402
 
 SECTION = "## Notifications: webhook subscriber cost and delivery latency"
-TARGETS = ("sluice-redis", "zaqar")
+# sluice-redis-nosend: the same server with its delivery engine off, so posting
+# with a subscriber pays only for recording each delivery (the post path's own
+# cost), not for sending it from the same two cores.
+TARGETS = ("sluice-redis", "sluice-redis-nosend", "zaqar")
+SENDS = {"sluice-redis": True, "sluice-redis-nosend": False, "zaqar": True}
 
 
 def loadavg() -> float:
@@ -50,19 +54,21 @@ def bench(binary: Path, url: str, *args: str) -> dict:
     return json.loads(out.stdout)
 
 
-def measure(binary: Path, url: str, a: argparse.Namespace, tag: str) -> dict:
-    """measure runs (a) and (b) against one server."""
+def measure(binary: Path, url: str, a: argparse.Namespace, tag: str, sends: bool = True) -> dict:
+    """measure runs (a) and, when the server sends notifications, (b) against one server."""
     load = [loadavg()]
     base, sub = [], []
-    common = ["-t", str(a.seconds), "-pw", str(a.workers), "--rate", "0", "--drain", "60s"]
+    common = ["-t", str(a.seconds), "-pw", str(a.workers), "--rate", "0", "--drain", "60s" if sends else "0s"]
     for i in range(a.repeat):
         base.append(bench(binary, url, *common, "--subscribe=false", "-q", f"{tag}-base{i}")["ops"]["post"]["reqs_per_sec"])
         r = bench(binary, url, *common, "-q", f"{tag}-sub{i}")
         sub.append(r["ops"]["post"]["reqs_per_sec"])
         load.append(loadavg())
-    light = bench(binary, url, "-t", str(a.light_seconds), "-pw", "4", "--rate", str(a.light_rate),
-                  "--drain", "60s", "-q", f"{tag}-light")
-    load.append(loadavg())
+    light: dict = {"ops": {}}
+    if sends:
+        light = bench(binary, url, "-t", str(a.light_seconds), "-pw", "4", "--rate", str(a.light_rate),
+                      "--drain", "60s", "-q", f"{tag}-light")
+        load.append(loadavg())
     n, d = light["ops"].get("notify") or {}, light.get("delivery") or {}
     mean = lambda xs: sum(xs) / len(xs)  # noqa: E731
     return {
@@ -76,8 +82,9 @@ def measure(binary: Path, url: str, a: argparse.Namespace, tag: str) -> dict:
 
 
 def start_target(name: str, work: Path, redis: RedisServer, db: int):
-    if name == "sluice-redis":
-        return SluiceServer(work / name, redis.url(db), extra_args=["--access-log=false", "--log-level", "warn"])
+    if name.startswith("sluice-redis"):
+        args = ["--access-log=false", "--log-level", "warn"] + ([] if SENDS[name] else ["--deliveries=false"])
+        return SluiceServer(work / name, redis.url(db), extra_args=args)
     from zaqar_server import ZaqarServer
 
     return ZaqarServer(work / name, redis.url(db), message_pipeline="zaqar.notification.notifier")
@@ -98,6 +105,9 @@ def render(results: dict, a: argparse.Namespace, command: str) -> str:
         "latency from the post's 201 to the webhook's arrival. Zaqar 23.0.1 runs under uwsgi",
         "(2 processes) with `[storage] message_pipeline = zaqar.notification.notifier`.",
         "\"before 201\": notifications that arrived before the post's response (counted as 0 ms).",
+        "`sluice-redis-nosend` is the same server with `--deliveries=false`: a post to the subscribed queue",
+        "still records its delivery (in the post's Redis script) but nothing is sent, which separates the",
+        "post path's own cost from the cost of sending the webhooks and receiving them on the same 2 cores.",
         "Load average: before the target, after each (a) pair, after (b).",
         "",
         "| target | POST/s, no subscriber | POST/s, 1 webhook | cost | notify p50 | notify p99 "
@@ -112,7 +122,8 @@ def render(results: dict, a: argparse.Namespace, command: str) -> str:
         out.append(
             f"| {name} | {r['post_rps_without']:.0f} | {r['post_rps_with']:.0f} | {fmt(r['cost_pct'], ' %')} "
             f"| {fmt(r['notify_p50_ms'], ' ms', 2)} | {fmt(r['notify_p99_ms'], ' ms', 2)} "
-            f"| {r['notified']} / {r['produced']} | {r['before_ack']} | {r['lost']} | {r['duplicated']} | {load} |"
+            f"| {r['notified']} / {r['produced']} | {r['before_ack']} | {fmt(r['lost'], '', 0)} "
+            f"| {fmt(r['duplicated'], '', 0)} | {load} |"
         )
     out += ["", "Goals (sluice): POST cost <= 10 %, notify p50 <= 5 ms, p99 <= 50 ms."]
     s = results.get("sluice-redis") or {}
@@ -156,7 +167,7 @@ def main() -> int:
             for i, name in enumerate(t for t in a.targets.split(",") if t):
                 try:
                     with start_target(name, work, redis, i) as server:
-                        results[name] = measure(binary, server.url, a, name)
+                        results[name] = measure(binary, server.url, a, name, SENDS.get(name, True))
                 except (ProcessError, RuntimeError) as exc:
                     results[name] = {"error": str(exc).splitlines()[0][:200]}
                 print(name, json.dumps(results[name]), flush=True)
