@@ -125,6 +125,11 @@ def render(results: dict, a: argparse.Namespace, command: str) -> str:
             f"| {r['notified']} / {r['produced']} | {r['before_ack']} | {fmt(r['lost'], '', 0)} "
             f"| {fmt(r['duplicated'], '', 0)} | {load} |"
         )
+    full, nosend = results.get("sluice-redis") or {}, results.get("sluice-redis-nosend") or {}
+    if full.get("cost_pct") is not None and nosend.get("cost_pct") is not None:
+        out += ["", f"With sending off, a subscribed post costs {nosend['cost_pct']:.1f} % (recording the delivery"
+                f" in the post's script); the rest of the {full['cost_pct']:.1f} % is sending each webhook and"
+                " receiving it, on the same 2 cores as the posts."]
     out += ["", "Goals (sluice): POST cost <= 10 %, notify p50 <= 5 ms, p99 <= 50 ms."]
     s = results.get("sluice-redis") or {}
     if "error" not in s and s:
