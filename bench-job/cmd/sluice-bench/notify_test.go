@@ -1,8 +1,12 @@
 package main
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"sluice.dev/bench/internal/result"
+	"sluice.dev/bench/internal/testenv"
 )
 
 // The notifications scenario against a real sluice-server: the built-in
@@ -51,6 +55,42 @@ func TestNotificationsScenarioRejectsConsumers(t *testing.T) {
 		full := append([]string{"run", "--scenario", "notifications", "-s", "http://127.0.0.1:9"}, args...)
 		if code, _, errs := cli(t, full...); code != exitUsage || !strings.Contains(errs, "notifications") {
 			t.Errorf("%v: exit %d, stderr %s", args, code, errs)
+		}
+	}
+}
+
+// Two pods (own queues, own receivers) merge like any scenario: notify
+// latencies and the delivery accounting add up, from full summaries and
+// from the termination logs alike.
+func TestNotificationsPodsMerge(t *testing.T) {
+	url := testenv.Server(t, "memory")
+	tmp := t.TempDir()
+	var dirs, logs []string
+	var posted, notified int64
+	for i := range 2 {
+		dir, tl := filepath.Join(tmp, "pod"+itoa(i)), filepath.Join(tmp, "tl"+itoa(i))
+		r := runJSON(t, "--scenario", "notifications", "-s", url, "-t", "1", "--rate", "40", "--pod-index", itoa(i),
+			"-q", "nmerge", "--out", dir, "--termination-log", tl)
+		posted += r.Ops["post"].OK
+		notified += r.Ops["notify"].OK
+		dirs, logs = append(dirs, dir), append(logs, tl)
+	}
+	mdir := filepath.Join(tmp, "merged")
+	mustRun(t, append([]string{"merge", "--out", mdir}, dirs...)...)
+	merged, err := result.Load(mdir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromLogs, err := result.Parse([]byte(mustRun(t, append([]string{"merge"}, logs...)...)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, m := range map[string]*result.Result{"run dirs": merged, "termination logs": fromLogs} {
+		if m.Pods != 2 || m.Ops["notify"].OK != notified || m.Ops["post"].OK != posted {
+			t.Errorf("%s: pods %d notify ok %d (want %d) post ok %d (want %d)", name, m.Pods, m.Ops["notify"].OK, notified, m.Ops["post"].OK, posted)
+		}
+		if m.Delivery == nil || m.Delivery.Produced != posted || m.Delivery.Lost != 0 || m.Delivery.Duplicated != 0 {
+			t.Errorf("%s: delivery %+v, posted %d", name, m.Delivery, posted)
 		}
 	}
 }
