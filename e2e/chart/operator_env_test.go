@@ -69,8 +69,11 @@ print(json.dumps(dataclasses.asdict(cfg), default=list))`
 					cfg["smtp_url"], cfg["smtp_url_secret"], cfg["require_confirmation"], smtp,
 					env["SLUICE_OPERATOR_SMTP_URL_SECRET"], env["SLUICE_OPERATOR_REQUIRE_CONFIRMATION"])
 			}
+			if cfg["signed_url_secret"] != env["SLUICE_OPERATOR_SIGNED_URL_SECRET"] {
+				t.Errorf("operator signed_url_secret %v, chart set %q", cfg["signed_url_secret"], env["SLUICE_OPERATOR_SIGNED_URL_SECRET"])
+			}
 			if strings.HasSuffix(f, "production-values.yaml") && (env["SLUICE_OPERATOR_SMTP_URL_SECRET"] != "smtp-relay/url" ||
-				cfg["require_confirmation"] != true) {
+				env["SLUICE_OPERATOR_SIGNED_URL_SECRET"] != "share-key/key" || cfg["require_confirmation"] != true) {
 				t.Errorf("production values: notifications not passed on: %q, %v", env["SLUICE_OPERATOR_SMTP_URL_SECRET"], cfg["require_confirmation"])
 			}
 			var podSC map[string]any

@@ -107,6 +107,9 @@ class Config:
     smtp_url: str = ""
     smtp_url_secret: str = ""
     require_confirmation: bool = False
+    # Key of pre-signed URLs (sluice-server --signed-url-secret), as
+    # "secret-name/key" of a Secret in each namespace with a Pool; empty: /share is off.
+    signed_url_secret: str = ""
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> Config:
@@ -134,9 +137,11 @@ class Config:
                 raise ConfigError(f"{p}{key} must be a JSON object")
         monitor = _bool(e, p + "SERVICE_MONITOR", True)
         confirm = _bool(e, p + "REQUIRE_CONFIRMATION", d.require_confirmation)
-        smtp_secret = e.get(p + "SMTP_URL_SECRET", d.smtp_url_secret).strip()
-        if smtp_secret and len([x for x in smtp_secret.split("/") if x]) != 2:
-            raise ConfigError(f"{p}SMTP_URL_SECRET={smtp_secret!r} is not secret-name/key")
+        refs = {}
+        for key in ("SMTP_URL_SECRET", "SIGNED_URL_SECRET"):
+            refs[key] = e.get(p + key, "").strip()
+            if refs[key] and len([x for x in refs[key].split("/") if x]) != 2:
+                raise ConfigError(f"{p}{key}={refs[key]!r} is not secret-name/key")
         level = e.get(p + "LOG_LEVEL", d.log_level).upper()
         if level not in ("DEBUG", "INFO", "WARNING", "WARN", "ERROR"):
             raise ConfigError(f"{p}LOG_LEVEL={level!r} is not debug, info, warning or error")
@@ -175,8 +180,9 @@ class Config:
             service_monitor_labels={str(k): str(v) for k, v in objs["SERVICE_MONITOR_LABELS"].items()},
             delete_retries=_int(e, p + "DELETE_RETRIES", d.delete_retries, 0, 100),
             smtp_url=e.get(p + "SMTP_URL", d.smtp_url).strip(),
-            smtp_url_secret=smtp_secret,
+            smtp_url_secret=refs["SMTP_URL_SECRET"],
             require_confirmation=confirm,
+            signed_url_secret=refs["SIGNED_URL_SECRET"],
         )
 
     def server_url(self, namespace: str, service: str = "sluice-server") -> str:

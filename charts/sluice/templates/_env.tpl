@@ -62,4 +62,6 @@ reads SLUICE_OPERATOR_*). JSON-valued variables carry structured values as-is.
   value: {{ with .Values.notifications.smtpUrlSecret }}{{ if .name }}{{ printf "%s/%s" .name .key | quote }}{{ else }}""{{ end }}{{ end }}
 - name: SLUICE_OPERATOR_REQUIRE_CONFIRMATION
   value: {{ .Values.notifications.requireConfirmation | quote }}
+- name: SLUICE_OPERATOR_SIGNED_URL_SECRET
+  value: {{ with .Values.notifications.signedUrlSecret }}{{ if .name }}{{ printf "%s/%s" .name .key | quote }}{{ else }}""{{ end }}{{ end }}
 {{- end -}}

@@ -47,17 +47,26 @@ def admin_secret(cfg: Config, ns: str, token: str, owners: list[dict[str, Any]])
     }
 
 
+def _secret_env(name: str, ref: str) -> dict[str, Any]:
+    # optional: a namespace without the Secret still gets a running server (the
+    # feature is then off there) rather than pods stuck in CreateContainerConfigError.
+    secret, key = ref.split("/", 1)
+    return {"name": name, "valueFrom": {"secretKeyRef": {"name": secret, "key": key, "optional": True}}}
+
+
 def notification_env(cfg: Config) -> list[dict[str, Any]]:
-    """notification_env passes the SMTP relay and the confirmation rule to the server
-    (its --smtp-url and --require-confirmation, as SLUICE_* variables)."""
+    """notification_env passes the SMTP relay, the confirmation rule and the key of
+    pre-signed URLs to the server (its --smtp-url, --require-confirmation and
+    --signed-url-secret, as SLUICE_* variables)."""
     env: list[dict[str, Any]] = []
     if cfg.smtp_url:
         env.append({"name": "SLUICE_SMTP_URL", "value": cfg.smtp_url})
     elif cfg.smtp_url_secret:
-        name, key = cfg.smtp_url_secret.split("/", 1)
-        env.append({"name": "SLUICE_SMTP_URL", "valueFrom": {"secretKeyRef": {"name": name, "key": key}}})
+        env.append(_secret_env("SLUICE_SMTP_URL", cfg.smtp_url_secret))
     if cfg.require_confirmation:
         env.append({"name": "SLUICE_REQUIRE_CONFIRMATION", "value": "true"})
+    if cfg.signed_url_secret:
+        env.append(_secret_env("SLUICE_SIGNED_URL_SECRET", cfg.signed_url_secret))
     return env
 
 

@@ -183,5 +183,11 @@ def test_notification_settings_reach_the_server_deployment() -> None:
     )
     assert on["SLUICE_SMTP_URL"] == "smtp://relay:25" and on["SLUICE_REQUIRE_CONFIRMATION"] == "true"
     # A relay URL with a password stays in a Secret: the Deployment only references it.
-    ref = env(Config.from_env({"SLUICE_OPERATOR_SMTP_URL_SECRET": "smtp-relay/url"}))
-    assert ref["SLUICE_SMTP_URL"] == {"secretKeyRef": {"name": "smtp-relay", "key": "url"}}
+    ref = env(
+        Config.from_env(
+            {"SLUICE_OPERATOR_SMTP_URL_SECRET": "smtp-relay/url", "SLUICE_OPERATOR_SIGNED_URL_SECRET": "share/key"}
+        )
+    )
+    assert ref["SLUICE_SMTP_URL"] == {"secretKeyRef": {"name": "smtp-relay", "key": "url", "optional": True}}
+    assert ref["SLUICE_SIGNED_URL_SECRET"] == {"secretKeyRef": {"name": "share", "key": "key", "optional": True}}
+    assert "SLUICE_SIGNED_URL_SECRET" not in plain
