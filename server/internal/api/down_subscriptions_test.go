@@ -40,6 +40,9 @@ func (downDeliveries) Ack(context.Context, storage.Delivery) error { return errD
 func (downDeliveries) Retry(context.Context, storage.Delivery, time.Time, string) error {
 	return errDown
 }
+func (downDeliveries) Release(context.Context, storage.Delivery, time.Time) error {
+	return errDown
+}
 func (downDeliveries) Fail(context.Context, storage.Delivery, string) error { return errDown }
 func (downDeliveries) Stats(context.Context, storage.QueueRef) (storage.DeliveryStats, error) {
 	return storage.DeliveryStats{}, errDown

@@ -133,3 +133,26 @@ func TestDumpRedactsSecrets(t *testing.T) {
 		t.Errorf("dump:\n%s", out)
 	}
 }
+
+func TestBareBooleanFlags(t *testing.T) {
+	l, err := Load([]string{"--require-confirmation", "--access-log=false", "--smtp-url", "smtp://127.0.0.1:25?from=a@b.c"}, func(string) string { return "" }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !l.Options.RequireConfirmation || l.Options.AccessLog || l.Options.SMTPURL != "smtp://127.0.0.1:25?from=a@b.c" {
+		t.Errorf("options %+v", l.Options)
+	}
+	if err := l.Options.Validate(); err != nil {
+		t.Error(err)
+	}
+	// A bare non-boolean flag still needs its value.
+	if _, err := Load([]string{"--listen"}, func(string) string { return "" }, io.Discard); err == nil {
+		t.Error("--listen without a value accepted")
+	}
+	bad := Defaults()
+	bad.SMTPURL = "http://x"
+	bad.DeliveryPerSubscriber = 0
+	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "smtp-url") || !strings.Contains(err.Error(), "delivery-per-subscriber") {
+		t.Errorf("validate: %v", err)
+	}
+}

@@ -20,8 +20,11 @@ import (
 type option struct {
 	name  string
 	usage string
-	set   func(o *Options, v string) error
-	get   func(o *Options) string
+	// flag: a boolean option, which may be given bare (--metrics means
+	// --metrics=true)
+	flag bool
+	set  func(o *Options, v string) error
+	get  func(o *Options) string
 }
 
 func str(p func(*Options) *string) (func(*Options, string) error, func(*Options) string) {
@@ -114,6 +117,17 @@ func tokensString(o *Options) string {
 	return strings.Join(parts, ",")
 }
 
+// textFlag holds a flag's text until Load applies it; a boolean option's
+// flag may be given without a value.
+type textFlag struct {
+	s    string
+	bare bool
+}
+
+func (f *textFlag) String() string     { return f.s }
+func (f *textFlag) Set(v string) error { f.s = v; return nil }
+func (f *textFlag) IsBoolFlag() bool   { return f.bare }
+
 func opt(name, usage string, set func(*Options, string) error, get func(*Options) string) option {
 	return option{name: name, usage: usage, set: set, get: get}
 }
@@ -122,7 +136,12 @@ func opt(name, usage string, set func(*Options, string) error, get func(*Options
 var options = func() []option {
 	o := []option{}
 	add := func(name, usage string, set func(*Options, string) error, get func(*Options) string) {
-		o = append(o, opt(name, usage, set, get))
+		op := opt(name, usage, set, get)
+		// Boolean options print as true or false whatever their value.
+		probe := Defaults()
+		_, err := strconv.ParseBool(get(&probe))
+		op.flag = err == nil && (get(&probe) == "true" || get(&probe) == "false")
+		o = append(o, op)
 	}
 	s, g := str(func(o *Options) *string { return &o.Listen })
 	add("listen", "HTTP listen address host:port", s, g)
@@ -231,7 +250,9 @@ func Load(args []string, getenv func(string) string, stderr io.Writer) (Loaded, 
 	flagVals := map[string]*string{}
 	defaults := Defaults()
 	for _, op := range options {
-		flagVals[op.name] = fs.String(op.name, op.get(&defaults), op.usage+"; env "+EnvName(op.name))
+		v := &textFlag{s: op.get(&defaults), bare: op.flag}
+		flagVals[op.name] = &v.s
+		fs.Var(v, op.name, op.usage+"; env "+EnvName(op.name))
 	}
 	if err := fs.Parse(args); err != nil {
 		return out, err

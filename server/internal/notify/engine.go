@@ -7,7 +7,8 @@
 //
 // Resources are bounded: at most Concurrency deliveries are held by a
 // replica (sending or waiting for their subscriber), at most PerSubscriber
-// of them per subscriber at once, and each send has a timeout. A slow or
+// sends to one subscriber at once and 4*PerSubscriber more waiting for
+// it (the rest go back to the store), and each send has a timeout. A slow or
 // dead subscriber therefore occupies a bounded share of one replica and
 // never touches posting, which only writes to the backend.
 package notify
@@ -65,17 +66,24 @@ type Engine struct {
 	wake chan struct{}
 
 	mu     sync.Mutex
-	held   int                      // deliveries leased and not yet settled
-	active map[string]*subscriberQ  // by subscriber URI
-	sends  sync.WaitGroup           // running sends
-	confs  chan struct{}            // bounds concurrent confirmation requests
+	held   int                     // deliveries leased and not yet settled
+	active map[string]*subscriberQ // by subscriber URI
+	sends  sync.WaitGroup          // running sends
+	confs  chan struct{}           // bounds concurrent confirmation requests
 }
 
 // subscriberQ is what one subscriber has in flight and waiting.
 type subscriberQ struct {
 	running int
 	waiting []job
+	// progress is when a send to it last finished (or it became busy).
+	progress time.Time
 }
+
+// waitingPerSubscriber bounds the deliveries waiting for one subscriber's
+// send slots, so that a burst to a fast subscriber is absorbed locally and
+// a stuck one holds little.
+func (e *Engine) waitingPerSubscriber() int { return 4 * e.opts.PerSubscriber }
 
 type job struct {
 	d   storage.Delivery
@@ -183,33 +191,50 @@ func (e *Engine) leaseOnce(ctx context.Context) (full bool, err error) {
 		return false, err
 	}
 	until := start.Add(e.hold())
+	var over []overflow
 	for _, d := range ds {
-		e.dispatch(ctx, d, until)
+		if o, ok := e.dispatch(ctx, d, until); !ok {
+			over = append(over, o)
+		}
+	}
+	// What a saturated subscriber could not take goes back to the store,
+	// soon for a subscriber that is making progress, after a send timeout
+	// for one that is stuck, so that it is not leased over and over.
+	for _, o := range over {
+		e.settle(ctx, func(c context.Context) error {
+			return e.drv.Deliveries().Release(c, o.d, time.Now().Add(o.after))
+		})
 	}
 	return len(ds) == n, nil
 }
 
+// overflow is a leased delivery its subscriber had no room for.
+type overflow struct {
+	d     storage.Delivery
+	after time.Duration
+}
+
 // dispatch starts the send of d, or queues it behind its subscriber's
-// running sends, or (subscriber saturated) leaves it to lapse and be
-// leased again later.
-func (e *Engine) dispatch(ctx context.Context, d storage.Delivery, until time.Time) {
+// running sends; ok is false when the subscriber is saturated and d must
+// be released.
+func (e *Engine) dispatch(ctx context.Context, d storage.Delivery, until time.Time) (o overflow, ok bool) {
 	sctx, cancel := context.WithTimeout(ctx, e.opts.Timeout)
-	sub, ok, err := e.subs.get(sctx, d.Queue, d.SubscriptionID)
+	sub, found, err := e.subs.get(sctx, d.Queue, d.SubscriptionID)
 	cancel()
 	if err != nil {
-		return // the lease lapses; tried again later
+		return overflow{d, e.opts.RetryMin}, false
 	}
-	if !ok {
+	if !found {
 		e.settle(ctx, func(c context.Context) error {
 			return e.drv.Deliveries().Fail(c, d, "subscription no longer exists")
 		})
 		e.obs.GaveUp()
-		return
+		return overflow{}, true
 	}
 	e.mu.Lock()
 	q := e.active[sub.Subscriber]
 	if q == nil {
-		q = &subscriberQ{}
+		q = &subscriberQ{progress: time.Now()}
 		e.active[sub.Subscriber] = q
 	}
 	j := job{d: d, sub: sub, until: until}
@@ -219,13 +244,19 @@ func (e *Engine) dispatch(ctx context.Context, d storage.Delivery, until time.Ti
 		e.held++
 		e.mu.Unlock()
 		e.start(ctx, j)
-	case len(q.waiting) < e.opts.PerSubscriber:
+	case len(q.waiting) < e.waitingPerSubscriber():
 		q.waiting = append(q.waiting, j)
 		e.held++
 		e.mu.Unlock()
 	default:
+		after := e.opts.RetryMin
+		if time.Since(q.progress) > time.Second {
+			after = e.opts.Timeout
+		}
 		e.mu.Unlock()
+		return overflow{d, after}, false
 	}
+	return overflow{}, true
 }
 
 // start sends j and then whatever waits for the same subscriber.
@@ -240,6 +271,7 @@ func (e *Engine) start(ctx context.Context, j job) {
 			e.mu.Lock()
 			e.held--
 			q := e.active[j.sub.Subscriber]
+			q.progress = time.Now()
 			if len(q.waiting) == 0 || ctx.Err() != nil {
 				e.held -= len(q.waiting)
 				q.running--

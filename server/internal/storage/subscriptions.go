@@ -152,6 +152,10 @@ type DeliveryStore interface {
 	// at at, with errText as its subscription's last error. It does nothing
 	// when d.Lease no longer holds the delivery.
 	Retry(ctx context.Context, d Delivery, at time.Time, errText string) error
+	// Release hands a leased delivery back without counting an attempt
+	// (the replica could not start it in time): due again at at. It does
+	// nothing when d.Lease no longer holds the delivery.
+	Release(ctx context.Context, d Delivery, at time.Time) error
 	// Fail gives a delivery up (its message or subscription expires before
 	// the next attempt): removed and counted failed.
 	Fail(ctx context.Context, d Delivery, errText string) error

@@ -55,6 +55,7 @@ const (
 	opDlvAck
 	opDlvRetry
 	opDlvFail
+	opDlvRelease
 	opDlvStats
 	opDlvPending
 	nOps
@@ -71,7 +72,7 @@ var opNames = [nOps]string{
 	"ping", "depth",
 	"subscriptions.create", "subscriptions.get", "subscriptions.list", "subscriptions.update",
 	"subscriptions.confirm", "subscriptions.delete", "subscriptions.purge",
-	"deliveries.lease", "deliveries.ack", "deliveries.retry", "deliveries.fail",
+	"deliveries.lease", "deliveries.ack", "deliveries.retry", "deliveries.fail", "deliveries.release",
 	"deliveries.stats", "deliveries.pending",
 }
 

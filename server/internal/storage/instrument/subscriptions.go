@@ -87,6 +87,13 @@ func (x deliveries) Retry(ctx context.Context, d storage.Delivery, at time.Time,
 	return err
 }
 
+func (x deliveries) Release(ctx context.Context, d storage.Delivery, at time.Time) error {
+	start := time.Now()
+	err := x.s.Release(ctx, d, at)
+	x.r.done(opDlvRelease, start, err)
+	return err
+}
+
 func (x deliveries) Fail(ctx context.Context, d storage.Delivery, errText string) error {
 	start := time.Now()
 	err := x.s.Fail(ctx, d, errText)

@@ -95,6 +95,20 @@ func (s deliveryStore) Retry(_ context.Context, d storage.Delivery, at time.Time
 	return nil
 }
 
+func (s deliveryStore) Release(_ context.Context, d storage.Delivery, at time.Time) error {
+	n := s.d.notif
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	p := n.held(d)
+	if p == nil || p.Lease != d.Lease {
+		return nil
+	}
+	p.Lease = ""
+	p.next = at
+	n.due.fix(p)
+	return nil
+}
+
 func (s deliveryStore) Fail(_ context.Context, d storage.Delivery, errText string) error {
 	n, now := s.d.notif, s.d.clock.Now()
 	n.mu.Lock()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"sluice.dev/server/internal/storage"
@@ -14,11 +15,14 @@ import (
 // neither needs nor creates its queue. Lock order: a queue's mu, then
 // notifier.mu (Post records deliveries while holding its queue).
 type notifier struct {
-	mu    sync.Mutex
-	subs  map[storage.QueueRef]map[string]*storage.Subscription
-	dlv   map[storage.QueueRef]map[string]*delivery // by delivery id
-	due   indexHeap[*delivery]                      // by next attempt
-	count map[storage.QueueRef]*counters
+	// queues counts queues with subscriptions, so that posting to a
+	// driver without any never takes mu (queues otherwise never contend).
+	queues atomic.Int64
+	mu     sync.Mutex
+	subs   map[storage.QueueRef]map[string]*storage.Subscription
+	dlv    map[storage.QueueRef]map[string]*delivery // by delivery id
+	due    indexHeap[*delivery]                      // by next attempt
+	count  map[storage.QueueRef]*counters
 }
 
 // delivery is one pending delivery and its scheduling state.
@@ -67,6 +71,7 @@ func (n *notifier) dropSub(ref storage.QueueRef, id string) {
 		delete(subs, id)
 		if len(subs) == 0 {
 			delete(n.subs, ref)
+			n.queues.Add(-1)
 		}
 	}
 	for key, d := range n.dlv[ref] {
@@ -105,6 +110,9 @@ func (n *notifier) purge(ref storage.QueueRef) {
 // subscription of the queue. The caller holds the queue's lock, so the
 // deliveries appear together with the messages.
 func (n *notifier) record(ref storage.QueueRef, msgs []*message, now time.Time) {
+	if n.queues.Load() == 0 {
+		return
+	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	subs := n.subs[ref]
@@ -149,6 +157,7 @@ func (s subscriptionStore) Create(_ context.Context, ref storage.QueueRef, sub s
 	sub.Options = sub.Options.Clone()
 	if n.subs[ref] == nil {
 		n.subs[ref] = map[string]*storage.Subscription{}
+		n.queues.Add(1)
 	}
 	n.subs[ref][sub.ID] = &sub
 	return sub.ID, true, nil

@@ -179,6 +179,14 @@ func (s deliveryStore) Fail(ctx context.Context, dl storage.Delivery, errText st
 	return s.settle(ctx, "mongo.deliveries.fail", dl, "f", errText)
 }
 
+func (s deliveryStore) Release(ctx context.Context, dl storage.Delivery, at time.Time) error {
+	_, err := s.d.deliveries.UpdateOne(ctx,
+		append(queueFilter(dl.Queue), bson.E{Key: "_id", Value: dl.ID()}, bson.E{Key: "l", Value: dl.Lease}),
+		bson.D{{Key: "$set", Value: bson.D{{Key: "n", Value: at.UnixMilli()}, {Key: "l", Value: ""}}},
+			{Key: "$inc", Value: bson.D{{Key: "v", Value: 1}}}})
+	return wrap("mongo.deliveries.release", err)
+}
+
 func (s deliveryStore) Retry(ctx context.Context, dl storage.Delivery, at time.Time, errText string) error {
 	const op = "mongo.deliveries.retry"
 	now := s.d.now()

@@ -123,6 +123,15 @@ func (s deliveryStore) Retry(ctx context.Context, dl storage.Delivery, at time.T
 	return drv.Deliveries().Retry(ctx, dl, at, errText)
 }
 
+// Release goes to the delivery's queue's pool.
+func (s deliveryStore) Release(ctx context.Context, dl storage.Delivery, at time.Time) error {
+	drv, _, err := s.d.route(ctx, dl.Queue, false, "")
+	if err != nil {
+		return err
+	}
+	return drv.Deliveries().Release(ctx, dl, at)
+}
+
 // Fail goes to the delivery's queue's pool.
 func (s deliveryStore) Fail(ctx context.Context, dl storage.Delivery, errText string) error {
 	drv, _, err := s.d.route(ctx, dl.Queue, false, "")

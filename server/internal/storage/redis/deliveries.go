@@ -91,6 +91,10 @@ func (s deliveryStore) Retry(ctx context.Context, d storage.Delivery, at time.Ti
 	return s.settle(ctx, "deliveries.retry", "retry", d, at, errText)
 }
 
+func (s deliveryStore) Release(ctx context.Context, d storage.Delivery, at time.Time) error {
+	return s.settle(ctx, "deliveries.release", "release", d, at, "")
+}
+
 func (s deliveryStore) Fail(ctx context.Context, d storage.Delivery, errText string) error {
 	return s.settle(ctx, "deliveries.fail", "fail", d, time.Time{}, errText)
 }

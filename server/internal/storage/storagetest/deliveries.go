@@ -135,6 +135,22 @@ func testDeliveryLeases(e *env) {
 	if second[0].Lease == first[0].Lease {
 		e.t.Errorf("a new lease reused the old token")
 	}
+	// Release hands one back without an attempt: due at the given time.
+	if err := e.d.Deliveries().Release(e.ctx, second[1], e.clock.Now().Add(5*time.Second)); err != nil {
+		e.t.Fatal(err)
+	}
+	if early := e.lease(30 * time.Second); len(early) != 0 {
+		e.t.Errorf("released delivery due before its time")
+	}
+	e.clock.Advance(5 * time.Second)
+	back := e.lease(30 * time.Second)
+	if len(back) != 1 || back[0].ID() != second[1].ID() || back[0].Attempts != 0 {
+		e.t.Fatalf("after release: %+v", back)
+	}
+	if st := e.deliveryStats(q); st.LastError != "" || st.Pending != 2 {
+		e.t.Errorf("release changed the stats: %+v", st)
+	}
+	second[1] = back[0]
 	// The stale holder's retry is ignored; its ack still removes the delivery
 	// (it was sent).
 	if err := e.d.Deliveries().Retry(e.ctx, first[0], e.clock.Now(), "stale"); err != nil {
