@@ -20,3 +20,13 @@ test-bench: deps-apt build-server ## sluice-bench unit tests + runs against slui
 bench-generator: deps-apt build-bench build-noop venv-compat ## sluice-bench vs zaqar-bench: requests per client CPU-second against the no-op server
 	$(PYTHON) bench-job/scripts/bench_generator.py --bin $(BIN) --zaqar-bench $(BUILD)/venv-compat/bin/zaqar-bench \
 	  --write-doc $(ROOT)/docs/benchmarks.md $(BENCH_GEN_ARGS)
+
+# Notifications (docs/benchmarks.md): POST throughput with and without one
+# webhook subscriber, and post -> webhook latency at light load, for
+# sluice-server on Redis and the real Zaqar 23.0.1 in the same run.
+# BENCH_NOTIFY_ARGS passes options, e.g. "--seconds 5 --targets sluice-redis".
+BENCH_TARGETS += bench-notifications
+BENCH_NOTIFY_ARGS ?=
+.PHONY: bench-notifications
+bench-notifications: deps-apt build-server build-bench venv-compat ## webhook subscriber cost and delivery latency, sluice vs Zaqar 23.0.1
+	$(COMPAT_PY) e2e/bench/bench_notifications.py --bin $(BIN) --write-doc $(ROOT)/docs/benchmarks.md $(BENCH_NOTIFY_ARGS)

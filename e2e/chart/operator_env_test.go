@@ -62,6 +62,20 @@ print(json.dumps(dataclasses.asdict(cfg), default=list))`
 					t.Errorf("operator config %s = %v, chart set %q", field, cfg[field], want)
 				}
 			}
+			smtp := env["SLUICE_OPERATOR_SMTP_URL"]
+			if cfg["smtp_url"] != smtp || cfg["smtp_url_secret"] != env["SLUICE_OPERATOR_SMTP_URL_SECRET"] ||
+				cfg["require_confirmation"] != (env["SLUICE_OPERATOR_REQUIRE_CONFIRMATION"] == "true") {
+				t.Errorf("operator notifications config smtp_url=%v smtp_url_secret=%v require_confirmation=%v, chart set %q %q %q",
+					cfg["smtp_url"], cfg["smtp_url_secret"], cfg["require_confirmation"], smtp,
+					env["SLUICE_OPERATOR_SMTP_URL_SECRET"], env["SLUICE_OPERATOR_REQUIRE_CONFIRMATION"])
+			}
+			if cfg["signed_url_secret"] != env["SLUICE_OPERATOR_SIGNED_URL_SECRET"] {
+				t.Errorf("operator signed_url_secret %v, chart set %q", cfg["signed_url_secret"], env["SLUICE_OPERATOR_SIGNED_URL_SECRET"])
+			}
+			if strings.HasSuffix(f, "production-values.yaml") && (env["SLUICE_OPERATOR_SMTP_URL_SECRET"] != "smtp-relay/url" ||
+				env["SLUICE_OPERATOR_SIGNED_URL_SECRET"] != "share-key/key" || cfg["require_confirmation"] != true) {
+				t.Errorf("production values: notifications not passed on: %q, %v", env["SLUICE_OPERATOR_SMTP_URL_SECRET"], cfg["require_confirmation"])
+			}
 			var podSC map[string]any
 			_ = json.Unmarshal([]byte(env["SLUICE_OPERATOR_POD_SECURITY_CONTEXT"]), &podSC)
 			if got, _ := json.Marshal(cfg["pod_security_context"]); string(got) != mustJSON(podSC) {

@@ -31,6 +31,15 @@ def _int(env: dict[str, str], name: str, default: int, lo: int, hi: int) -> int:
     return value
 
 
+def _bool(env: dict[str, str], name: str, default: bool) -> bool:
+    raw = env.get(name, "").strip().lower()
+    if raw == "":
+        return default
+    if raw not in ("true", "false", "1", "0", "yes", "no"):
+        raise ConfigError(f"{name}={raw!r} is not a boolean")
+    return raw in ("true", "1", "yes")
+
+
 def _json_obj(env: dict[str, str], name: str, default: Any) -> Any:
     raw = env.get(name)
     if raw is None or raw == "":
@@ -92,6 +101,15 @@ class Config:
     # Retries of a Queue deletion against an unreachable server before the
     # finalizer is released anyway (with an event saying so).
     delete_retries: int = 3
+    # Notifications (sluice-server --smtp-url, --require-confirmation): the SMTP
+    # relay for mailto subscribers, as a URL or as "secret-name/key" of a Secret
+    # in each namespace with a Pool (a URL that carries a password).
+    smtp_url: str = ""
+    smtp_url_secret: str = ""
+    require_confirmation: bool = False
+    # Key of pre-signed URLs (sluice-server --signed-url-secret), as
+    # "secret-name/key" of a Secret in each namespace with a Pool; empty: /share is off.
+    signed_url_secret: str = ""
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> Config:
@@ -117,9 +135,13 @@ class Config:
             objs[key] = _json_obj(e, p + key, {})
             if not isinstance(objs[key], dict):
                 raise ConfigError(f"{p}{key} must be a JSON object")
-        monitor = e.get(p + "SERVICE_MONITOR", "true").strip().lower()
-        if monitor not in ("true", "false", "1", "0", "yes", "no"):
-            raise ConfigError(f"{p}SERVICE_MONITOR={monitor!r} is not a boolean")
+        monitor = _bool(e, p + "SERVICE_MONITOR", True)
+        confirm = _bool(e, p + "REQUIRE_CONFIRMATION", d.require_confirmation)
+        refs = {}
+        for key in ("SMTP_URL_SECRET", "SIGNED_URL_SECRET"):
+            refs[key] = e.get(p + key, "").strip()
+            if refs[key] and len([x for x in refs[key].split("/") if x]) != 2:
+                raise ConfigError(f"{p}{key}={refs[key]!r} is not secret-name/key")
         level = e.get(p + "LOG_LEVEL", d.log_level).upper()
         if level not in ("DEBUG", "INFO", "WARNING", "WARN", "ERROR"):
             raise ConfigError(f"{p}LOG_LEVEL={level!r} is not debug, info, warning or error")
@@ -154,9 +176,13 @@ class Config:
             bench_image=e.get(p + "BENCH_IMAGE", d.bench_image),
             pod_security_context=objs["POD_SECURITY_CONTEXT"],
             container_security_context=objs["CONTAINER_SECURITY_CONTEXT"],
-            service_monitor=monitor in ("true", "1", "yes"),
+            service_monitor=monitor,
             service_monitor_labels={str(k): str(v) for k, v in objs["SERVICE_MONITOR_LABELS"].items()},
             delete_retries=_int(e, p + "DELETE_RETRIES", d.delete_retries, 0, 100),
+            smtp_url=e.get(p + "SMTP_URL", d.smtp_url).strip(),
+            smtp_url_secret=refs["SMTP_URL_SECRET"],
+            require_confirmation=confirm,
+            signed_url_secret=refs["SIGNED_URL_SECRET"],
         )
 
     def server_url(self, namespace: str, service: str = "sluice-server") -> str:

@@ -156,3 +156,45 @@ class ServerAPI:
     def delete_queue(self, project: str, name: str) -> None:
         """delete_queue deletes a queue and its messages (204 even when absent)."""
         self._req("DELETE", f"/v2/queues/{name}", project=project)
+
+    # -- subscriptions and delivery health (Zaqar v2, sluice extension) -----
+
+    def list_subscriptions(self, project: str, queue: str, max_pages: int = 100) -> list[dict[str, Any]]:
+        """list_subscriptions pages through a queue's subscriptions (Zaqar's limit/marker links)."""
+        out: list[dict[str, Any]] = []
+        params: dict[str, str] = {"limit": "20"}
+        for _ in range(max_pages):
+            page = self._req("GET", f"/v2/queues/{queue}/subscriptions", project=project, params=params).json()
+            subs = page.get("subscriptions") or []
+            out.extend(subs)
+            if not subs or len(subs) < int(params["limit"]):
+                break
+            params = {"limit": params["limit"], "marker": str(subs[-1]["id"])}
+        return out
+
+    def create_subscription(self, project: str, queue: str, subscriber: str, ttl: int, options: dict[str, Any]) -> str:
+        """create_subscription returns the subscription's id; posting an existing
+        subscriber again returns its id and changes nothing (Zaqar's idempotent create)."""
+        body = {"subscriber": subscriber, "ttl": ttl, "options": options}
+        resp = self._req("POST", f"/v2/queues/{queue}/subscriptions", project=project, body=body)
+        return str(resp.json()["subscription_id"])
+
+    def update_subscription(self, project: str, queue: str, sid: str, ttl: int, options: dict[str, Any]) -> None:
+        """update_subscription sets a subscription's ttl and options (PATCH, 204)."""
+        body = {"ttl": ttl, "options": options}
+        self._req("PATCH", f"/v2/queues/{queue}/subscriptions/{sid}", project=project, body=body)
+
+    def delete_subscription(self, project: str, queue: str, sid: str) -> None:
+        """delete_subscription removes one subscription (204, also when it is gone)."""
+        self._req("DELETE", f"/v2/queues/{queue}/subscriptions/{sid}", project=project)
+
+    def deliveries(self, project: str, queue: str) -> dict[str, Any] | None:
+        """deliveries is the queue's notification delivery health, or None from a
+        server that does not offer the endpoint (404/405)."""
+        try:
+            body: dict[str, Any] = self._req("GET", f"/v2/queues/{queue}/deliveries", project=project).json()
+        except ServerError as exc:
+            if exc.status in (404, 405):
+                return None
+            raise
+        return body

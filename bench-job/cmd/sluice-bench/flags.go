@@ -33,6 +33,8 @@ type runFlags struct {
 	sweep, path                     string
 	podIndex                        int
 	progress                        string
+	recvListen, recvURL, recvSecret string
+	subscribe                       bool
 }
 
 // alias registers one int flag under several names (oslo.config accepts
@@ -101,6 +103,10 @@ func newRunFlags(name string) *runFlags {
 	fs.BoolVar(&f.noVerify, "no-verify", false, "turn off delivery verification")
 	fs.IntVar(&f.podIndex, "pod-index", -1, "suffix the queue prefix with -pN so parallel pods use their own queues")
 	fs.StringVar(&f.progress, "progress", "auto", "live progress line: auto (only on a terminal), always, never")
+	fs.StringVar(&f.recvListen, "receiver-listen", "127.0.0.1:0", "notifications: address of the built-in webhook receiver")
+	fs.StringVar(&f.recvURL, "receiver-url", "", "notifications: URL the server posts to (default http://<receiver address>/notify)")
+	fs.StringVar(&f.recvSecret, "receiver-secret", "", "notifications: subscribe with this signing secret and check X-Sluice-Signature")
+	fs.BoolVar(&f.subscribe, "subscribe", true, "notifications: subscribe the receiver (false: post only, the throughput baseline)")
 	return f
 }
 

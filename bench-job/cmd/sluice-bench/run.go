@@ -135,14 +135,15 @@ func (f *runFlags) config() (*load.Config, *result.Verdict, error) {
 	}
 	cfg := &load.Config{Scenario: preset.Name, Kind: preset.Kind, Params: p, Target: f.server,
 		ProjectID: f.projectID, Token: f.token, ClientID: f.clientID, Timeout: f.timeout,
-		Verify: preset.Verify, SkipReset: f.skipReset, Drain: f.drain}
+		Verify: preset.Verify, SkipReset: f.skipReset, Drain: f.drain,
+		Notify: load.Notify{Listen: f.recvListen, URL: f.recvURL, Secret: f.recvSecret, Subscribe: f.subscribe}}
 	if f.token != "" && !set["project-id"] {
 		cfg.ProjectID = "" // with a token the server takes the project from it
 	}
 	if f.verify {
 		cfg.Verify = true
 	}
-	if f.noVerify {
+	if f.noVerify || preset.Kind == load.KindNotify && !f.subscribe {
 		cfg.Verify = false
 	}
 	switch {

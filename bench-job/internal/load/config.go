@@ -25,6 +25,7 @@ const (
 	KindPacking  Kind = "packing"  // flood throughput as the backlog grows
 	KindFairness Kind = "fairness" // small posts measured while large ones go through
 	KindHTTP     Kind = "http"     // raw GET against any endpoint: the path's ceiling
+	KindNotify   Kind = "notify"   // producers posting to queues a built-in webhook receiver subscribes to
 )
 
 // Config is everything a run needs.
@@ -44,6 +45,7 @@ type Config struct {
 	SkipReset bool  // do not delete the queues first
 	StartAt   time.Time
 	Drain     time.Duration // how long consumers may keep draining after the run
+	Notify    Notify        // the notifications scenario's webhook receiver
 
 	Progress io.Writer // live progress line; nil = quiet
 	Samples  io.Writer // raw per-request samples (CSV); nil = off
@@ -74,6 +76,17 @@ func (c *Config) Validate() error {
 	}
 	if p.Producer.Total()+p.Consumer.Total()+p.Observer.Total() == 0 && c.Kind == KindZaqar {
 		return fmt.Errorf("no workers: set -pw, -cw or -ow")
+	}
+	if c.Kind == KindNotify {
+		if p.Producer.Total() == 0 || p.Consumer.Total()+p.Observer.Total() > 0 {
+			return fmt.Errorf("notifications: producers only (-pw >= 1, no -cw/-ow): the webhook receiver is the consumer")
+		}
+		if c.Notify.Subscribe && !c.Verify {
+			return fmt.Errorf("notifications: the receiver accounts for tagged messages; do not combine --no-verify with subscribing")
+		}
+		if c.Notify.Subscribe && c.Notify.Listen == "" {
+			return fmt.Errorf("notifications: --receiver-listen is empty")
+		}
 	}
 	for _, v := range p.Sweep {
 		if v < 0 || (c.Kind == KindFlood && v == 0) {

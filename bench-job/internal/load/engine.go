@@ -70,7 +70,9 @@ type run struct {
 	budget  atomic.Int64 // remaining requests when bounded by count
 	bounded bool
 	samples *sampleLog
-	live    []*metrics.Op // what the progress line sums
+	recv    *receiver              // notifications: the webhook receiver
+	notes   *metrics.Notifications // notifications: ack and arrival times
+	live    []*metrics.Op          // what the progress line sums
 	liveMu  sync.Mutex
 }
 
@@ -125,6 +127,16 @@ func Run(ctx context.Context, cfg *Config) (*result.Result, error) {
 	if cfg.Kind != KindHTTP {
 		r.resetQueues(setup)
 	}
+	var subs []string
+	if cfg.Kind == KindNotify && cfg.Notify.Subscribe {
+		r.notes = metrics.NewNotifications()
+		if r.recv, err = startReceiver(cfg.Notify, r.del, r.notes); err != nil {
+			return nil, err
+		}
+		defer r.recv.stop()
+		res.Params.Subscriber = r.recv.url
+		subs = r.subscribe(setup)
+	}
 	if !cfg.StartAt.IsZero() {
 		select {
 		case <-time.After(time.Until(cfg.StartAt)):
@@ -135,7 +147,7 @@ func Run(ctx context.Context, cfg *Config) (*result.Result, error) {
 	stopProgress := r.progress(time.Now(), time.Duration(p.Time)*time.Second*time.Duration(max(1, len(p.Sweep))))
 	start := time.Now()
 	switch cfg.Kind {
-	case KindZaqar, KindHTTP, KindFairness:
+	case KindZaqar, KindHTTP, KindFairness, KindNotify:
 		o := r.phaseOps()
 		r.phase(ctx, o, start, start.Add(time.Duration(p.Time)*time.Second))
 		res.Ops = o.results()
@@ -152,7 +164,9 @@ func Run(ctx context.Context, cfg *Config) (*result.Result, error) {
 	end := time.Now()
 	stopProgress()
 	res.Start, res.End = start.UnixMilli(), end.UnixMilli()
-	if r.del != nil {
+	if r.recv != nil {
+		r.finishNotifications(ctx, res, setup, subs)
+	} else if r.del != nil {
 		r.drain(ctx, res)
 		res.Delivery = result.DeliveryFrom(r.del.Finish())
 	}

@@ -77,6 +77,13 @@ var Presets = map[string]Preset{
 		return p
 	}(), Seed: "004 Fairness (Darner): concurrency 10, 100000 sets",
 		Description: "100000 small posts from 10 connections measured while one connection posts 200 KB messages"},
+	"notifications": {Name: "notifications", Kind: KindNotify, Verify: true, Params: func() result.Params {
+		p := zaqarDefaults()
+		p.Producer, p.Consumer, p.Observer = role(1, 10), role(0, 0), role(0, 0)
+		p.NumQueues, p.Time, p.Rate = 1, 10, 100
+		return p
+	}(), Seed: "issue 12: Zaqar subscriptions (webhook notifications)",
+		Description: "1x10 producers posting 100/s to one queue a built-in webhook receiver subscribes to; ack -> webhook latency, lost/duplicated notifications"},
 	"http-baseline": {Name: "http-baseline", Kind: KindHTTP, Params: func() result.Params {
 		p := zaqarDefaults()
 		p.Producer, p.Consumer, p.Observer = role(1, 10), role(0, 0), role(0, 0)

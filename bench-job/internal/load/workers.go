@@ -97,6 +97,9 @@ func (r *run) producer(ctx context.Context, s *zaqar.Session, op *metrics.Op, bo
 		end := time.Now()
 		if record(op, start, end, st, err, 201) && tagged && r.del != nil {
 			r.del.Produced(seq)
+			if r.notes != nil {
+				r.notes.Acked(seq, end)
+			}
 		}
 		r.samples.add(op.Name, start, end, st)
 		backoff(err)

@@ -29,4 +29,5 @@ type Params struct {
 	ClaimTTL         int     `json:"claim_ttl"`
 	ClaimGrace       int     `json:"claim_grace"`
 	Path             string  `json:"path,omitempty"`
+	Subscriber       string  `json:"subscriber,omitempty"` // notifications: the receiver's URL
 }

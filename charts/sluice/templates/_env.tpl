@@ -56,4 +56,12 @@ reads SLUICE_OPERATOR_*). JSON-valued variables carry structured values as-is.
   value: {{ not (and .Values.serviceMonitor.enabled .Values.serviceMonitor.servers) | quote }}
 - name: SLUICE_OPERATOR_SERVICE_MONITOR_LABELS
   value: {{ toJson .Values.serviceMonitor.labels | quote }}
+- name: SLUICE_OPERATOR_SMTP_URL
+  value: {{ .Values.notifications.smtpUrl | quote }}
+- name: SLUICE_OPERATOR_SMTP_URL_SECRET
+  value: {{ with .Values.notifications.smtpUrlSecret }}{{ if .name }}{{ printf "%s/%s" .name .key | quote }}{{ else }}""{{ end }}{{ end }}
+- name: SLUICE_OPERATOR_REQUIRE_CONFIRMATION
+  value: {{ .Values.notifications.requireConfirmation | quote }}
+- name: SLUICE_OPERATOR_SIGNED_URL_SECRET
+  value: {{ with .Values.notifications.signedUrlSecret }}{{ if .name }}{{ printf "%s/%s" .name .key | quote }}{{ else }}""{{ end }}{{ end }}
 {{- end -}}

@@ -24,11 +24,14 @@ TERMINATION_LOG = "/dev/termination-log"
 INDEX_ENV = "JOB_COMPLETION_INDEX"
 INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
 TOKEN_ENV = "SLUICE_BENCH_TOKEN"
+# notifications: each pod's webhook receiver, which the server reaches at the pod's IP.
+POD_IP_ENV = "SLUICE_BENCH_POD_IP"
+RECEIVER_PORT = 9000
 
 # Seconds of load per preset (sweeps: all their steps), for the default deadline.
 PRESET_SECONDS = {"flood": 8 * 5, "packing": 4 * 5 + 60, "fairness": 300}
 # Queues per pod of each preset (the others use 4).
-PRESET_QUEUES = {"point-to-point": 1, "flood": 1, "packing": 1, "fairness": 1}
+PRESET_QUEUES = {"point-to-point": 1, "flood": 1, "packing": 1, "fairness": 1, "notifications": 1}
 PRESET_DEFAULT_SECONDS = 10
 # Queue setup, the drain after the load (30 s) and pod start-up.
 DEADLINE_MARGIN = 180
@@ -118,6 +121,9 @@ def bench_args(cfg: Config, body: dict[str, Any], run: int, start_at: str) -> li
         args.append("--skip_queue_reset")
     if (spec.get("target") or {}).get("tokenSecretRef"):
         args += ["--token", f"$({TOKEN_ENV})"]
+    if spec["scenario"] == "notifications":
+        args += ["--receiver-listen", f"0.0.0.0:{RECEIVER_PORT}"]
+        args += ["--receiver-url", f"http://$({POD_IP_ENV}):{RECEIVER_PORT}/notify"]
     args += ["--start-at", start_at, "--pod-index", f"$({INDEX_ENV})"]
     # stdout carries the full summary with per-second series (the report's input);
     # the termination log the compact mergeable summary (the status's input).
@@ -225,7 +231,9 @@ def job(cfg: Config, body: dict[str, Any], run: int, start_at: str, start_delay:
         env.append(
             {"name": TOKEN_ENV, "valueFrom": {"secretKeyRef": {"name": ref["name"], "key": ref.get("key", "token")}}}
         )
-    container = {
+    if spec["scenario"] == "notifications":
+        env.append({"name": POD_IP_ENV, "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}})
+    container: dict[str, Any] = {
         "name": "sluice-bench",
         "image": image,
         "imagePullPolicy": cfg.image_pull_policy,
@@ -235,6 +243,8 @@ def job(cfg: Config, body: dict[str, Any], run: int, start_at: str, start_delay:
         "terminationMessagePolicy": "File",
         "securityContext": common.container_security(cfg),
     }
+    if spec["scenario"] == "notifications":
+        container["ports"] = [{"name": "webhook", "containerPort": RECEIVER_PORT}]
     pod_spec: dict[str, Any] = {
         "restartPolicy": "Never",
         "containers": [container],

@@ -47,6 +47,29 @@ def admin_secret(cfg: Config, ns: str, token: str, owners: list[dict[str, Any]])
     }
 
 
+def _secret_env(name: str, ref: str) -> dict[str, Any]:
+    # optional: a namespace without the Secret still gets a running server (the
+    # feature is then off there) rather than pods stuck in CreateContainerConfigError.
+    secret, key = ref.split("/", 1)
+    return {"name": name, "valueFrom": {"secretKeyRef": {"name": secret, "key": key, "optional": True}}}
+
+
+def notification_env(cfg: Config) -> list[dict[str, Any]]:
+    """notification_env passes the SMTP relay, the confirmation rule and the key of
+    pre-signed URLs to the server (its --smtp-url, --require-confirmation and
+    --signed-url-secret, as SLUICE_* variables)."""
+    env: list[dict[str, Any]] = []
+    if cfg.smtp_url:
+        env.append({"name": "SLUICE_SMTP_URL", "value": cfg.smtp_url})
+    elif cfg.smtp_url_secret:
+        env.append(_secret_env("SLUICE_SMTP_URL", cfg.smtp_url_secret))
+    if cfg.require_confirmation:
+        env.append({"name": "SLUICE_REQUIRE_CONFIRMATION", "value": "true"})
+    if cfg.signed_url_secret:
+        env.append(_secret_env("SLUICE_SIGNED_URL_SECRET", cfg.signed_url_secret))
+    return env
+
+
 def deployment(cfg: Config, ns: str, owners: list[dict[str, Any]]) -> dict[str, Any]:
     """deployment runs sluice-server with the catalog URI and the admin token from its Secret."""
     lbls = common.labels(cfg, "server")
@@ -60,6 +83,7 @@ def deployment(cfg: Config, ns: str, owners: list[dict[str, Any]]) -> dict[str, 
             "valueFrom": {"secretKeyRef": {"name": common.ADMIN_SECRET, "key": "token"}},
         },
     ]
+    env += notification_env(cfg)
     container: dict[str, Any] = {
         "name": "sluice-server",
         "image": cfg.server_image,

@@ -17,7 +17,7 @@ from .. import conditions as cond
 from .. import events, kube, metrics
 from ..config import Config
 from ..serverapi import ServerError, Unavailable
-from . import server
+from . import server, subscriptions
 from .pool import namespace_terminating
 
 log = logging.getLogger(__name__)
@@ -124,6 +124,8 @@ def _reconcile(cfg: Config, body: dict[str, Any], patch: Any) -> None:
             api.patch_queue(project, qname, changes, have)
             have = api.get_queue(project, qname)
         stats, oldest_age = api.queue_stats(project, qname)
+        subs = subscriptions.sync(api, body, project, qname)
+        deliveries = api.deliveries(project, qname)
     except Unavailable as exc:
         metrics.ERRORS.labels("Queue", "ServerUnavailable").inc()
         _not_ready(patch, status, gen, "ServerUnavailable", str(exc)[:400], ns, name)
@@ -143,6 +145,7 @@ def _reconcile(cfg: Config, body: dict[str, Any], patch: Any) -> None:
         "conditions": conds,
         "observedGeneration": gen,
     }
+    new.update(subscriptions.status_fields(subs, deliveries, conds, gen, len(spec.get("subscriptions") or [])))
     shard = have.get("_pool") or have.get("_shard")
     if isinstance(shard, str):
         new["shard"] = shard
@@ -170,6 +173,7 @@ def delete(cfg: Config, body: dict[str, Any], retry: int, logger: Any = log) -> 
     try:
         api = server.api(cfg, ns)
         with _exclusive(body):
+            subscriptions.remove_managed(api, body, project, qname)
             api.delete_queue(project, qname)
             _mark_deleted(body)
         _release_dead_letter(api, body, project)

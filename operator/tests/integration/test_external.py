@@ -5,15 +5,19 @@ third redis-server) that the operator reaches through SERVER_URL_TEMPLATE."""
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import os
 import pathlib
 import secrets
 import shutil
 import subprocess
+import threading
 import time
 import uuid
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 import requests
@@ -177,6 +181,92 @@ def test_pool_registers_and_queue_serves(stack: dict) -> None:
         lambda: zaqar(stack, "GET", "/v2/queues/orders").json()["_default_message_ttl"] == 900,
         timeout=30,
     )
+
+
+class Hooks:
+    """A webhook receiver on loopback recording what the server POSTs."""
+
+    def __init__(self) -> None:
+        got: list[tuple[dict, bytes]] = []
+
+        class H(BaseHTTPRequestHandler):
+            def log_message(self, *a: object) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                got.append((dict(self.headers), body))
+                self.send_response(204)
+                self.end_headers()
+
+        self.got = got
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/hook"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def test_queue_subscriptions_deliver_signed_and_report_health(stack: dict) -> None:
+    """spec.subscriptions reach the real server; its webhook POSTs are signed with
+    the Secret's value, which shows up nowhere in the Queue; delivery health lands
+    in the status; a subscription removed from the spec is deleted."""
+    ns, secret = stack["ns"], "whsec-" + secrets.token_hex(8)
+    hooks = Hooks()
+    try:
+        apply({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "hook", "namespace": ns},
+               "stringData": {"key": secret}})  # fmt: skip
+        spec = {
+            "pool": "ext",
+            "subscriptions": [
+                {"subscriber": hooks.url, "ttl": 3600, "options": {"note": "a"},
+                 "secretRef": {"name": "hook", "key": "key"}},
+                {"subscriber": "mailto:ops@example.com"},
+            ],
+        }  # fmt: skip
+        apply({"apiVersion": "sluice.dev/v1alpha1", "kind": "Queue", "metadata": {"name": "notified", "namespace": ns},
+               "spec": spec})  # fmt: skip
+        obj = wait_for(
+            "Subscribed",
+            lambda: (o := get("queue", ns, "notified")) and condition(o, "Subscribed").get("status") == "True" and o,
+            timeout=60,
+        )
+        subs = zaqar(stack, "GET", "/v2/queues/notified/subscriptions").json()["subscriptions"]
+        by = {s["subscriber"]: s for s in subs}
+        assert by[hooks.url]["options"] == {"note": "a", "secret": secret} and by[hooks.url]["ttl"] == 3600
+        assert {s["subscriber"]: s["id"] for s in obj["status"]["subscriptions"]} == {k: v["id"] for k, v in by.items()}
+
+        r = zaqar(stack, "POST", "/v2/queues/notified/messages", {"messages": [{"ttl": 300, "body": {"n": 1}}]})
+        assert r.status_code == 201, r.text
+        headers, raw = wait_for("webhook POST", lambda: hooks.got and hooks.got[0], timeout=30)
+        note = json.loads(raw)
+        assert note["body"] == {"n": 1} and note["queue_name"] == "notified" and note["Message_Type"] == "Notification"
+        mac = hmac.new(secret.encode(), raw, hashlib.sha256).hexdigest()
+        assert headers.get("X-Sluice-Signature") == f"sha256={mac}"
+
+        def delivered() -> dict | None:
+            o = get("queue", ns, "notified")
+            return o if o and (o["status"].get("deliveries") or {}).get("delivered", 0) >= 1 else None
+
+        obj = wait_for("delivered in status", delivered, timeout=60)
+        events = kc("get", "events", "-n", ns, "-o", "json").stdout
+        assert secret not in json.dumps(obj) and secret not in events and secret not in stack["op"].text()
+
+        # Dropping the mailto subscriber deletes it on the server; the webhook stays.
+        kc("patch", "queue", "notified", "-n", ns, "--type=merge",
+           "-p", json.dumps({"spec": {"subscriptions": spec["subscriptions"][:1]}}))  # fmt: skip
+
+        def listed() -> list[str]:
+            resp = zaqar(stack, "GET", "/v2/queues/notified/subscriptions").json()
+            return [s["subscriber"] for s in resp["subscriptions"]]
+
+        wait_for("mailto deleted", lambda: listed() == [hooks.url], timeout=60)
+        kc("delete", "queue", "notified", "-n", ns, "--timeout=60s")
+        assert listed() == []
+    finally:
+        hooks.stop()
 
 
 def test_scale_down_refused_while_shard_holds_queues(stack: dict) -> None:

@@ -31,6 +31,22 @@ def attempt(ns: str, kind: str, name: str, spec: dict) -> str:
         ("Queue", {"pool": "web", "messageTTL": 10}, "should be greater than or equal to 60"),
         ("Queue", {"pool": "web", "name": "no spaces"}, "should match"),
         ("Queue", {}, "spec.pool: Required value"),
+        ("Queue", {"pool": "web", "subscriptions": [{"subscriber": "ftp://h/x"}]}, "should match"),
+        (
+            "Queue",
+            {"pool": "web", "subscriptions": [{"subscriber": "http://h/x", "ttl": 59}]},
+            "greater than or equal to 60",
+        ),
+        (
+            "Queue",
+            {"pool": "web", "subscriptions": [{"subscriber": "http://h/x", "options": {"secret": "s"}}]},
+            "options.secret is not allowed",
+        ),
+        (
+            "Queue",
+            {"pool": "web", "subscriptions": [{"subscriber": "http://h/x"}, {"subscriber": "http://h/x"}]},
+            "Duplicate value",
+        ),
         ("Benchmark", {"scenario": "custom"}, "scenario custom needs spec.custom"),
         ("Benchmark", {"scenario": "teleport"}, 'Unsupported value: "teleport"'),
     ],

@@ -14,6 +14,7 @@ class Store:
 
     def __init__(self) -> None:
         self.objs: dict[tuple[str, str, str], dict[str, Any]] = {}
+        self.version = 0
 
     def get(self, kind: str, ns: str, name: str) -> dict[str, Any] | None:
         o = self.objs.get((kind, ns, name))
@@ -34,6 +35,10 @@ class Store:
         if obj["kind"] == "Secret" and "stringData" in obj:
             # The apiserver stores stringData base64-encoded under data.
             obj = {**obj, "data": {k: base64.b64encode(v.encode()).decode() for k, v in obj["stringData"].items()}}
+        if obj["kind"] == "Secret":
+            # Every write of a Secret gets a new resourceVersion, as on the apiserver.
+            self.version += 1
+            obj = {**obj, "metadata": {**obj["metadata"], "resourceVersion": str(self.version)}}
         self.objs[key] = copy.deepcopy(obj)
         return obj, what
 

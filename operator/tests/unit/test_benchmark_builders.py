@@ -154,3 +154,19 @@ def test_names_stay_within_kubernetes_limits(name: str) -> None:
     assert len(bb.job_name(name, 123456)) <= 52
     assert len(bb.params_name(name, 123456)) <= 63 and len(bb.report_name(name, 1)) <= 63
     assert bb.job_name(name, 1) != bb.job_name(name, 2)
+
+
+def test_notifications_pods_expose_their_webhook_receiver(cfg: Config) -> None:
+    """The server posts to each pod's own receiver at the pod's IP; the other
+    scenarios open no port."""
+    (c,) = pod_spec(bb.job(cfg, bench(scenario="notifications", pool="web"), 1, START, 15))["containers"]
+    args = c["args"]
+    assert args[args.index("--receiver-listen") + 1] == "0.0.0.0:9000"
+    assert args[args.index("--receiver-url") + 1] == "http://$(SLUICE_BENCH_POD_IP):9000/notify"
+    assert args[args.index("-qno") + 1] == "1"
+    env = {e["name"]: e for e in c["env"]}
+    assert env["SLUICE_BENCH_POD_IP"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
+    assert c["ports"] == [{"name": "webhook", "containerPort": 9000}]
+    (plain,) = pod_spec(bb.job(cfg, bench(), 1, START, 15))["containers"]
+    assert "ports" not in plain and "--receiver-url" not in plain["args"]
+    assert not any(e["name"] == "SLUICE_BENCH_POD_IP" for e in plain["env"])

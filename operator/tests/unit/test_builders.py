@@ -169,3 +169,25 @@ def test_common_labels_and_pull_secrets_reach_pods() -> None:
     assert sts["metadata"]["labels"]["team"] == "mq"
     assert "team" not in sts["spec"]["selector"]["matchLabels"]
     assert sts["spec"]["template"]["spec"]["imagePullSecrets"] == [{"name": "regcred"}]
+
+
+def test_notification_settings_reach_the_server_deployment() -> None:
+    def env(cfg: Config) -> dict[str, Any]:
+        c = server.deployment(cfg, "shop", [])["spec"]["template"]["spec"]["containers"][0]
+        return {e["name"]: e.get("value", e.get("valueFrom")) for e in c["env"]}
+
+    plain = env(Config())
+    assert "SLUICE_SMTP_URL" not in plain and "SLUICE_REQUIRE_CONFIRMATION" not in plain
+    on = env(
+        Config.from_env({"SLUICE_OPERATOR_SMTP_URL": "smtp://relay:25", "SLUICE_OPERATOR_REQUIRE_CONFIRMATION": "true"})
+    )
+    assert on["SLUICE_SMTP_URL"] == "smtp://relay:25" and on["SLUICE_REQUIRE_CONFIRMATION"] == "true"
+    # A relay URL with a password stays in a Secret: the Deployment only references it.
+    ref = env(
+        Config.from_env(
+            {"SLUICE_OPERATOR_SMTP_URL_SECRET": "smtp-relay/url", "SLUICE_OPERATOR_SIGNED_URL_SECRET": "share/key"}
+        )
+    )
+    assert ref["SLUICE_SMTP_URL"] == {"secretKeyRef": {"name": "smtp-relay", "key": "url", "optional": True}}
+    assert ref["SLUICE_SIGNED_URL_SECRET"] == {"secretKeyRef": {"name": "share", "key": "key", "optional": True}}
+    assert "SLUICE_SIGNED_URL_SECRET" not in plain

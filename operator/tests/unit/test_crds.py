@@ -34,6 +34,8 @@ def to_jsonschema(node: Any) -> Any:
 
 def apply_defaults(schema: dict[str, Any], obj: Any) -> Any:
     """Structural defaulting as the apiserver does it (defaults of absent fields, recursively)."""
+    if schema.get("type") == "array" and isinstance(obj, list):
+        return [apply_defaults(schema.get("items") or {}, o) for o in obj]
     if schema.get("type") != "object" or not isinstance(obj, dict):
         return obj
     for key, sub in (schema.get("properties") or {}).items():
@@ -154,6 +156,49 @@ def test_queue_defaults_and_limits() -> None:
     ]:
         with pytest.raises(jsonschema.ValidationError, match=needle):
             validate("queues", bad)
+
+
+@pytest.mark.parametrize(
+    "subscriber,ok",
+    [
+        ("http://hooks.example/a", True),
+        ("https://10.0.0.1:8443/hook?x=1", True),
+        ("trust+https://hooks.example/a", True),
+        ("trust+http://h/a", True),
+        ("mailto:ops@example.com", True),
+        ("not a url", False),
+        ("email://x@example.com", False),
+        ("ftp://files.example/x", False),
+        ("http://", False),
+        ("mailto:nobody", False),
+        ("http://hooks.example/a b", False),
+        ("trust+ftp://h/a", False),
+    ],
+)
+def test_queue_subscriber_schemes(subscriber: str, ok: bool) -> None:
+    spec = {"pool": "web", "subscriptions": [{"subscriber": subscriber}]}
+    if ok:
+        assert validate("queues", spec)["subscriptions"] == [{"subscriber": subscriber}]
+    else:
+        with pytest.raises(jsonschema.ValidationError, match="does not match"):
+            validate("queues", spec)
+
+
+def test_queue_subscription_limits() -> None:
+    good = {"subscriber": "http://h/a", "ttl": 60, "options": {"a": [1]}, "secretRef": {"name": "s", "key": "k"}}
+    assert validate("queues", {"pool": "web", "subscriptions": [good]})["subscriptions"] == [good]
+    for bad, needle in [
+        ({"subscriber": "http://h/a", "ttl": 59}, "minimum"),
+        ({"subscriber": "http://h/a", "options": "x"}, "is not of type 'object'"),
+        ({"subscriber": "http://h/a", "secretRef": {"name": "s"}}, "'key' is a required property"),
+        ({"ttl": 60}, "'subscriber' is a required property"),
+    ]:
+        with pytest.raises(jsonschema.ValidationError, match=needle):
+            validate("queues", {"pool": "web", "subscriptions": [bad]})
+    items = spec_schema("queues")["properties"]["subscriptions"]
+    assert items["x-kubernetes-list-map-keys"] == ["subscriber"]  # one entry per subscriber
+    rules = items["items"]["x-kubernetes-validations"]
+    assert any("'secret' in self.options" in r["rule"] and "secretRef" in r["message"] for r in rules)
 
 
 def test_queue_name_immutable_rule_present() -> None:

@@ -208,6 +208,10 @@ def test_config_from_env() -> None:
         ({"SLUICE_OPERATOR_SERVER_PLACEMENT": '{"nodeClass": "gpu"}'}, "nodeClass"),
         ({"SLUICE_OPERATOR_SERVER_RESOURCES": "{"}, "not valid JSON"),
         ({"SLUICE_OPERATOR_IMAGE_PULL_POLICY": "Sometimes"}, "IMAGE_PULL_POLICY"),
+        ({"SLUICE_OPERATOR_REQUIRE_CONFIRMATION": "maybe"}, "REQUIRE_CONFIRMATION='maybe' is not a boolean"),
+        ({"SLUICE_OPERATOR_SERVICE_MONITOR": "perhaps"}, "SERVICE_MONITOR='perhaps' is not a boolean"),
+        ({"SLUICE_OPERATOR_SMTP_URL_SECRET": "just-a-name"}, "is not secret-name/key"),
+        ({"SLUICE_OPERATOR_SIGNED_URL_SECRET": "a/b/c"}, "SIGNED_URL_SECRET='a/b/c' is not secret-name/key"),
     ],
 )
 def test_config_errors_name_the_variable(env: dict[str, str], needle: str) -> None:

@@ -48,6 +48,9 @@ class FakeAPI:
         n = self.queues.get(name, 0)
         return {"free": n, "claimed": 0, "total": n}, 0.0
 
+    def deliveries(self, project: str, name: str) -> None:
+        return None  # a server without the deliveries endpoint
+
     def delete_queue(self, project: str, name: str) -> None:
         self.calls.append(("delete", name))
         self.queues.pop(name, None)

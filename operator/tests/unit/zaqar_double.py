@@ -19,6 +19,11 @@ class State:
         self.placement: dict[tuple[str, str], str] = {}
         self.requests: list[tuple[str, str, dict[str, str], Any]] = []
         self.token = "admintoken"
+        # Subscriptions by (project, queue) -> id -> subscription; deliveries by
+        # (project, queue) as the deliveries endpoint answers (None: no endpoint).
+        self.subs: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
+        self.deliveries: dict[tuple[str, str], dict[str, Any]] | None = {}
+        self.next_id = 0
 
 
 def _handler(state: State) -> type[BaseHTTPRequestHandler]:
@@ -92,6 +97,13 @@ def _handler(state: State) -> type[BaseHTTPRequestHandler]:
 
         def _queue(self, method: str, project: str, name: str, rest: list[str], body: Any) -> None:
             key = (project, name)
+            if rest[:1] == ["subscriptions"]:
+                return self._subscription(method, key, rest[1:], body)
+            if rest == ["deliveries"]:
+                if state.deliveries is None:
+                    return self._err(404, "Not found", self.path)
+                empty = {"pending": 0, "failed": 0, "delivered": 0, "last_error": None, "last_error_at": None}
+                return self._send(200, state.deliveries.get(key, {**empty, "subscriptions": []}))
             if rest == ["stats"]:
                 return self._send(200, {"messages": {"free": 2, "claimed": 1, "total": 3, "oldest": {"age": 7}}})
             if method == "PUT":
@@ -121,6 +133,51 @@ def _handler(state: State) -> type[BaseHTTPRequestHandler]:
                 state.placement.pop(key, None)
                 return self._send(204)
 
+        def _subscription(self, method: str, key: tuple[str, str], rest: list[str], body: Any) -> None:
+            """Zaqar's subscription calls and validation messages, as the reference records them."""
+            subs = state.subs.setdefault(key, {})
+            if method == "POST" and not rest:
+                scheme = str(body.get("subscriber", "")).split(":", 1)[0]
+                if scheme not in ("http", "https", "mailto", "trust+http", "trust+https"):
+                    return self._err(
+                        400, "Invalid API request", "The subscriber type of subscription must be supported"
+                    )
+                if body.get("ttl", 60) < 60:
+                    return self._err(400, "Invalid API request", "The TTL for a subscription must be at least 60")
+                for sid, sub in subs.items():
+                    if sub["subscriber"] == body["subscriber"]:
+                        return self._send(201, {"subscription_id": sid})
+                state.next_id += 1
+                sid = f"sub-{state.next_id:04d}"
+                subs[sid] = {
+                    "id": sid,
+                    "source": key[1],
+                    "subscriber": body["subscriber"],
+                    "ttl": body.get("ttl", 3600),
+                    "age": 0,
+                    "options": body.get("options", {}),
+                    "confirmed": False,
+                }
+                return self._send(201, {"subscription_id": sid})
+            if method == "GET" and not rest:
+                q = dict(p.split("=", 1) for p in self.path.partition("?")[2].split("&") if "=" in p)
+                ids = sorted(subs)
+                if "marker" in q:
+                    ids = [i for i in ids if i > q["marker"]]
+                page = ids[: int(q.get("limit", 10))]
+                return self._send(200, {"subscriptions": [subs[i] for i in page], "links": []})
+            sid = rest[0] if rest else ""
+            if method == "PATCH":
+                if sid not in subs:
+                    return self._err(404, "Not found", f"Subscription {sid} does not exist")
+                subs[sid].update({k: v for k, v in body.items() if k in ("ttl", "options", "subscriber")})
+                subs[sid]["age"] = 0
+                return self._send(204)
+            if method == "DELETE":
+                subs.pop(sid, None)
+                return self._send(204)
+            return self._err(405, "Method not allowed", self.path)
+
         def do_GET(self) -> None:
             self._handle("GET")
 
@@ -129,6 +186,9 @@ def _handler(state: State) -> type[BaseHTTPRequestHandler]:
 
         def do_PATCH(self) -> None:
             self._handle("PATCH")
+
+        def do_POST(self) -> None:
+            self._handle("POST")
 
         def do_DELETE(self) -> None:
             self._handle("DELETE")
