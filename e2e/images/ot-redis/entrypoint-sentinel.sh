@@ -6,14 +6,16 @@
 # MASTER_GROUP_NAME, IP, PORT and QUORUM, and the failure-detection timings.
 set -euo pipefail
 
-conf=/etc/redis/sentinel.conf
+# REDIS_CONF_DIR is ours (tests run the script outside an image).
+conf_dir=${REDIS_CONF_DIR:-/etc/redis}
+conf=$conf_dir/sentinel.conf
 group=${MASTER_GROUP_NAME:-mymaster}
-external=${EXTERNAL_CONFIG_FILE:-/etc/redis/external.conf.d/redis-sentinel-additional.conf}
+external=${EXTERNAL_CONFIG_FILE:-$conf_dir/external.conf.d/redis-sentinel-additional.conf}
 port=${SENTINEL_PORT:-26379}
 
 # Sentinel rewrites its own file as it learns replicas and other sentinels;
 # each container start begins again from what the operator said.
-cp /etc/redis/sentinel.base.conf "$conf"
+cp "$conf_dir/sentinel.base.conf" "$conf"
 add() { printf '%s\n' "$@" >> "$conf"; }
 
 if [[ -n ${REDIS_PASSWORD:-} ]]; then
@@ -32,7 +34,7 @@ add "sentinel monitor ${group} ${IP:-0.0.0.0} ${PORT:-6379} ${QUORUM:-2}" \
 [[ -n ${SENTINEL_ID:-} ]] && add "sentinel myid $(printf '%s\n' "$SENTINEL_ID" | sha1sum | cut -d' ' -f1)"
 
 add "port ${port}"
-[[ ${ACL_MODE:-false} == true ]] && add "aclfile /etc/redis/user.acl"
+[[ ${ACL_MODE:-false} == true ]] && add "aclfile $conf_dir/user.acl"
 if [[ ${TLS_MODE:-false} == true ]]; then
   add "port 0" "tls-port ${port}" "tls-cert-file ${REDIS_TLS_CERT}" "tls-key-file ${REDIS_TLS_CERT_KEY}" \
       "tls-ca-cert-file ${REDIS_TLS_CA_KEY}" "tls-auth-clients optional"

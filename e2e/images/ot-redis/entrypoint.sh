@@ -7,16 +7,18 @@
 # TLS_MODE + REDIS_TLS_*, ACL_MODE, and mounts the external config.
 set -euo pipefail
 
-conf=/etc/redis/redis.conf
+# REDIS_CONF_DIR is ours (tests run the script outside an image).
+conf_dir=${REDIS_CONF_DIR:-/etc/redis}
+conf=$conf_dir/redis.conf
 data_dir=${DATA_DIR:-/data}
 node_conf_dir=${NODE_CONF_DIR:-/node-conf}
-external=${EXTERNAL_CONFIG_FILE:-/etc/redis/external.conf.d/redis-additional.conf}
+external=${EXTERNAL_CONFIG_FILE:-$conf_dir/external.conf.d/redis-additional.conf}
 port=${REDIS_PORT:-6379}
 mode=${SETUP_MODE:-standalone}
 
 # A fresh configuration from the image's base at every start: a restarted
 # container must not append the same lines twice.
-cp /etc/redis/redis.base.conf "$conf"
+cp "$conf_dir/redis.base.conf" "$conf"
 add() { printf '%s\n' "$@" >> "$conf"; }
 
 mkdir -p "$data_dir" "$node_conf_dir"
@@ -49,7 +51,7 @@ else
   add "port ${port}"
 fi
 
-[[ ${ACL_MODE:-false} == true ]] && add "aclfile /etc/redis/user.acl"
+[[ ${ACL_MODE:-false} == true ]] && add "aclfile $conf_dir/user.acl"
 
 if [[ $mode == cluster ]]; then
   add "cluster-announce-ip ${pod_ip}" "cluster-announce-hostname $(hostname)"
