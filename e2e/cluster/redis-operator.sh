@@ -52,10 +52,12 @@ up() {
 }
 
 down() {
-  stop "$NAME"
+  # The CRDs first, while the manager still runs: deleting them deletes the
+  # remaining CRs, whose finalizers only the manager removes.
   if apiserver_ready; then
     kc delete crd -l "$LABEL" --ignore-not-found --timeout=120s >/dev/null || true
   fi
+  stop "$NAME"
 }
 
 [[ $(id -u) == 0 ]] || die "the local cluster needs root"
