@@ -97,11 +97,12 @@ def retire_other_redis_shape(namespace: str, shard: str, replicas: int) -> str |
     for kind in stale:
         if kube.get(kind, namespace, shard) is not None:
             kube.delete(kind, namespace, shard)
-    for kind in ("StatefulSet", "Service"):
-        obj = kube.get(kind, namespace, shard)
+    named = [("StatefulSet", shard)] + [("Service", shard + sfx) for sfx in ("", "-headless", "-additional")]
+    for kind, name in named:
+        obj = kube.get(kind, namespace, name)
         owners = {o.get("kind") for o in (obj or {}).get("metadata", {}).get("ownerReferences") or []}
         if owners & set(stale):
-            return f"waiting for {kind} {shard} of the previous {'/'.join(sorted(owners & set(stale)))} to go"
+            return f"waiting for {kind} {name} of the previous {'/'.join(sorted(owners & set(stale)))} to go"
     return None
 
 

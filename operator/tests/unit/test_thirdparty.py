@@ -142,6 +142,9 @@ def test_shape_change_retires_the_old_kind_first(replicas: int, old: list[str], 
         s.delete("StatefulSet", "shop", "web-0")
         assert "Service web-0" in (provisioning.retire_other_redis_shape("shop", "web-0", replicas) or "")
         s.delete("Service", "shop", "web-0")
+        s.apply(owned_by(old[0], "Service", "web-0-headless"))
+        assert "Service web-0-headless" in (provisioning.retire_other_redis_shape("shop", "web-0", replicas) or "")
+        s.delete("Service", "shop", "web-0-headless")
         assert provisioning.retire_other_redis_shape("shop", "web-0", replicas) is None
         # Objects of the current shape are never touched.
         for k in new:
