@@ -70,6 +70,11 @@ BENCH_TARGETS += bench-operator
 bench-operator: venv-operator build-server ## Pool/Queue apply->Ready and operator RSS with QUEUES (100) Queues, on the running cluster
 	cd operator && KUBECONFIG=$(KUBECONFIG_PATH) $(OPERATOR_PY) bench/operator_bench.py
 
+BENCH_TARGETS += bench-redis-operator
+.PHONY: bench-redis-operator
+bench-redis-operator: venv-operator ## Pools of SHARDS (3) shards by the real redis-operator: apply -> Ready (replicas 1 and REPLICAS), failover time (after make up)
+	cd operator && KUBECONFIG=$(KUBECONFIG_PATH) $(OPERATOR_PY) bench/redis_operator_bench.py
+
 # The end-to-end suite needs the operator the chart installs: make e2e
 # (mk/up.mk) installs it, runs tests/e2e, and checks the uninstall.
 test-operator-e2e: e2e ## the same as make e2e
