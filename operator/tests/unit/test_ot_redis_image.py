@@ -43,7 +43,10 @@ class Images:
 
     def start(self, script: str, port: int, **extra: str) -> subprocess.Popen:
         log = (self.tmp / f"{script}.{port}.log").open("w")
-        p = subprocess.Popen(["bash", str(SRC / script)], env=self.env(**extra), stdout=log, stderr=subprocess.STDOUT)
+        # Its working directory is where a server without a data directory saves.
+        p = subprocess.Popen(
+            ["bash", str(SRC / script)], env=self.env(**extra), stdout=log, stderr=subprocess.STDOUT, cwd=self.tmp
+        )
         self.procs.append(p)
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
