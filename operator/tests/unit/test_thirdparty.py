@@ -13,13 +13,15 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from sluice_operator import kube
+from sluice_operator import kube, probes
 from sluice_operator.builders import thirdparty
 from sluice_operator.config import Config
 from sluice_operator.handlers import provisioning
 
 from .conftest import make_pool
 from .kube_double import Store
+from .test_reconcile import run_pool, server, store  # noqa: F401  (fixtures)
+from .zaqar_double import ZaqarDouble
 
 choose = provisioning.choose_provisioner
 
@@ -254,3 +256,49 @@ def test_operator_may_grant_what_the_database_role_grants() -> None:
             assert (g, r, v) in held, f"operator lacks {r} {v}"
     for r in ("serviceaccounts", "roles", "rolebindings"):
         assert any(r in rule["resources"] and "create" in rule["verbs"] for rule in role["rules"])
+
+
+def test_reconcile_switches_shape_and_nudges(
+    store: Store,  # noqa: F811
+    server: ZaqarDouble,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A Pool reconciled end to end on the in-memory kube: replicas 1 -> 3 retires the
+    Redis CRs first, creates the replicated shape only once their StatefulSets are gone,
+    and nudges the new CRs while the shards do not answer."""
+    monkeypatch.setattr(kube, "group_served", lambda gv: gv.startswith("redis.redis.opstreelabs.in"))
+    monkeypatch.setattr(kube, "patch", store.patch)
+    monkeypatch.setattr(probes, "probe", lambda uri, timeout: (False, "no answer"))
+    cfg = Config(server_url_template=server.url, probe_timeout=0.5)
+    store.apply(
+        {
+            "kind": "Secret",
+            "metadata": {"name": "sluice-server-admin", "namespace": "shop"},
+            "stringData": {"token": server.state.token},
+        }
+    )
+    store.apply(make_pool(provisioner="redis-operator", shards=2, replicas=1))
+    p = run_pool(cfg, store)
+    assert p["status"]["provisioner"] == "redis-operator"
+    assert [store.get("Redis", "shop", f"web-{i}") is not None for i in range(2)] == [True, True]
+    # What the upstream manager makes of them.
+    for i in range(2):
+        store.apply(owned_by("Redis", name=f"web-{i}"))
+    store.objs[("Pool", "shop", "web")]["spec"]["replicas"] = 3
+    p = run_pool(cfg, store)
+    assert all(store.get("Redis", "shop", f"web-{i}") is None for i in range(2))
+    assert all(store.get("RedisReplication", "shop", f"web-{i}") is None for i in range(2))
+    assert "StatefulSet web-0 of the previous Redis" in p["status"]["shards"][0]["message"]
+    for i in range(2):  # the garbage collector follows the Redis CRs
+        store.delete("StatefulSet", "shop", f"web-{i}")
+    p = run_pool(cfg, store)
+    repl = store.get("RedisReplication", "shop", "web-0")
+    assert repl and repl["spec"]["clusterSize"] == 3 and store.get("RedisSentinel", "shop", "web-0")
+    # Not answering yet: both CRs carry the nudge for the current ready count.
+    assert repl["metadata"]["annotations"][thirdparty.NUDGE_ANNOTATION] == "ready=0"
+    store.apply({**owned_by("RedisReplication"), "status": {"readyReplicas": 3}})
+    run_pool(cfg, store)
+    for kind in ("RedisReplication", "RedisSentinel"):
+        live = store.get(kind, "shop", "web-0")
+        assert live and live["metadata"]["annotations"][thirdparty.NUDGE_ANNOTATION] == "ready=3"
+    assert p["status"]["phase"] == "Provisioning"
