@@ -148,20 +148,14 @@ def test_single_instance_shards(redis_operator: str) -> None:
 
 def test_scale_up_and_down_keeps_volumes(redis_operator: str) -> None:
     ns = redis_operator
-    body = get("pool", ns, "ro1")
-    assert body
-    body["spec"]["shards"] = 4
-    apply(body)
+    kc("patch", "pool", "ro1", "-n", ns, "--type=merge", "-p", '{"spec": {"shards": 4}}')
     wait_for(
         "Pool ro1 Ready with 4 shards",
         lambda: (o := get("pool", ns, "ro1")) and o["status"].get("readyShards") == "4/4" and ready(ns, "ro1"),
         timeout=300,
         interval=1,
     )
-    body = get("pool", ns, "ro1")
-    assert body
-    body["spec"]["shards"] = 3
-    apply(body)
+    kc("patch", "pool", "ro1", "-n", ns, "--type=merge", "-p", '{"spec": {"shards": 3}}')
     wait_for("shard ro1-3 removed", lambda: get("redis", ns, "ro1-3") is None, timeout=180, interval=1)
     wait_for("its StatefulSet gone", lambda: get("statefulset", ns, "ro1-3") is None, timeout=120)
     p = wait_for(
