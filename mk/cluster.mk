@@ -14,9 +14,13 @@ KUBECONFIG_PATH := $(BUILD)/kube$(if $(filter-out 0,$(SLUICE_INSTANCE)),-$(SLUIC
 KUBECTL := $(BIN)/kubectl
 E2E_CLUSTER := $(ROOT)/e2e/cluster
 KIND_VERSION := v0.30.0
+# The full local cluster runs the real redis-operator as a host process
+# (e2e/cluster/redis-operator.sh); REDIS_OPERATOR=0 leaves it out.
+REDIS_OPERATOR ?= 1
 
 .PHONY: cluster-binaries controlplane-binaries cluster-base-images cluster-up cluster-down \
-        controlplane-up controlplane-down images e2e-smoke test-e2e cluster-status
+        controlplane-up controlplane-down images e2e-smoke test-e2e cluster-status \
+        redis-operator-binary redis-operator-up redis-operator-down
 
 controlplane-binaries: ## build Kubernetes and kwok (cached by pinned version in $(CACHE))
 	@$(E2E_CLUSTER)/build-kubernetes.sh
@@ -37,13 +41,23 @@ cluster-down: ## tear the cluster down, leaving nothing behind
 images: ## build the sluice images and load them into the cluster
 	@e2e/kind/images.sh
 else
-cluster-up: deps-apt cluster-base-images
+cluster-up: deps-apt cluster-base-images $(if $(filter 1,$(REDIS_OPERATOR)),redis-operator-binary)
 	@$(E2E_CLUSTER)/up.sh full
+ifeq ($(REDIS_OPERATOR),1)
+	@$(E2E_CLUSTER)/redis-operator.sh up
+endif
 cluster-down:
 	@$(E2E_CLUSTER)/down.sh
 images: deps-apt
 	@e2e/images/build.sh
 endif
+
+redis-operator-binary: ## build the redis-operator manager (pinned in e2e/redis-operator/go.mod, cached in $(CACHE))
+	@$(E2E_CLUSTER)/build-tool.sh redis-operator github.com/OT-CONTAINER-KIT/redis-operator redis-operator github.com/OT-CONTAINER-KIT/redis-operator
+redis-operator-up: redis-operator-binary ## start redis-operator on the running local cluster (cluster-up does, unless REDIS_OPERATOR=0)
+	@$(E2E_CLUSTER)/redis-operator.sh up
+redis-operator-down: ## stop it and remove the CRDs it installed
+	@$(E2E_CLUSTER)/redis-operator.sh down
 
 controlplane-up: deps-apt controlplane-binaries ## etcd, apiserver, controllers, scheduler, kwok nodes; no kubelet
 	@$(E2E_CLUSTER)/up.sh controlplane

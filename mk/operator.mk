@@ -7,7 +7,7 @@ OPERATOR_PY   := $(OPERATOR_VENV)/bin/python
 # The venv is rebuilt when the pinned requirements change.
 OPERATOR_STAMP := $(OPERATOR_VENV)/.stamp-$(shell cat $(ROOT)/operator/requirements*.txt $(ROOT)/operator/pyproject.toml 2>/dev/null | md5sum | cut -c1-12)
 
-.PHONY: venv-operator test-operator lint-operator test-operator-integration operator-integration-suite test-controlplane run-operator crd-docs bench-operator test-operator-e2e
+.PHONY: mongodb-operator-binary venv-operator test-operator lint-operator test-operator-integration operator-integration-suite test-controlplane run-operator crd-docs bench-operator test-operator-e2e
 
 venv-operator: $(OPERATOR_STAMP) ## virtualenv for the operator and its tests (build/venv-operator)
 $(OPERATOR_STAMP):
@@ -26,7 +26,12 @@ test-operator: deps-apt venv-operator lint-operator build-bench build-server ## 
 # Real apiserver, controller-manager, scheduler and kwok nodes: uses the
 # running cluster (either mode), else brings the control-plane-only mode up
 # for the suite and takes it down again, also when the suite fails.
-test-operator-integration: deps-apt venv-operator build-server build-bench ## operator against a real apiserver + scheduler + kwok nodes
+# The MongoDB community operator's controller (e2e/mongodb-operator, pinned
+# release), which the integration suite runs against the control plane.
+mongodb-operator-binary: ## build the MongoDB community operator controller (cached by version in ~/.cache/sluice)
+	@$(ROOT)/e2e/cluster/build-tool.sh mongodb-operator . mongodb-operator github.com/mongodb/mongodb-kubernetes-operator
+
+test-operator-integration: deps-apt venv-operator build-server build-bench mongodb-operator-binary ## operator against a real apiserver + scheduler + kwok nodes
 	@$(call with-controlplane,$(MAKE) --no-print-directory operator-integration-suite)
 
 operator-integration-suite: venv-operator
@@ -36,7 +41,7 @@ operator-integration-suite: venv-operator
 # bring-up: the operator's integration suite and the chart's cluster tests.
 # Both run even when the first fails; the control plane always goes down.
 TEST_TARGETS += test-controlplane
-test-controlplane: deps-apt venv-operator build-server build-bench helm ## operator integration + chart cluster tests on one control-plane-only cluster
+test-controlplane: deps-apt venv-operator build-server build-bench helm mongodb-operator-binary ## operator integration + chart cluster tests on one control-plane-only cluster
 	@$(call with-controlplane,rc=0; \
 	  $(MAKE) --no-print-directory operator-integration-suite || rc=$$?; \
 	  $(MAKE) --no-print-directory chart-cluster-suite || rc=$$?; \
@@ -64,6 +69,11 @@ crd-docs: venv-operator ## regenerate docs/crds.md from crds/
 BENCH_TARGETS += bench-operator
 bench-operator: venv-operator build-server ## Pool/Queue apply->Ready and operator RSS with QUEUES (100) Queues, on the running cluster
 	cd operator && KUBECONFIG=$(KUBECONFIG_PATH) $(OPERATOR_PY) bench/operator_bench.py
+
+BENCH_TARGETS += bench-redis-operator
+.PHONY: bench-redis-operator
+bench-redis-operator: venv-operator ## Pools of SHARDS (3) shards by the real redis-operator: apply -> Ready (replicas 1 and REPLICAS), failover time (after make up)
+	cd operator && KUBECONFIG=$(KUBECONFIG_PATH) $(OPERATOR_PY) bench/redis_operator_bench.py
 
 # The end-to-end suite needs the operator the chart installs: make e2e
 # (mk/up.mk) installs it, runs tests/e2e, and checks the uninstall.

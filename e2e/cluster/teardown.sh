@@ -6,6 +6,8 @@
 
 teardown() {
   local name
+  # Third-party controllers first: nothing may act on the cluster while it goes.
+  stop redis-operator
   stop kubelet
   # After a crash containerd may be gone while its pods live on: start it
   # again on its own state so it can remove them properly.

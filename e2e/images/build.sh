@@ -6,8 +6,10 @@
 #   sluice.dev/sluice-bench:dev    FROM scratch, static sluice-bench
 #   sluice.dev/redis:dev           Debian rootfs (debootstrap) with Debian's redis-server
 #   sluice.dev/sluice-operator:dev Debian rootfs, Python 3.11 venv with operator/
+#   quay.io/opstree/redis, redis-sentinel  the images redis-operator runs, on the
+#                                  same rootfs (e2e/images/ot-redis, tags from the operator's config)
 # Tarballs land in build/images/<name>.tar (docker-archive) with <name>.ref.
-# Usage: build.sh [server|bench|redis|operator]... (default: all)
+# Usage: build.sh [server|bench|redis|operator|ot_redis]... (default: all)
 source "$(dirname "$0")/lib.sh"
 OUT=$BUILD/images
 mkdir -p "$OUT"
@@ -67,6 +69,51 @@ build_redis() {
   echo "$key" > "$OUT/redis.key"
 }
 
+# The redis and sentinel images redis-operator runs, implementing the image
+# contract of OT-CONTAINER-KIT/redis (e2e/images/ot-redis/README.md) with
+# Debian's redis-server. Tagged with the names the operator's config uses by
+# default, so Pools reference them without any setting; rebuilt only when the
+# root filesystem, the scripts or the tags change.
+build_ot_redis() {
+  local src=$ROOT/e2e/images/ot-redis tags key c kind ref
+  # The defaults of redis_operator_image / redis_sentinel_image in the operator's config.
+  tags=$(sed -n 's/^ *redis_\(operator\|sentinel\)_image: str = "\(.*\)"$/\2/p' "$ROOT/operator/sluice_operator/config.py" | tr '\n' ' ')
+  [[ $(wc -w <<<"$tags") == 2 ]] || { echo "cannot read the redis-operator image names from operator/sluice_operator/config.py" >&2; return 1; }
+  key=$({ "$ROOT/e2e/images/rootfs.sh"; cat "$src"/*; echo "$tags"; md5sum < "$0"; } | md5sum | cut -c1-12)
+  set -- $tags
+  for kind in redis sentinel; do
+    ref=$1; shift
+    if [[ -f $OUT/ot-$kind.tar && $(cat "$OUT/ot-$kind.key" 2>/dev/null) == "$key" ]]; then
+      import "$OUT/ot-$kind.tar"
+      continue
+    fi
+    c=$(debian_container)
+    bh copy -q "$c" "$src/healthcheck.sh" /usr/bin/healthcheck.sh >/dev/null
+    if [[ $kind == redis ]]; then
+      bh copy -q "$c" "$src/entrypoint.sh" /usr/bin/entrypoint.sh >/dev/null
+      bh copy -q "$c" "$src/redis.base.conf" /etc/redis/redis.base.conf >/dev/null
+      bh config --entrypoint '["/usr/bin/entrypoint.sh"]' --env REDIS_PORT=6379 --port 6379 "$c"
+    else
+      bh copy -q "$c" "$src/entrypoint-sentinel.sh" /usr/bin/entrypoint-sentinel.sh >/dev/null
+      bh copy -q "$c" "$src/sentinel.base.conf" /etc/redis/sentinel.base.conf >/dev/null
+      bh config --entrypoint '["/usr/bin/entrypoint-sentinel.sh"]' --env SENTINEL_PORT=26379 --port 26379 "$c"
+    fi
+    # Debian's redis-server becomes redis-sentinel by its program name; uid
+    # 1000 with group 0 owning what it writes, as the upstream images do.
+    bh run --isolation chroot "$c" -- sh -c '
+      ln -sf redis-check-rdb /usr/bin/redis-sentinel &&
+      rm -f /etc/redis/redis.conf /etc/redis/sentinel.conf &&
+      chmod 0755 /usr/bin/*.sh &&
+      mkdir -p /data /node-conf /sentinel-data /etc/redis/external.conf.d &&
+      chown -R 1000:0 /etc/redis /data /node-conf /sentinel-data &&
+      chmod -R g=u /etc/redis /data /node-conf /sentinel-data'
+    bh config --user 1000:0 --workingdir /data --label org.opencontainers.image.source=sluice "$c"
+    bh commit -q --rm "$c" "$ref" >/dev/null
+    finish "$ref" "ot-$kind"
+    echo "$key" > "$OUT/ot-$kind.key"
+  done
+}
+
 # Wheels are made on the host with Debian's own python3 (the very version the
 # image has: markers such as python_full_version < "3.11.3" must agree) and
 # cached by the requirements' and Python's versions; the image installs them
@@ -114,7 +161,7 @@ finish() { # finish REF NAME
 }
 
 targets=("$@")
-((${#targets[@]})) || targets=(server bench redis operator)
+((${#targets[@]})) || targets=(server bench redis operator ot_redis)
 for t in "${targets[@]}"; do
   start=$SECONDS
   echo "==> image $t"

@@ -28,6 +28,9 @@ KINDS: dict[str, tuple[str, str]] = {
     "Pod": ("v1", "pods"),
     "Event": ("v1", "events"),
     "ConfigMap": ("v1", "configmaps"),
+    "ServiceAccount": ("v1", "serviceaccounts"),
+    "Role": ("rbac.authorization.k8s.io/v1", "roles"),
+    "RoleBinding": ("rbac.authorization.k8s.io/v1", "rolebindings"),
     "StatefulSet": ("apps/v1", "statefulsets"),
     "Deployment": ("apps/v1", "deployments"),
     "PodDisruptionBudget": ("policy/v1", "poddisruptionbudgets"),
@@ -171,6 +174,8 @@ def apply(obj: dict[str, Any]) -> tuple[dict[str, Any], str]:
             body["spec"] = {k: desired["spec"][k] for k in MUTABLE[kind] if k in desired.get("spec", {})}
         elif kind == "Secret":
             pass  # generated credentials are never rotated behind the user's back
+        elif kind == "Role":
+            body["rules"] = desired["rules"]
         elif "spec" in desired:
             body["spec"] = desired["spec"]
     return patch(kind, ns, name, body), "updated"

@@ -6,8 +6,10 @@ handlers on them, so Kopf writes nothing onto them."""
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from ..config import Config
+from ..kube import HASH_ANNOTATION
 from . import common
 
 REDIS_GROUP = "redis.redis.opstreelabs.in"
@@ -16,7 +18,19 @@ MONGO_GROUP = "mongodbcommunity.mongodb.com"
 MONGO_VERSION = "v1"
 SENTINEL_MASTER = "mymaster"
 SENTINEL_SIZE = 3
+SENTINEL_DOWN_AFTER_MS = "5000"
+SENTINEL_FAILOVER_TIMEOUT_MS = "30000"
 MONGO_USER = "sluice"
+MONGO_DATABASE = "sluice"
+# The operator's own default for its logs claim.
+MONGO_LOGS_SIZE = "2Gi"
+# Set on RedisReplication / RedisSentinel to make redis-operator reconcile now
+# instead of at its next requeue (60 s / 600 s): it watches only its own kinds.
+NUDGE_ANNOTATION = "sluice.dev/reconcile-request"
+# redis-operator v0.16.0 copies a CR's annotations into its pod template, so
+# a changed annotation would roll the shard's pods; these are ours and mean
+# nothing to the pods.
+IGNORED_ANNOTATIONS = [HASH_ANNOTATION, NUDGE_ANNOTATION]
 
 
 def _k8s_config(cfg: Config, spec: dict[str, Any], image: str) -> dict[str, Any]:
@@ -31,17 +45,44 @@ def _k8s_config(cfg: Config, spec: dict[str, Any], image: str) -> dict[str, Any]
     return out
 
 
-def _storage(spec: dict[str, Any]) -> dict[str, Any] | None:
+def _redis_k8s_config(cfg: Config, spec: dict[str, Any], image: str) -> dict[str, Any]:
+    out = _k8s_config(cfg, spec, image)
+    out["ignoreAnnotations"] = list(IGNORED_ANNOTATIONS)
+    return out
+
+
+def _storage(spec: dict[str, Any]) -> dict[str, Any]:
     storage = spec.get("storage") or {}
     if storage.get("ephemeral"):
-        return None
+        # v0.16.0 dereferences spec.storage when the CR is deleted and
+        # crash-loops without it; choose_provisioner refuses this combination.
+        raise ValueError("redis-operator shards need persistent storage (storage.ephemeral is not supported)")
     claim: dict[str, Any] = {
         "accessModes": ["ReadWriteOnce"],
         "resources": {"requests": {"storage": storage.get("size", "1Gi")}},
     }
     if storage.get("storageClassName"):
         claim["storageClassName"] = storage["storageClassName"]
-    return {"volumeClaimTemplate": {"spec": claim}}
+    # Our retention policy: data outlives the shard and the Pool. Without this
+    # the upstream finalizer deletes the claims with the CR.
+    return {"keepAfterDelete": True, "volumeClaimTemplate": {"spec": claim}}
+
+
+def redis_kinds(replicas: int) -> tuple[list[str], list[str]]:
+    """redis_kinds: the redis-operator kinds a shard with `replicas` instances is made of,
+    and those of the other shape, which must be gone before these are created (both
+    shapes name their StatefulSet and Services after the shard)."""
+    single, replicated = ["Redis"], ["RedisReplication", "RedisSentinel"]
+    return (single, replicated) if replicas == 1 else (replicated, single)
+
+
+def redis_labels(cfg: Config, pool: str, index: int) -> dict[str, str]:
+    """redis_labels: redis-operator copies a CR's labels into the selectors of its
+    StatefulSet and Services, which are immutable; so its CRs carry only labels that
+    never change for a shard (no commonLabels)."""
+    lbls = common.selector(common.shard_labels(cfg, pool, index))
+    lbls["app.kubernetes.io/managed-by"] = common.MANAGED_BY
+    return lbls
 
 
 def _placement(cfg: Config, spec: dict[str, Any]) -> dict[str, Any]:
@@ -59,13 +100,14 @@ def redis_objects(cfg: Config, pool: dict[str, Any], index: int) -> list[dict[st
     meta, spec = pool["metadata"], pool["spec"]
     name, ns = meta["name"], meta["namespace"]
     shard = common.shard_name(name, index)
-    lbls = common.shard_labels(cfg, name, index)
+    lbls = redis_labels(cfg, name, index)
     replicas = int(spec.get("replicas", 1))
     image = spec.get("image") or cfg.redis_operator_image
-    body: dict[str, Any] = {"kubernetesConfig": _k8s_config(cfg, spec, image), **_placement(cfg, spec)}
-    storage = _storage(spec)
-    if storage:
-        body["storage"] = storage
+    body: dict[str, Any] = {
+        "kubernetesConfig": _redis_k8s_config(cfg, spec, image),
+        "storage": _storage(spec),
+        **_placement(cfg, spec),
+    }
     api = f"{REDIS_GROUP}/{REDIS_VERSION}"
     if replicas == 1:
         return [{"apiVersion": api, "kind": "Redis", "metadata": _meta(shard, ns, lbls), "spec": body}]
@@ -76,11 +118,16 @@ def redis_objects(cfg: Config, pool: dict[str, Any], index: int) -> list[dict[st
         "metadata": _meta(shard, ns, lbls),
         "spec": {
             "clusterSize": SENTINEL_SIZE,
-            "kubernetesConfig": _k8s_config(cfg, {}, cfg.redis_sentinel_image),
+            "kubernetesConfig": _redis_k8s_config(cfg, {}, cfg.redis_sentinel_image),
             "redisSentinelConfig": {
                 "redisReplicationName": shard,
                 "masterGroupName": SENTINEL_MASTER,
                 "quorum": "2",
+                # A queue shard is unavailable while its master is: notice
+                # in 5 s (upstream default 30 s) and retry a stalled
+                # failover after 30 s (default 3 min).
+                "downAfterMilliseconds": SENTINEL_DOWN_AFTER_MS,
+                "failoverTimeout": SENTINEL_FAILOVER_TIMEOUT_MS,
             },
             **_placement(cfg, spec),
         },
@@ -120,8 +167,29 @@ def mongodb_community(cfg: Config, pool: dict[str, Any], index: int) -> dict[str
     shard = common.shard_name(name, index)
     lbls = common.shard_labels(cfg, name, index)
     pod_spec: dict[str, Any] = dict(_placement(cfg, spec))
+    # The community operator (v0.9.0) pulls its agent, version-hook and readiness
+    # images with imagePullPolicy Always; the statefulSet override merges
+    # containers by name, so every container gets the operator's policy.
+    mongod: dict[str, Any] = {"name": "mongod", "imagePullPolicy": cfg.image_pull_policy}
     if spec.get("resources"):
-        pod_spec["containers"] = [{"name": "mongod", "resources": spec["resources"]}]
+        mongod["resources"] = spec["resources"]
+    pod_spec["containers"] = [mongod, {"name": "mongodb-agent", "imagePullPolicy": cfg.image_pull_policy}]
+    pod_spec["initContainers"] = [
+        {"name": c, "imagePullPolicy": cfg.image_pull_policy}
+        for c in ("mongod-posthook", "mongodb-agent-readinessprobe")
+    ]
+    if cfg.image_pull_secrets:
+        pod_spec["imagePullSecrets"] = common.pull_secrets(cfg)
+    storage = spec.get("storage") or {}
+    if storage.get("ephemeral"):
+        # It always mounts data and logs claims; choose_provisioner refuses this.
+        raise ValueError("mongodb-community shards need persistent storage (storage.ephemeral is not supported)")
+    claims = []
+    for volume, size in (("data-volume", storage.get("size", "1Gi")), ("logs-volume", MONGO_LOGS_SIZE)):
+        claim: dict[str, Any] = {"resources": {"requests": {"storage": size}}}
+        if storage.get("storageClassName"):
+            claim["storageClassName"] = storage["storageClassName"]
+        claims.append({"metadata": {"name": volume}, "spec": claim})
     body: dict[str, Any] = {
         "members": int(spec.get("replicas", 1)),
         "type": "ReplicaSet",
@@ -142,20 +210,57 @@ def mongodb_community(cfg: Config, pool: dict[str, Any], index: int) -> dict[str
             }
         ],
         "additionalMongodConfig": {"storage.wiredTiger.engineConfig.journalCompressor": "zlib"},
-        "statefulSet": {"spec": {"template": {"metadata": {"labels": lbls}, "spec": pod_spec}}},
+        "statefulSet": {
+            "spec": {"template": {"metadata": {"labels": lbls}, "spec": pod_spec}, "volumeClaimTemplates": claims}
+        },
     }
-    storage = spec.get("storage") or {}
-    if not storage.get("ephemeral"):
-        claim: dict[str, Any] = {"resources": {"requests": {"storage": storage.get("size", "1Gi")}}}
-        if storage.get("storageClassName"):
-            claim["storageClassName"] = storage["storageClassName"]
-        body["statefulSet"]["spec"]["volumeClaimTemplates"] = [{"metadata": {"name": "data-volume"}, "spec": claim}]
     return {
         "apiVersion": f"{MONGO_GROUP}/{MONGO_VERSION}",
         "kind": "MongoDBCommunity",
         "metadata": _meta(shard, ns, lbls),
         "spec": body,
     }
+
+
+# The ServiceAccount the community operator (v0.9.0) gives every replica-set
+# pod, and what its agents do with it: read their Secrets, and annotate,
+# read and restart their own pods. Upstream ships these for its own
+# namespace only (config/rbac/*_database.yaml).
+MONGO_DATABASE_ACCOUNT = "mongodb-database"
+MONGO_DATABASE_RULES = [
+    {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]},
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "patch", "delete"]},
+]
+
+
+def mongo_database_rbac(cfg: Config, namespace: str) -> list[dict[str, Any]]:
+    """mongo_database_rbac: the ServiceAccount, Role and RoleBinding the community
+    operator's pods need in every namespace that holds a mongodb-community Pool."""
+    lbls = common.labels(cfg, "backend")
+    name = MONGO_DATABASE_ACCOUNT
+    rbac = "rbac.authorization.k8s.io/v1"
+    return [
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(name, namespace, lbls)},
+        {"apiVersion": rbac, "kind": "Role", "metadata": _meta(name, namespace, lbls), "rules": MONGO_DATABASE_RULES},
+        {
+            "apiVersion": rbac,
+            "kind": "RoleBinding",
+            "metadata": _meta(name, namespace, lbls),
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+            "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}],
+        },
+    ]
+
+
+def mongo_data_uri(connection_string: str) -> str:
+    """mongo_data_uri turns the community operator's connection string (path /admin: the
+    user's authentication database) into the shard URI: the data database is MONGO_DATABASE,
+    and authentication stays with admin through authSource."""
+    parts = urlsplit(connection_string)
+    query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True)]
+    if not any(k == "authSource" for k, _ in query):
+        query.append(("authSource", parts.path.strip("/") or "admin"))
+    return urlunsplit((parts.scheme, parts.netloc, "/" + MONGO_DATABASE, urlencode(query), parts.fragment))
 
 
 def _meta(name: str, ns: str, lbls: dict[str, str]) -> dict[str, Any]:

@@ -43,6 +43,7 @@ def _resolve(cfg: Config, spec: dict[str, Any], status: dict[str, Any]) -> tuple
         kube.group_served(f"{thirdparty.REDIS_GROUP}/{thirdparty.REDIS_VERSION}"),
         kube.group_served(f"{thirdparty.MONGO_GROUP}/{thirdparty.MONGO_VERSION}"),
         bool(spec.get("image")),
+        ephemeral=bool((spec.get("storage") or {}).get("ephemeral")),
     )
 
 
@@ -51,20 +52,31 @@ def _provision_shard(
 ) -> tuple[dict[str, Any], str | None]:
     meta, spec = body["metadata"], body["spec"]
     owner = common.owner_ref(body)
+    name = common.shard_name(meta["name"], index)
+    replicas = int(spec.get("replicas", 1))
+    entry: dict[str, Any] = {"index": index, "name": name, "ready": False, "registered": False}
+    objects = provisioning.shard_objects(cfg, body, prov, index)
+    if prov == "redis-operator":
+        waiting = provisioning.retire_other_redis_shape(meta["namespace"], name, replicas)
+        if waiting:
+            entry["message"] = waiting
+            return entry, None
     if prov == "mongodb-community":
+        if index == 0:
+            provisioning.ensure_mongo_database_rbac(cfg, meta["namespace"], common.owner_ref(body, controller=False))
         provisioning.ensure_mongo_password(cfg, body, index, owner)
-    for obj in provisioning.shard_objects(cfg, body, prov, index):
+    for obj in objects:
         obj["metadata"]["ownerReferences"] = [owner]
         kube.apply(obj)
-    name = common.shard_name(meta["name"], index)
     uri = provisioning.shard_uri(body, prov, index, external)
-    entry: dict[str, Any] = {"index": index, "name": name, "ready": False, "registered": False}
     if uri is None:
         entry["message"] = "waiting for the shard's connection URI"
         return entry, None
     entry["endpoint"] = probes.endpoint(uri)
     ok, msg = probes.probe(uri, cfg.probe_timeout)
-    replicas = int(spec.get("replicas", 1))
+    if prov == "redis-operator" and replicas > 1 and not ok:
+        sts = kube.get("StatefulSet", meta["namespace"], name)
+        provisioning.nudge_redis_operator(meta["namespace"], name, provisioning.nudge_value(sts))
     if not ok and prov == "builtin" and spec["backend"] == "mongodb" and replicas > 1:
         hosts = [
             f"{name}-{i}.{builtin.headless_name(name)}.{meta['namespace']}.svc:{builtin.MONGO_PORT}"

@@ -16,8 +16,23 @@ class NotProvisionable(Exception):
     """NotProvisionable: the spec cannot work with what the cluster has; the message says why."""
 
 
+# Why the third-party provisioners cannot run storage.ephemeral Pools: the
+# pinned upstream releases would lose the shard or ignore the setting.
+EPHEMERAL_REFUSALS = {
+    "redis-operator": "redis-operator v0.16.0 cannot delete a shard without persistent storage "
+    "(its finalizer dereferences spec.storage)",
+    "mongodb-community": "mongodb-community always gives its pods persistent data and logs volumes",
+}
+
+
 def choose_provisioner(
-    backend: str, requested: str, default: str, redis_operator: bool, mongodb_community: bool, has_image: bool
+    backend: str,
+    requested: str,
+    default: str,
+    redis_operator: bool,
+    mongodb_community: bool,
+    has_image: bool,
+    ephemeral: bool = False,
 ) -> tuple[str, str]:
     """choose_provisioner resolves `auto` (the Pool's, then the operator's default) and
     returns the provisioner with the reason for the choice."""
@@ -27,16 +42,21 @@ def choose_provisioner(
         via = "spec.provisioner"
     if requested == "auto":
         if backend == "redis":
+            if redis_operator and ephemeral:
+                return "builtin", "auto: storage.ephemeral; " + EPHEMERAL_REFUSALS["redis-operator"]
             if redis_operator:
                 return "redis-operator", "auto: redis.redis.opstreelabs.in CRDs are installed"
             return "builtin", "auto: redis-operator CRDs are not installed, running builtin StatefulSets"
-        if mongodb_community:
+        if mongodb_community and not ephemeral:
             return "mongodb-community", "auto: mongodbcommunity.mongodb.com CRDs are installed"
+        why = (
+            "storage.ephemeral; " + EPHEMERAL_REFUSALS["mongodb-community"]
+            if mongodb_community
+            else "mongodb-community CRDs are not installed"
+        )
         if not has_image:
-            raise NotProvisionable(
-                "auto: mongodb-community CRDs are not installed and builtin MongoDB needs spec.image"
-            )
-        return "builtin", "auto: mongodb-community CRDs are not installed, running builtin StatefulSets"
+            raise NotProvisionable(f"auto: {why} and builtin MongoDB needs spec.image")
+        return "builtin", f"auto: {why}, running builtin StatefulSets"
     if requested == "redis-operator":
         if backend != "redis":
             raise NotProvisionable(f"{via} redis-operator cannot run a {backend} Pool")
@@ -47,6 +67,8 @@ def choose_provisioner(
             raise NotProvisionable(f"{via} mongodb-community cannot run a {backend} Pool")
         if not mongodb_community:
             raise NotProvisionable(f"{via} mongodb-community: mongodbcommunity.mongodb.com CRDs are not installed")
+    if ephemeral and requested in EPHEMERAL_REFUSALS:
+        raise NotProvisionable(f"storage.ephemeral: {EPHEMERAL_REFUSALS[requested]}; use builtin")
     if requested == "builtin" and backend == "mongodb" and not has_image:
         raise NotProvisionable("builtin MongoDB needs spec.image")
     return requested, f"{via} asks for {requested}"
@@ -54,6 +76,9 @@ def choose_provisioner(
 
 def shard_objects(cfg: Config, pool: dict[str, Any], provisioner: str, index: int) -> list[dict[str, Any]]:
     """shard_objects are the objects (besides generated Secrets) that make up one shard."""
+    if provisioner in EPHEMERAL_REFUSALS and (pool["spec"].get("storage") or {}).get("ephemeral"):
+        # A Pool switched to ephemeral after its provisioner was chosen.
+        raise NotProvisionable(f"storage.ephemeral: {EPHEMERAL_REFUSALS[provisioner]}")
     if provisioner == "builtin":
         return [builtin.statefulset(cfg, pool, index), *builtin.services(cfg, pool, index)]
     if provisioner == "redis-operator":
@@ -61,6 +86,49 @@ def shard_objects(cfg: Config, pool: dict[str, Any], provisioner: str, index: in
     if provisioner == "mongodb-community":
         return [thirdparty.mongodb_community(cfg, pool, index)]
     return []
+
+
+def retire_other_redis_shape(namespace: str, shard: str, replicas: int) -> str | None:
+    """retire_other_redis_shape deletes the redis-operator CRs of the shape the shard no
+    longer has (replicas crossed 1: Redis <-> RedisReplication + RedisSentinel). Both shapes
+    name a StatefulSet and Services after the shard, so the new CRs must wait until those
+    of the old one are gone; returns what is being waited for, or None."""
+    _, stale = thirdparty.redis_kinds(replicas)
+    for kind in stale:
+        if kube.get(kind, namespace, shard) is not None:
+            kube.delete(kind, namespace, shard)
+    named = [("StatefulSet", shard)] + [("Service", shard + sfx) for sfx in ("", "-headless", "-additional")]
+    for kind, name in named:
+        obj = kube.get(kind, namespace, name)
+        owners = {o.get("kind") for o in (obj or {}).get("metadata", {}).get("ownerReferences") or []}
+        if owners & set(stale):
+            return f"waiting for {kind} {name} of the previous {'/'.join(sorted(owners & set(stale)))} to go"
+    return None
+
+
+def nudge_value(statefulset: dict[str, Any] | None) -> str:
+    """nudge_value changes exactly when redis-operator has something new to act on while
+    the shard does not answer: the ready count of the replication StatefulSet."""
+    ready = int(((statefulset or {}).get("status") or {}).get("readyReplicas") or 0)
+    return f"ready={ready}"
+
+
+def nudge_redis_operator(namespace: str, shard: str, value: str) -> list[str]:
+    """nudge_redis_operator sets NUDGE_ANNOTATION on a replicated shard's CRs when it
+    changed: redis-operator requeues a RedisReplication whose pods are not all ready after
+    60 s and a RedisSentinel after 600 s, and watches nothing else, so without this a new
+    shard waits minutes for its replication and sentinels. The annotation is in
+    ignoreAnnotations: pods do not roll. Returns the kinds nudged."""
+    out = []
+    for kind in ("RedisReplication", "RedisSentinel"):
+        live = kube.get(kind, namespace, shard)
+        if live is None:
+            continue
+        if (live["metadata"].get("annotations") or {}).get(thirdparty.NUDGE_ANNOTATION) == value:
+            continue
+        kube.patch(kind, namespace, shard, {"metadata": {"annotations": {thirdparty.NUDGE_ANNOTATION: value}}})
+        out.append(kind)
+    return out
 
 
 def _secret_value(secret: dict[str, Any] | None, key: str) -> str | None:
@@ -91,6 +159,15 @@ def parse_uris(text: str) -> list[str]:
     return out
 
 
+def ensure_mongo_database_rbac(cfg: Config, namespace: str, owner: dict[str, Any]) -> None:
+    """ensure_mongo_database_rbac gives the namespace the community operator's pod
+    identity, owned (not controlled) by every mongodb-community Pool there, so it goes
+    with the last of them."""
+    for obj in thirdparty.mongo_database_rbac(cfg, namespace):
+        obj["metadata"]["ownerReferences"] = [owner]
+        kube.apply(obj)
+
+
 def ensure_mongo_password(cfg: Config, pool: dict[str, Any], index: int, owner: dict[str, Any]) -> None:
     """ensure_mongo_password creates the shard user's password Secret once (never rotated)."""
     ns = pool["metadata"]["namespace"]
@@ -114,7 +191,8 @@ def shard_uri(pool: dict[str, Any], provisioner: str, index: int, external: list
         return thirdparty.redis_uri(shard, ns, replicas)
     if provisioner == "mongodb-community":
         secret = kube.get("Secret", ns, thirdparty.mongo_connection_secret_name(shard))
-        return _secret_value(secret, "connectionString.standard")
+        raw = _secret_value(secret, "connectionString.standard")
+        return thirdparty.mongo_data_uri(raw) if raw else None
     if external is not None and index < len(external):
         return external[index]
     return None

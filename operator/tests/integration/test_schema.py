@@ -28,6 +28,16 @@ def attempt(ns: str, kind: str, name: str, spec: dict) -> str:
             {"backend": "redis", "provisioner": "mongodb-community"},
             "mongodb-community serves backend mongodb only",
         ),
+        (
+            "Pool",
+            {"backend": "redis", "provisioner": "redis-operator", "storage": {"ephemeral": True}},
+            "storage.ephemeral needs provisioner builtin",
+        ),
+        (
+            "Pool",
+            {"backend": "mongodb", "provisioner": "mongodb-community", "storage": {"ephemeral": True}},
+            "storage.ephemeral needs provisioner builtin",
+        ),
         ("Queue", {"pool": "web", "messageTTL": 10}, "should be greater than or equal to 60"),
         ("Queue", {"pool": "web", "name": "no spaces"}, "should match"),
         ("Queue", {}, "spec.pool: Required value"),

@@ -42,6 +42,22 @@ class Store:
         self.objs[key] = copy.deepcopy(obj)
         return obj, what
 
+    def patch(self, kind: str, ns: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        """patch is a JSON merge patch (RFC 7386) on a stored object."""
+
+        def merge(into: dict[str, Any], upd: dict[str, Any]) -> None:
+            for k, v in upd.items():
+                if v is None:
+                    into.pop(k, None)
+                elif isinstance(v, dict) and isinstance(into.get(k), dict):
+                    merge(into[k], v)
+                else:
+                    into[k] = copy.deepcopy(v)
+
+        obj = self.objs[(kind, ns, name)]
+        merge(obj, body)
+        return copy.deepcopy(obj)
+
     def delete(self, kind: str, ns: str, name: str) -> bool:
         return self.objs.pop((kind, ns, name), None) is not None
 

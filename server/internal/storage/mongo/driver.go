@@ -31,8 +31,27 @@ import (
 
 func init() { storage.Register("mongodb", Open) }
 
-// DefaultDatabase is used when the URI names no database.
+// DefaultDatabase is used when the URI names no database, or names one of
+// MongoDB's system databases.
 const DefaultDatabase = "sluice"
+
+// systemDatabases are never data databases. A connection string's path is
+// also its default authentication database, so operators such as the MongoDB
+// community operator hand out ".../admin": the credentials live there, the
+// queues must not.
+var systemDatabases = map[string]bool{"admin": true, "local": true, "config": true}
+
+// DatabaseName is the database a pool URI stores its queues in: the URI's
+// path, unless that is empty or a system database (then DefaultDatabase).
+// Authentication is unaffected: the driver still authenticates against the
+// path (or authSource) as the URI says.
+func DatabaseName(uri *url.URL) string {
+	name := strings.TrimPrefix(uri.Path, "/")
+	if name == "" || systemDatabases[name] {
+		return DefaultDatabase
+	}
+	return name
+}
 
 // Driver is a storage.Driver on one MongoDB database.
 type Driver struct {
@@ -85,11 +104,7 @@ func Open(ctx context.Context, uri *url.URL, opts storage.Options) (storage.Driv
 	if err != nil {
 		return nil, storage.E(op, storage.Invalid, err)
 	}
-	name := strings.TrimPrefix(uri.Path, "/")
-	if name == "" {
-		name = DefaultDatabase
-	}
-	db := client.Database(name)
+	db := client.Database(DatabaseName(uri))
 	d := &Driver{
 		client:     client,
 		db:         db,

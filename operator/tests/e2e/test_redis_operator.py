@@ -1,0 +1,231 @@
+"""Pools provisioned by the real redis-operator v0.16.0 (the local cluster runs
+its manager as a host process, its pods from the images `make images` builds):
+a 3-shard Pool of single instances (Redis CRs) and a 3-shard Pool of 3-member
+replication groups behind Sentinel (RedisReplication + RedisSentinel) become
+Ready, the server posts and claims through them, the master of a replicated
+shard is killed and Sentinel's failover loses no acknowledged, replicated
+message, shards scale up and drain-then-go down, and deleting a Pool completes
+while its volumes stay."""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from ..integration.conftest import apply, condition, get, kc, wait_for
+from .conftest import _need, server_url
+
+HEALTH = "http://127.0.0.1:10291/healthz"
+SIZE = "128Mi"
+
+
+@pytest.fixture(scope="module")
+def redis_operator(ns: str) -> Iterator[str]:
+    crd = kc("get", "crd", "redisreplications.redis.redis.opstreelabs.in", check=False)
+    _need(crd.returncode == 0, "redis-operator CRDs not installed (make cluster-up starts redis-operator)")
+    try:
+        with urllib.request.urlopen(HEALTH, timeout=5) as resp:
+            healthy = resp.status == 200
+    except OSError:
+        healthy = False
+    _need(healthy, f"redis-operator not answering on {HEALTH} (make redis-operator-up)")
+    yield ns
+
+
+def pool(ns: str, name: str, shards: int, replicas: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "sluice.dev/v1alpha1",
+        "kind": "Pool",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {
+            "backend": "redis",
+            "provisioner": "redis-operator",
+            "shards": shards,
+            "replicas": replicas,
+            "storage": {"size": SIZE},
+            "resources": {"requests": {"cpu": "20m", "memory": "16Mi"}},
+            "placement": {"nodeClass": "metal", "policy": "required"},
+        },
+    }
+
+
+def ready(ns: str, name: str) -> bool:
+    return condition(get("pool", ns, name), "Ready").get("status") == "True"
+
+
+def items(kind: str, ns: str, selector: str) -> list[dict[str, Any]]:
+    return json.loads(kc("get", kind, "-n", ns, "-l", selector, "-o", "json").stdout)["items"]
+
+
+def zaqar(ns: str, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+    """zaqar calls the namespace's server as a client of project `ns`."""
+    req = urllib.request.Request(
+        server_url(ns) + path,
+        method=method,
+        data=json.dumps(body).encode() if body is not None else None,
+        headers={"Client-ID": str(uuid.uuid4()), "X-Project-ID": ns, "Content-Type": "application/json"},
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            raw = resp.read()
+            return resp.status, json.loads(raw) if raw else None
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode(errors="replace")
+    except OSError as exc:
+        return 0, str(exc)
+
+
+def post(ns: str, queue: str, n: int, tag: str) -> bool:
+    code, _ = zaqar(ns, "POST", f"/v2/queues/{queue}/messages", {"messages": [{"ttl": 3600, "body": {"tag": tag}}] * n})
+    return code == 201
+
+
+def claim_all(ns: str, queue: str) -> list[str]:
+    """claim_all claims until the queue is empty; the tags of every message claimed."""
+    tags: list[str] = []
+    for _ in range(200):
+        code, out = zaqar(ns, "POST", f"/v2/queues/{queue}/claims?limit=20", {"ttl": 300, "grace": 60})
+        if code == 204:
+            return tags
+        assert code == 201, (code, out)
+        tags += [m["body"]["tag"] for m in out["messages"]]
+    raise AssertionError("queue never ran dry")
+
+
+def make_queue(ns: str, pool_name: str, queue: str) -> str:
+    apply(
+        {
+            "apiVersion": "sluice.dev/v1alpha1",
+            "kind": "Queue",
+            "metadata": {"name": queue, "namespace": ns},
+            "spec": {"pool": pool_name, "messageTTL": 3600},
+        }
+    )
+    q = wait_for(
+        f"Queue {queue} on a shard",
+        lambda: (o := get("queue", ns, queue)) and o["status"].get("shard") and o,
+        timeout=120,
+    )
+    return str(q["status"]["shard"])
+
+
+def redis_cli(ns: str, pod: str, *args: str) -> str:
+    return kc("exec", "-n", ns, pod, "--", "redis-cli", *args, check=False).stdout
+
+
+def replication(ns: str, pod: str) -> dict[str, str]:
+    return dict(line.split(":", 1) for line in redis_cli(ns, pod, "info", "replication").splitlines() if ":" in line)
+
+
+def test_single_instance_shards(redis_operator: str) -> None:
+    ns = redis_operator
+    start = time.monotonic()
+    apply(pool(ns, "ro1", 3, 1))
+    wait_for("Pool ro1 Ready", lambda: ready(ns, "ro1"), timeout=600, interval=1)
+    print(f"\nPool (3 shards, replicas 1, redis-operator) apply->Ready {time.monotonic() - start:.1f}s")
+    for i in range(3):
+        cr = get("redis", ns, f"ro1-{i}")
+        assert cr, f"Redis ro1-{i}"
+        # The upstream's own finalizer, and our retention policy for it.
+        assert cr["metadata"].get("finalizers") == ["redisFinalizer"]
+        assert cr["spec"]["storage"]["keepAfterDelete"] is True
+    pods = items("pods", ns, "sluice.dev/pool=ro1")
+    assert len(pods) == 3 and all(p["status"]["phase"] == "Running" for p in pods)
+    for p in pods:
+        assert "sluice.dev/applied-hash" not in (p["metadata"].get("annotations") or {})
+    shard = make_queue(ns, "ro1", "single")
+    assert post(ns, "single", 5, "a")
+    assert claim_all(ns, "single") == ["a"] * 5
+    print(f"queue single on {shard}")
+
+
+def test_scale_up_and_down_keeps_volumes(redis_operator: str) -> None:
+    ns = redis_operator
+    kc("patch", "pool", "ro1", "-n", ns, "--type=merge", "-p", '{"spec": {"shards": 4}}')
+    wait_for(
+        "Pool ro1 Ready with 4 shards",
+        lambda: (o := get("pool", ns, "ro1")) and o["status"].get("readyShards") == "4/4" and ready(ns, "ro1"),
+        timeout=300,
+        interval=1,
+    )
+    kc("patch", "pool", "ro1", "-n", ns, "--type=merge", "-p", '{"spec": {"shards": 3}}')
+    wait_for("shard ro1-3 removed", lambda: get("redis", ns, "ro1-3") is None, timeout=180, interval=1)
+    wait_for("its StatefulSet gone", lambda: get("statefulset", ns, "ro1-3") is None, timeout=120)
+    p = wait_for(
+        "ScaledDown", lambda: (o := get("pool", ns, "ro1")) and condition(o, "ScaledDown").get("status") == "True" and o
+    )
+    assert [s["name"] for s in p["status"]["shards"]] == ["ro1-0", "ro1-1", "ro1-2"]
+    # keepAfterDelete: the removed shard's claim stays.
+    claims = items("pvc", ns, "sluice.dev/pool=ro1,sluice.dev/shard=3")
+    assert [c["metadata"]["name"] for c in claims] == ["ro1-3-ro1-3-0"]
+
+
+def test_replicated_shards_fail_over(redis_operator: str) -> None:
+    ns = redis_operator
+    start = time.monotonic()
+    apply(pool(ns, "ro3", 3, 3))
+    wait_for("Pool ro3 Ready", lambda: ready(ns, "ro3"), timeout=900, interval=1)
+    print(f"\nPool (3 shards, replicas 3 + Sentinel, redis-operator) apply->Ready {time.monotonic() - start:.1f}s")
+    assert get("redissentinel", ns, "ro3-0")
+    shard = make_queue(ns, "ro3", "events")
+    assert post(ns, "events", 20, "before")
+    members = [f"{shard}-{i}" for i in range(3)]
+    roles = {m: replication(ns, m).get("role") for m in members}
+    masters = [m for m, r in roles.items() if r == "master"]
+    assert len(masters) == 1, roles
+    master = masters[0]
+
+    # Acknowledged and replicated: every replica has the master's offset.
+    def replicated() -> bool:
+        info = replication(ns, master)
+        offset = info.get("master_repl_offset")
+        slaves = [v for k, v in info.items() if k.startswith("slave") and k[5:].isdigit()]
+        return len(slaves) == 2 and all(f"offset={offset}," in v for v in slaves)
+
+    wait_for("replicas caught up", replicated, timeout=30)
+    killed = time.monotonic()
+    kc("delete", "pod", master, "-n", ns, "--grace-period=0", "--force")
+    acked = 20
+    first_ok = None
+    for _ in range(600):
+        if post(ns, "events", 1, "after"):
+            first_ok = time.monotonic() - killed
+            acked += 1
+            break
+        time.sleep(0.2)
+    assert first_ok is not None, "the server never posted through the new master"
+    print(f"failover: master {master} killed -> first successful post {first_ok:.1f}s")
+    for _ in range(9):
+        if post(ns, "events", 1, "after"):
+            acked += 1
+    tags = claim_all(ns, "events")
+    assert tags.count("before") == 20, tags
+    assert len(tags) >= acked
+    new_masters = [m for m in members if m != master and replication(ns, m).get("role") == "master"]
+    assert len(new_masters) == 1, "Sentinel promoted no replica"
+
+
+def test_pool_deletion_completes_and_keeps_volumes(redis_operator: str) -> None:
+    ns = redis_operator
+    for q in ("single", "events"):
+        kc("delete", "queue", q, "-n", ns, "--timeout=120s", check=False)
+    for name in ("ro1", "ro3"):
+        kc("delete", "pool", name, "-n", ns, "--wait=false")
+    for name in ("ro1", "ro3"):
+        wait_for(f"Pool {name} deleted", lambda n=name: get("pool", ns, n) is None, timeout=300, interval=1)
+    # The upstream finalizers ran: its CRs are gone, and their claims stay.
+    for kind in ("redis", "redisreplication", "redissentinel"):
+        wait_for(
+            f"{kind} gone",
+            lambda k=kind: not json.loads(kc("get", k, "-n", ns, "-o", "json").stdout)["items"],
+            timeout=180,
+        )
+    left = {c["metadata"]["name"] for c in items("pvc", ns, "app.kubernetes.io/managed-by=sluice-operator")}
+    assert {"ro1-0-ro1-0-0", "ro3-0-ro3-0-0", "ro3-0-ro3-0-2"} <= left, left
