@@ -42,6 +42,9 @@ type Server struct {
 	tokens       map[string]string
 	adminToken   string
 	trustRoles   bool
+	// keystone validates tokens in keystone mode (nil otherwise).
+	keystone    authenticator
+	keystoneURL string
 
 	// locate names the pool a queue is placed on; set with pooling on, so
 	// GET of a queue can tell operators its shard (X-Sluice-Pool).
@@ -72,6 +75,8 @@ func New(opts config.Options, drv storage.Driver, log *slog.Logger, m *metrics.M
 		tokens:       opts.Tokens,
 		adminToken:   opts.AdminToken,
 		trustRoles:   opts.TrustRolesHeader,
+		keystone:     newKeystone(opts, log),
+		keystoneURL:  opts.Keystone.URL,
 	}
 	s.unmatched = m.Endpoint("other", "unmatched")
 	s.mux.Handle("/", http.HandlerFunc(s.notFound))

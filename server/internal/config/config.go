@@ -37,6 +37,10 @@ type Options struct {
 	// TrustRolesHeader accepts `X-Roles: admin` as the admin role, as Zaqar
 	// does in noauth mode. It is only honoured while Tokens is empty.
 	TrustRolesHeader bool
+	// Auth is none, tokens or keystone; empty picks tokens when Tokens is
+	// set (see AuthMode). Keystone configures the keystone mode.
+	Auth     string
+	Keystone KeystoneOptions
 
 	// MaxBodyBytes caps every request body; larger bodies get 413.
 	MaxBodyBytes int64
@@ -88,6 +92,7 @@ func Defaults() Options {
 		Metrics:             true,
 		Tokens:              map[string]string{},
 		TrustRolesHeader:    true,
+		Keystone:            keystoneDefaults(),
 		MaxBodyBytes:        1 << 20,
 		MaxMessagesPostSize: 262144,
 		MaxMessageTTL:       1209600 * time.Second,
@@ -137,6 +142,7 @@ func (o *Options) Validate() error {
 			bad("auth-tokens: a project token must differ from the admin token")
 		}
 	}
+	errs = append(errs, o.validateAuth()...)
 	if o.MaxBodyBytes < 1024 {
 		bad("max-body-bytes: %d is below 1024", o.MaxBodyBytes)
 	}
