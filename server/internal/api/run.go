@@ -74,6 +74,9 @@ func Run(ctx context.Context, opts config.Options, log *slog.Logger, ready Ready
 	if err != nil {
 		return err
 	}
+	if ln, err = s.listenTLS(ln); err != nil {
+		return err
+	}
 	return s.Serve(ctx, ln, ready)
 }
 

@@ -41,6 +41,8 @@ type Options struct {
 	// set (see AuthMode). Keystone configures the keystone mode.
 	Auth     string
 	Keystone KeystoneOptions
+	// TLS serves HTTPS from certificate and key files.
+	TLS TLSOptions
 
 	// MaxBodyBytes caps every request body; larger bodies get 413.
 	MaxBodyBytes int64
@@ -143,6 +145,7 @@ func (o *Options) Validate() error {
 		}
 	}
 	errs = append(errs, o.validateAuth()...)
+	errs = append(errs, o.validateTLS()...)
 	if o.MaxBodyBytes < 1024 {
 		bad("max-body-bytes: %d is below 1024", o.MaxBodyBytes)
 	}
