@@ -3,7 +3,7 @@
 # 23.0.1 side by side (make bench-server). See docs/compat.md.
 APT_PACKAGES  += redis-server wrk gcc
 TEST_TARGETS  += test-compat
-BENCH_TARGETS += bench-server
+BENCH_TARGETS += bench-server bench-auth
 
 COMPAT_VENV := $(BUILD)/venv-compat
 COMPAT_PY   := $(COMPAT_VENV)/bin/python
@@ -18,7 +18,7 @@ KEYSTONE_VENV  := $(BUILD)/venv-keystone
 KEYSTONE_REQ   := $(ROOT)/e2e/keystone/requirements.txt
 KEYSTONE_STAMP = $(KEYSTONE_VENV)/.installed-$(shell md5sum < $(KEYSTONE_REQ) | cut -c1-12)
 
-.PHONY: venv-compat venv-keystone test-compat bench-server build-noop
+.PHONY: venv-compat venv-keystone test-compat bench-server bench-auth build-noop
 venv-compat: $(COMPAT_STAMP) ## python-zaqarclient, zaqar 23.0.1 (zaqar-bench, uwsgi), pytest in build/venv-compat
 
 $(COMPAT_STAMP): $(COMPAT_REQ)
@@ -46,3 +46,6 @@ test-compat: deps-apt build-server venv-compat venv-keystone ## zaqarclient + za
 # or BENCH_ARGS="--targets noop,sluice-redis,zaqar".
 bench-server: deps-apt build-server build-noop venv-compat ## sluice-server vs Zaqar 23.0.1 vs no-op HTTP (wrk), table into docs/benchmarks.md
 	SLUICE_BIN=$(BIN) $(COMPAT_PY) e2e/bench/bench_server.py --write-doc $(ROOT)/docs/benchmarks.md $(BENCH_ARGS)
+
+bench-auth: deps-apt build-server venv-compat venv-keystone ## POST throughput with Keystone auth on (token cached) vs off, table into docs/benchmarks.md
+	SLUICE_BIN=$(BIN) KEYSTONE_VENV=$(KEYSTONE_VENV) $(COMPAT_PY) e2e/bench/bench_auth.py --write-doc $(ROOT)/docs/benchmarks.md $(BENCH_ARGS)

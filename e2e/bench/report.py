@@ -146,11 +146,11 @@ def render_markdown(results: dict) -> str:
     return "\n".join(out)
 
 
-def write_doc_section(path: Path, body: str) -> None:
+def write_doc_section(path: Path, body: str, section: str = SECTION) -> None:
     """Replace only this benchmark's section (up to the next '## ')."""
     text = path.read_text() if path.exists() else "# Benchmarks\n"
     lines = text.splitlines(keepends=True)
-    start = next((i for i, l in enumerate(lines) if l.startswith(SECTION)), None)
+    start = next((i for i, l in enumerate(lines) if l.startswith(section)), None)
     if start is None:
         path.write_text(text.rstrip("\n") + "\n\n" + body + "\n")
         return

@@ -56,7 +56,9 @@ def sluice(keystone, tmp_path_factory):
         "--auth", "keystone", "--keystone-url", keystone.url,
         "--keystone-username", "sluice", "--keystone-project", "service",
         "--keystone-password-file", str(pw_file),
-        "--keystone-revalidate", f"{int(REVALIDATE * 1000)}ms"])
+        "--keystone-revalidate", f"{int(REVALIDATE * 1000)}ms",
+        # Keystone answers in seconds on a loaded CI machine.
+        "--keystone-timeout", "60s"])
     proc.start()
     yield proc
     crashed = proc.proc.poll()

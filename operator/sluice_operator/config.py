@@ -92,6 +92,12 @@ class Config:
     # Retries of a Queue deletion against an unreachable server before the
     # finalizer is released anyway (with an event saying so).
     delete_retries: int = 3
+    # NetworkPolicies per served namespace: builtin shards and the catalog
+    # accept only the namespace's sluice-server pods, each other (replication)
+    # and the operator (its namespace, plus these CIDRs when it runs outside
+    # the cluster); the server accepts clients on its port only.
+    network_policies: bool = True
+    network_policy_cidrs: tuple[str, ...] = ()
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> Config:
@@ -120,6 +126,9 @@ class Config:
         monitor = e.get(p + "SERVICE_MONITOR", "true").strip().lower()
         if monitor not in ("true", "false", "1", "0", "yes", "no"):
             raise ConfigError(f"{p}SERVICE_MONITOR={monitor!r} is not a boolean")
+        netpol = e.get(p + "NETWORK_POLICIES", "true").strip().lower()
+        if netpol not in ("true", "false", "1", "0", "yes", "no"):
+            raise ConfigError(f"{p}NETWORK_POLICIES={netpol!r} is not a boolean")
         level = e.get(p + "LOG_LEVEL", d.log_level).upper()
         if level not in ("DEBUG", "INFO", "WARNING", "WARN", "ERROR"):
             raise ConfigError(f"{p}LOG_LEVEL={level!r} is not debug, info, warning or error")
@@ -157,6 +166,8 @@ class Config:
             service_monitor=monitor in ("true", "1", "yes"),
             service_monitor_labels={str(k): str(v) for k, v in objs["SERVICE_MONITOR_LABELS"].items()},
             delete_retries=_int(e, p + "DELETE_RETRIES", d.delete_retries, 0, 100),
+            network_policies=netpol in ("true", "1", "yes"),
+            network_policy_cidrs=split(e.get(p + "NETWORK_POLICY_CIDRS", "")),
         )
 
     def server_url(self, namespace: str, service: str = "sluice-server") -> str:

@@ -53,6 +53,8 @@ def _provision_shard(
     owner = common.owner_ref(body)
     if prov == "mongodb-community":
         provisioning.ensure_mongo_password(cfg, body, index, owner)
+    if prov == "builtin" and spec["backend"] == "redis":
+        provisioning.ensure_redis_password(cfg, body, index, owner)
     for obj in provisioning.shard_objects(cfg, body, prov, index):
         obj["metadata"]["ownerReferences"] = [owner]
         kube.apply(obj)

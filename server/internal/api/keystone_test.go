@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -12,7 +13,9 @@ import (
 
 // keystoneStandIn answers the two Keystone calls sluice makes; the real
 // Keystone drives the same paths in e2e/compat/test_keystone.py.
-func keystoneStandIn(t *testing.T) *httptest.Server {
+func keystoneStandIn(t *testing.T) *httptest.Server { return keystoneStandInB(t) }
+
+func keystoneStandInB(t testing.TB) *httptest.Server {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v3/auth/tokens", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-Subject-Token", "svc")
@@ -96,5 +99,46 @@ func TestKeystoneOptionsValidated(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("keystone mode without %s: %v", want, err)
 		}
+	}
+}
+
+// BenchmarkPostMessageAuth is the in-process cost of Keystone auth on the
+// hot path (a cached token) next to no auth, in the same run:
+//
+//	go test -run '^$' -bench PostMessageAuth -count 6 ./internal/api/ | benchstat -
+func BenchmarkPostMessageAuth(b *testing.B) {
+	ks := keystoneStandInB(b)
+	for _, mode := range []string{"none", "keystone"} {
+		b.Run(mode, func(b *testing.B) {
+			s := newTestServer(b, func(o *config.Options) {
+				if mode == "keystone" {
+					o.Auth = config.AuthKeystone
+					o.Keystone.URL = ks.URL
+					o.Keystone.Username, o.Keystone.Password, o.Keystone.Project = "sluice", "pw", "service"
+				}
+			})
+			body := benchBody()
+			req := httptest.NewRequest("POST", "/v2/queues/bench/messages", nil)
+			req.Header.Set("Client-ID", testClient)
+			req.Header.Set("X-Project-ID", "proj-a")
+			req.Header.Set("X-Auth-Token", "tok-a")
+			req.Header.Set("Content-Type", "application/json")
+			w := &discardWriter{h: http.Header{}}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				r := req.Clone(req.Context())
+				r.Body = nopCloser{bytes.NewReader(body)}
+				r.ContentLength = int64(len(body))
+				clear(w.h)
+				s.ServeHTTP(w, r)
+				if w.status != 201 {
+					b.Fatalf("status %d", w.status)
+				}
+				if i%1000 == 999 {
+					s.drv.Queues().Purge(req.Context(), refOf("proj-a", "bench"))
+				}
+			}
+		})
 	}
 }
