@@ -181,7 +181,7 @@ def redis_with_password(redis_server_args: str) -> str:
     line, where any process in the pod could read them with ps."""
     return (
         "umask 077; "
-        f"printf 'requirepass %s\\nmasterauth %s\\n' \"${REDIS_PASSWORD_ENV}\" \"${REDIS_PASSWORD_ENV}\" "
+        f'printf \'requirepass %s\\nmasterauth %s\\n\' "${REDIS_PASSWORD_ENV}" "${REDIS_PASSWORD_ENV}" '
         "> /tmp/redis-auth.conf; "
         f"exec redis-server /tmp/redis-auth.conf {redis_server_args}"
     )

@@ -8,8 +8,7 @@ import secrets
 from typing import Any
 
 from .. import kube
-from ..builders import common
-from ..builders import netpol
+from ..builders import common, netpol
 from ..builders import server as sb
 from ..config import Config
 from ..serverapi import ServerAPI
