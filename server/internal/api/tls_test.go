@@ -2,16 +2,9 @@ package api
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"io"
 	"log/slog"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -20,63 +13,8 @@ import (
 	"time"
 
 	"sluice.dev/server/internal/config"
+	"sluice.dev/server/internal/testutil"
 )
-
-// testCA signs loopback server certificates, as the operator's generated
-// CA or cert-manager would.
-type testCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pool *x509.CertPool
-}
-
-func newTestCA(t *testing.T) *testCA {
-	t.Helper()
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	pool := x509.NewCertPool()
-	pool.AddCert(cert)
-	return &testCA{cert, key, pool}
-}
-
-// issue writes a certificate for 127.0.0.1 with the given serial, and its key.
-func (ca *testCA) issue(t *testing.T, certFile, keyFile string, serial int64) {
-	t.Helper()
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: "sluice-server"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, _ := x509.MarshalECPrivateKey(key)
-	writeAtomic(t, certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
-	writeAtomic(t, keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}))
-}
-
-// writeAtomic replaces a file by rename, as a Secret volume update does.
-func writeAtomic(t *testing.T, path string, data []byte) {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // runServer starts Run (the real listener path) and returns its address.
 func runServer(t *testing.T, opts config.Options) string {
@@ -109,9 +47,9 @@ func runServer(t *testing.T, opts config.Options) string {
 
 // servedSerial makes a new connection and returns the serial of the
 // certificate the server presented (verified against the CA).
-func servedSerial(t *testing.T, addr string, ca *testCA) int64 {
+func servedSerial(t *testing.T, addr string, ca *testutil.CA) int64 {
 	t.Helper()
-	c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.pool}, DisableKeepAlives: true}}
+	c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.Pool}, DisableKeepAlives: true}}
 	res, err := c.Get("https://" + addr + "/healthz")
 	if err != nil {
 		t.Fatal(err)
@@ -126,8 +64,8 @@ func servedSerial(t *testing.T, addr string, ca *testCA) int64 {
 func TestTLSServesAndReloads(t *testing.T) {
 	dir := t.TempDir()
 	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
-	ca := newTestCA(t)
-	ca.issue(t, certFile, keyFile, 100)
+	ca := testutil.NewCA(t)
+	ca.Issue(t, certFile, keyFile, 100)
 	opts := config.Defaults()
 	opts.TLS = config.TLSOptions{CertFile: certFile, KeyFile: keyFile}
 	if err := opts.Validate(); err != nil {
@@ -146,19 +84,19 @@ func TestTLSServesAndReloads(t *testing.T) {
 	}
 
 	// Renewal: a new pair is served on the next connection, no restart.
-	ca.issue(t, certFile, keyFile, 101)
+	ca.Issue(t, certFile, keyFile, 101)
 	if got := servedSerial(t, addr, ca); got != 101 {
 		t.Fatalf("after renewal: serial %d, want 101", got)
 	}
 	// A half-updated pair (new certificate, old key) keeps the last good one.
 	keyBefore, _ := os.ReadFile(keyFile)
-	ca.issue(t, certFile, keyFile, 102)
-	writeAtomic(t, keyFile, keyBefore)
+	ca.Issue(t, certFile, keyFile, 102)
+	testutil.WriteFileAtomic(t, keyFile, keyBefore)
 	if got := servedSerial(t, addr, ca); got != 101 {
 		t.Fatalf("mismatched pair: serial %d, want the previous 101", got)
 	}
 	// Once the matching key lands, the new certificate is served.
-	ca.issue(t, certFile, keyFile, 103)
+	ca.Issue(t, certFile, keyFile, 103)
 	if got := servedSerial(t, addr, ca); got != 103 {
 		t.Fatalf("after the fix: serial %d, want 103", got)
 	}
@@ -167,10 +105,10 @@ func TestTLSServesAndReloads(t *testing.T) {
 func TestTLSOptionsValidated(t *testing.T) {
 	dir := t.TempDir()
 	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
-	ca := newTestCA(t)
-	ca.issue(t, certFile, keyFile, 1)
+	ca := testutil.NewCA(t)
+	ca.Issue(t, certFile, keyFile, 1)
 	other := filepath.Join(dir, "other.key")
-	ca.issue(t, filepath.Join(dir, "other.crt"), other, 2)
+	ca.Issue(t, filepath.Join(dir, "other.crt"), other, 2)
 	for name, tc := range map[string]config.TLSOptions{
 		"cert only":  {CertFile: certFile},
 		"key only":   {KeyFile: keyFile},
