@@ -3,7 +3,7 @@
 # 23.0.1 side by side (make bench-server). See docs/compat.md.
 APT_PACKAGES  += redis-server wrk gcc
 TEST_TARGETS  += test-compat
-BENCH_TARGETS += bench-server
+BENCH_TARGETS += bench-server bench-auth
 
 COMPAT_VENV := $(BUILD)/venv-compat
 COMPAT_PY   := $(COMPAT_VENV)/bin/python
@@ -12,8 +12,13 @@ COMPAT_REQ  := $(ROOT)/e2e/compat/requirements.txt
 # and a second run with the same pins costs nothing.
 COMPAT_STAMP = $(COMPAT_VENV)/.installed-$(shell md5sum < $(COMPAT_REQ) | cut -c1-12)
 NOOP_BIN    := $(BIN)/noop-http
+# The real Keystone for the --auth keystone tests, in a venv of its own:
+# its pins differ from the client's.
+KEYSTONE_VENV  := $(BUILD)/venv-keystone
+KEYSTONE_REQ   := $(ROOT)/e2e/keystone/requirements.txt
+KEYSTONE_STAMP = $(KEYSTONE_VENV)/.installed-$(shell md5sum < $(KEYSTONE_REQ) | cut -c1-12)
 
-.PHONY: venv-compat test-compat bench-server build-noop
+.PHONY: venv-compat venv-keystone test-compat bench-server bench-auth build-noop
 venv-compat: $(COMPAT_STAMP) ## python-zaqarclient, zaqar 23.0.1 (zaqar-bench, uwsgi), pytest in build/venv-compat
 
 $(COMPAT_STAMP): $(COMPAT_REQ)
@@ -22,14 +27,25 @@ $(COMPAT_STAMP): $(COMPAT_REQ)
 	@rm -f $(COMPAT_VENV)/.installed-*
 	@touch $@
 
+venv-keystone: $(KEYSTONE_STAMP) ## Keystone 30.0.0 (SQLite, fernet) for the Keystone auth tests, in build/venv-keystone
+
+$(KEYSTONE_STAMP): $(KEYSTONE_REQ)
+	@test -x $(KEYSTONE_VENV)/bin/python || $(PYTHON) -m venv $(KEYSTONE_VENV)
+	$(KEYSTONE_VENV)/bin/python -m pip install -q --disable-pip-version-check -r $(KEYSTONE_REQ)
+	@rm -f $(KEYSTONE_VENV)/.installed-*
+	@touch $@
+
 build-noop: ## the no-op Go HTTP handler used as the HTTP ceiling
 	@mkdir -p $(BIN)
 	cd e2e/bench/noop && $(GO) build -trimpath -o $(NOOP_BIN) .
 
-test-compat: deps-apt build-server venv-compat ## zaqarclient + zaqar-bench against sluice-server (memory and redis stores)
-	SLUICE_BIN=$(BIN) $(COMPAT_PY) -m pytest -q -p no:cacheprovider -rfEsxX e2e/compat
+test-compat: deps-apt build-server venv-compat venv-keystone ## zaqarclient + zaqar-bench against sluice-server (memory and redis stores, Keystone auth)
+	SLUICE_BIN=$(BIN) KEYSTONE_VENV=$(KEYSTONE_VENV) $(COMPAT_PY) -m pytest -q -p no:cacheprovider -rfEsxX e2e/compat
 
 # BENCH_ARGS passes options to the driver, e.g. BENCH_ARGS="--duration 5"
 # or BENCH_ARGS="--targets noop,sluice-redis,zaqar".
 bench-server: deps-apt build-server build-noop venv-compat ## sluice-server vs Zaqar 23.0.1 vs no-op HTTP (wrk), table into docs/benchmarks.md
 	SLUICE_BIN=$(BIN) $(COMPAT_PY) e2e/bench/bench_server.py --write-doc $(ROOT)/docs/benchmarks.md $(BENCH_ARGS)
+
+bench-auth: deps-apt build-server venv-compat venv-keystone ## POST throughput with Keystone auth on (token cached) vs off, table into docs/benchmarks.md
+	SLUICE_BIN=$(BIN) KEYSTONE_VENV=$(KEYSTONE_VENV) $(COMPAT_PY) e2e/bench/bench_auth.py --write-doc $(ROOT)/docs/benchmarks.md $(BENCH_ARGS)

@@ -110,6 +110,12 @@ class Config:
     # Key of pre-signed URLs (sluice-server --signed-url-secret), as
     # "secret-name/key" of a Secret in each namespace with a Pool; empty: /share is off.
     signed_url_secret: str = ""
+    # NetworkPolicies per served namespace: builtin shards and the catalog
+    # accept only the namespace's sluice-server pods, each other (replication)
+    # and the operator (its namespace, plus these CIDRs when it runs outside
+    # the cluster); the server accepts clients on its port only.
+    network_policies: bool = True
+    network_policy_cidrs: tuple[str, ...] = ()
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> Config:
@@ -142,6 +148,7 @@ class Config:
             refs[key] = e.get(p + key, "").strip()
             if refs[key] and len([x for x in refs[key].split("/") if x]) != 2:
                 raise ConfigError(f"{p}{key}={refs[key]!r} is not secret-name/key")
+        netpol = _bool(e, p + "NETWORK_POLICIES", d.network_policies)
         level = e.get(p + "LOG_LEVEL", d.log_level).upper()
         if level not in ("DEBUG", "INFO", "WARNING", "WARN", "ERROR"):
             raise ConfigError(f"{p}LOG_LEVEL={level!r} is not debug, info, warning or error")
@@ -183,6 +190,8 @@ class Config:
             smtp_url_secret=refs["SMTP_URL_SECRET"],
             require_confirmation=confirm,
             signed_url_secret=refs["SIGNED_URL_SECRET"],
+            network_policies=netpol,
+            network_policy_cidrs=split(e.get(p + "NETWORK_POLICY_CIDRS", "")),
         )
 
     def server_url(self, namespace: str, service: str = "sluice-server") -> str:

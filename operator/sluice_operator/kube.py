@@ -34,6 +34,7 @@ KINDS: dict[str, tuple[str, str]] = {
     "StatefulSet": ("apps/v1", "statefulsets"),
     "Deployment": ("apps/v1", "deployments"),
     "PodDisruptionBudget": ("policy/v1", "poddisruptionbudgets"),
+    "NetworkPolicy": ("networking.k8s.io/v1", "networkpolicies"),
     "Job": ("batch/v1", "jobs"),
     "ServiceMonitor": ("monitoring.coreos.com/v1", "servicemonitors"),
     "Redis": ("redis.redis.opstreelabs.in/v1beta2", "redis"),

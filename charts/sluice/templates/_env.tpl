@@ -45,6 +45,10 @@ reads SLUICE_OPERATOR_*). JSON-valued variables carry structured values as-is.
   value: {{ .Values.catalog.uri | quote }}
 - name: SLUICE_OPERATOR_CATALOG_STORAGE_SIZE
   value: {{ .Values.catalog.storageSize | quote }}
+- name: SLUICE_OPERATOR_NETWORK_POLICIES
+  value: {{ .Values.networkPolicies.enabled | quote }}
+- name: SLUICE_OPERATOR_NETWORK_POLICY_CIDRS
+  value: {{ join "," .Values.networkPolicies.extraCIDRs | quote }}
 - name: SLUICE_OPERATOR_COMMON_LABELS
   value: {{ toJson .Values.commonLabels | quote }}
 - name: SLUICE_OPERATOR_POD_SECURITY_CONTEXT

@@ -11,6 +11,9 @@ function M.headers()
   -- One Client-ID for the run: Zaqar requires it on every /v2 route.
   wrk.headers["Client-ID"] = os.getenv("CLIENT_ID") or "3381af92-2b9e-11e3-b191-71861300734c"
   wrk.headers["X-Project-ID"] = M.project
+  -- A Keystone token (make bench-auth): validated once, then cached.
+  local token = os.getenv("AUTH_TOKEN")
+  if token and token ~= "" then wrk.headers["X-Auth-Token"] = token end
 end
 
 -- message returns one message object whose JSON encoding is about size bytes.

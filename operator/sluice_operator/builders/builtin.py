@@ -1,6 +1,7 @@
 """The builtin provisioner: one StatefulSet per shard, run by the operator itself.
 
-Redis runs with AOF persistence; replicas > 1 start as replicas of pod 0.
+Redis runs with AOF persistence and a generated password (requirepass, also
+used by replicas as masterauth); replicas > 1 start as replicas of pod 0.
 MongoDB runs the image the user names; replicas > 1 form a replica set that
 the operator initiates when it first probes the shard.
 """
@@ -21,10 +22,21 @@ def headless_name(shard: str) -> str:
     return f"{shard}-headless"
 
 
-def shard_uri(backend: str, shard: str, namespace: str, replicas: int) -> str:
-    """shard_uri is the URI the server uses for a builtin shard."""
+def password_secret_name(shard: str) -> str:
+    """password_secret_name is the generated Secret holding a builtin Redis shard's password."""
+    return f"{shard}-redis-auth"
+
+
+def password_secret(cfg: Config, pool: dict[str, Any], index: int, password: str) -> dict[str, Any]:
+    """password_secret holds the password a builtin Redis shard requires."""
+    shard = common.shard_name(pool["metadata"]["name"], index)
+    return common.password_secret(cfg, password_secret_name(shard), pool["metadata"]["namespace"], "backend", password)
+
+
+def shard_uri(backend: str, shard: str, namespace: str, replicas: int, password: str | None = None) -> str:
+    """shard_uri is the URI the server uses for a builtin shard (with the Redis password when given)."""
     if backend == "redis":
-        return f"redis://{shard}.{namespace}.svc:{REDIS_PORT}/0"
+        return common.redis_uri(f"{shard}.{namespace}.svc", REDIS_PORT, 0, password)
     if replicas == 1:
         return f"mongodb://{shard}.{namespace}.svc:{MONGO_PORT}/?directConnection=true"
     hosts = ",".join(f"{shard}-{i}.{headless_name(shard)}.{namespace}.svc:{MONGO_PORT}" for i in range(replicas))
@@ -33,13 +45,16 @@ def shard_uri(backend: str, shard: str, namespace: str, replicas: int) -> str:
 
 def _redis_command(shard: str, namespace: str) -> list[str]:
     base = (
-        f"exec redis-server --port {REDIS_PORT} --bind 0.0.0.0 --protected-mode no --dir /data "
+        f"--port {REDIS_PORT} --bind 0.0.0.0 --protected-mode no --dir /data "
         "--appendonly yes --appendfsync everysec --save ''"
     )
     primary = f"{shard}-0.{headless_name(shard)}.{namespace}.svc"
     # Pod 0 is the primary; the others follow it (the server only talks to pod 0
     # through the shard Service, replicas keep a warm copy).
-    script = f'if [ "${{HOSTNAME##*-}}" = "0" ]; then {base}; else {base} --replicaof {primary} {REDIS_PORT}; fi'
+    script = (
+        f'if [ "${{HOSTNAME##*-}}" = "0" ]; then {common.redis_with_password(base)}; '
+        f"else {common.redis_with_password(base + f' --replicaof {primary} {REDIS_PORT}')}; fi"
+    )
     return ["sh", "-c", script]
 
 
@@ -59,9 +74,11 @@ def statefulset(cfg: Config, pool: dict[str, Any], index: int) -> dict[str, Any]
     replicas = int(spec.get("replicas", 1))
     lbls = common.shard_labels(cfg, name, index)
     storage = spec.get("storage") or {}
+    env: list[dict[str, Any]] = []
     if backend == "redis":
         image, port, mount = spec.get("image") or cfg.redis_image, REDIS_PORT, "/data"
         command = _redis_command(shard, ns)
+        env = [common.secret_env(common.REDIS_PASSWORD_ENV, password_secret_name(shard))]
     else:
         image, port, mount = spec["image"], MONGO_PORT, "/data/db"
         command = _mongo_command(shard, replicas)
@@ -76,6 +93,8 @@ def statefulset(cfg: Config, pool: dict[str, Any], index: int) -> dict[str, Any]
         "livenessProbe": {"tcpSocket": {"port": port}, "periodSeconds": 10, "failureThreshold": 6},
         "securityContext": common.container_security(cfg),
     }
+    if env:
+        container["env"] = env
     if spec.get("resources"):
         container["resources"] = spec["resources"]
     volumes: list[dict[str, Any]] = [{"name": "tmp", "emptyDir": {}}]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 from typing import Any
+from urllib.parse import quote
 
 from .. import API_VERSION
 from ..config import Config
@@ -16,6 +17,10 @@ LABEL_COMPONENT = "app.kubernetes.io/component"
 SERVER_NAME = "sluice-server"
 CATALOG_NAME = "sluice-catalog"
 ADMIN_SECRET = "sluice-server-admin"
+CATALOG_SECRET = "sluice-catalog-auth"
+# Key of a generated password Secret, and the variable a Redis container reads it from.
+PASSWORD_KEY = "password"
+REDIS_PASSWORD_ENV = "REDIS_PASSWORD"
 
 
 def shard_name(pool: str, index: int) -> str:
@@ -152,3 +157,37 @@ def volume_claim(name: str, storage: dict[str, Any], lbls: dict[str, str]) -> di
     if storage.get("storageClassName"):
         spec["storageClassName"] = storage["storageClassName"]
     return {"metadata": {"name": name, "labels": selector(lbls)}, "spec": spec}
+
+
+def password_secret(cfg: Config, name: str, ns: str, component: str, password: str) -> dict[str, Any]:
+    """password_secret holds a generated backend password (created once, never rotated)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": name, "namespace": ns, "labels": labels(cfg, component)},
+        "type": "Opaque",
+        "stringData": {PASSWORD_KEY: password},
+    }
+
+
+def secret_env(env_name: str, secret: str) -> dict[str, Any]:
+    """secret_env is an environment variable read from a password Secret."""
+    return {"name": env_name, "valueFrom": {"secretKeyRef": {"name": secret, "key": PASSWORD_KEY}}}
+
+
+def redis_with_password(redis_server_args: str) -> str:
+    """redis_with_password is a shell line starting redis-server with requirepass and masterauth
+    from $REDIS_PASSWORD. They go through a config file in /tmp (an emptyDir), not the command
+    line, where any process in the pod could read them with ps."""
+    return (
+        "umask 077; "
+        f'printf \'requirepass %s\\nmasterauth %s\\n\' "${REDIS_PASSWORD_ENV}" "${REDIS_PASSWORD_ENV}" '
+        "> /tmp/redis-auth.conf; "
+        f"exec redis-server /tmp/redis-auth.conf {redis_server_args}"
+    )
+
+
+def redis_uri(host: str, port: int, db: int, password: str | None) -> str:
+    """redis_uri is a redis:// URI, with the password as its userinfo when there is one."""
+    auth = f":{quote(password, safe='')}@" if password else ""
+    return f"redis://{auth}{host}:{port}/{db}"

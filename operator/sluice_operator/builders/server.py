@@ -14,13 +14,21 @@ from ..config import Config
 from . import common
 
 CATALOG_PORT = 6379
+# The server container's variable holding the builtin catalog's password; the
+# catalog and store URIs refer to it as $(CATALOG_PASSWORD), which the kubelet
+# expands, so the password is never part of the Deployment object.
+CATALOG_PASSWORD_ENV = "CATALOG_PASSWORD"
+
+
+def _builtin_catalog_uri(namespace: str, db: int) -> str:
+    return f"redis://:$({CATALOG_PASSWORD_ENV})@{common.CATALOG_NAME}.{namespace}.svc:{CATALOG_PORT}/{db}"
 
 
 def catalog_uri(cfg: Config, namespace: str) -> str:
     """catalog_uri is the management store the server keeps pools, flavors and placements in."""
     if cfg.catalog_uri:
         return cfg.catalog_uri.format(namespace=namespace)
-    return f"redis://{common.CATALOG_NAME}.{namespace}.svc:{CATALOG_PORT}/0"
+    return _builtin_catalog_uri(namespace, 0)
 
 
 def store_uri(cfg: Config, namespace: str) -> str:
@@ -29,7 +37,7 @@ def store_uri(cfg: Config, namespace: str) -> str:
         return cfg.server_store.format(namespace=namespace)
     if cfg.catalog_uri:
         return catalog_uri(cfg, namespace)
-    return f"redis://{common.CATALOG_NAME}.{namespace}.svc:{CATALOG_PORT}/1"
+    return _builtin_catalog_uri(namespace, 1)
 
 
 def _meta(name: str, ns: str, lbls: dict[str, str], owners: list[dict[str, Any]]) -> dict[str, Any]:
@@ -70,10 +78,20 @@ def notification_env(cfg: Config) -> list[dict[str, Any]]:
     return env
 
 
+def catalog_secret(cfg: Config, ns: str, password: str, owners: list[dict[str, Any]]) -> dict[str, Any]:
+    """catalog_secret holds the builtin catalog Redis's password, shared by it and the server."""
+    secret = common.password_secret(cfg, common.CATALOG_SECRET, ns, "catalog", password)
+    secret["metadata"]["ownerReferences"] = owners
+    return secret
+
+
 def deployment(cfg: Config, ns: str, owners: list[dict[str, Any]]) -> dict[str, Any]:
     """deployment runs sluice-server with the catalog URI and the admin token from its Secret."""
     lbls = common.labels(cfg, "server")
-    env = [
+    # Defined before the URIs that refer to it: the kubelet expands $(VAR) only
+    # from variables listed earlier.
+    env = [] if cfg.catalog_uri else [common.secret_env(CATALOG_PASSWORD_ENV, common.CATALOG_SECRET)]
+    env += [
         {"name": "SLUICE_LISTEN", "value": f"0.0.0.0:{cfg.server_port}"},
         {"name": "SLUICE_STORE", "value": store_uri(cfg, ns)},
         {"name": cfg.catalog_env, "value": catalog_uri(cfg, ns)},
@@ -169,20 +187,14 @@ def catalog_statefulset(cfg: Config, ns: str, owners: list[dict[str, Any]]) -> d
         "image": cfg.redis_image,
         "imagePullPolicy": cfg.image_pull_policy,
         "command": [
-            "redis-server",
-            "--port",
-            str(CATALOG_PORT),
-            "--bind",
-            "0.0.0.0",
-            "--protected-mode",
-            "no",
-            "--dir",
-            "/data",
-            "--appendonly",
-            "yes",
-            "--appendfsync",
-            "always",
+            "sh",
+            "-c",
+            common.redis_with_password(
+                f"--port {CATALOG_PORT} --bind 0.0.0.0 --protected-mode no --dir /data "
+                "--appendonly yes --appendfsync always"
+            ),
         ],
+        "env": [common.secret_env(common.REDIS_PASSWORD_ENV, common.CATALOG_SECRET)],
         "ports": [{"name": "redis", "containerPort": CATALOG_PORT}],
         "volumeMounts": [{"name": "data", "mountPath": "/data"}, {"name": "tmp", "mountPath": "/tmp"}],
         "readinessProbe": {"tcpSocket": {"port": CATALOG_PORT}, "periodSeconds": 5},

@@ -65,6 +65,8 @@ def _provision_shard(
         if index == 0:
             provisioning.ensure_mongo_database_rbac(cfg, meta["namespace"], common.owner_ref(body, controller=False))
         provisioning.ensure_mongo_password(cfg, body, index, owner)
+    if prov == "builtin" and spec["backend"] == "redis":
+        provisioning.ensure_redis_password(cfg, body, index, owner)
     for obj in objects:
         obj["metadata"]["ownerReferences"] = [owner]
         kube.apply(obj)

@@ -178,6 +178,16 @@ def ensure_mongo_password(cfg: Config, pool: dict[str, Any], index: int, owner: 
         kube.apply(secret)
 
 
+def ensure_redis_password(cfg: Config, pool: dict[str, Any], index: int, owner: dict[str, Any]) -> None:
+    """ensure_redis_password creates a builtin Redis shard's password Secret once (never rotated)."""
+    ns = pool["metadata"]["namespace"]
+    shard = common.shard_name(pool["metadata"]["name"], index)
+    if kube.get("Secret", ns, builtin.password_secret_name(shard)) is None:
+        secret = builtin.password_secret(cfg, pool, index, secrets.token_urlsafe(24))
+        secret["metadata"]["ownerReferences"] = [owner]
+        kube.apply(secret)
+
+
 def shard_uri(pool: dict[str, Any], provisioner: str, index: int, external: list[str] | None) -> str | None:
     """shard_uri is the URI the server is given for a shard; None while it is not known yet
     (mongodb-community writes its connection-string Secret once the replica set is up)."""
@@ -186,7 +196,12 @@ def shard_uri(pool: dict[str, Any], provisioner: str, index: int, external: list
     shard = common.shard_name(meta["name"], index)
     replicas = int(spec.get("replicas", 1))
     if provisioner == "builtin":
-        return builtin.shard_uri(spec["backend"], shard, ns, replicas)
+        password = None
+        if spec["backend"] == "redis":
+            # The server registers the shard with this URI; the operator never
+            # logs it or writes it to status (probes.endpoint drops userinfo).
+            password = _secret_value(kube.get("Secret", ns, builtin.password_secret_name(shard)), common.PASSWORD_KEY)
+        return builtin.shard_uri(spec["backend"], shard, ns, replicas, password)
     if provisioner == "redis-operator":
         return thirdparty.redis_uri(shard, ns, replicas)
     if provisioner == "mongodb-community":

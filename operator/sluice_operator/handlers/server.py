@@ -8,7 +8,7 @@ import secrets
 from typing import Any
 
 from .. import kube
-from ..builders import common
+from ..builders import common, netpol
 from ..builders import server as sb
 from ..config import Config
 from ..serverapi import ServerAPI
@@ -28,7 +28,7 @@ def desired(cfg: Config, ns: str, refs: list[dict[str, Any]], monitoring: bool) 
         objs += [sb.catalog_statefulset(cfg, ns, refs), sb.catalog_service(cfg, ns, refs)]
     if monitoring:
         objs.append(sb.service_monitor(cfg, ns, refs))
-    return objs
+    return objs + netpol.desired(cfg, ns, refs)
 
 
 def admin_token(ns: str) -> str | None:
@@ -51,6 +51,9 @@ def ensure(cfg: Config, ns: str, pool: dict[str, Any]) -> str:
     if admin_token(ns) is None:
         kube.apply(sb.admin_secret(cfg, ns, secrets.token_urlsafe(32), refs))
         changed.append("Secret/" + common.ADMIN_SECRET)
+    if not cfg.catalog_uri and kube.get("Secret", ns, common.CATALOG_SECRET) is None:
+        kube.apply(sb.catalog_secret(cfg, ns, secrets.token_urlsafe(32), refs))
+        changed.append("Secret/" + common.CATALOG_SECRET)
     monitoring = cfg.service_monitor and kube.group_served("monitoring.coreos.com/v1")
     for obj in desired(cfg, ns, refs, monitoring):
         _, what = kube.apply(obj)

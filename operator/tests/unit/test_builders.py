@@ -133,8 +133,8 @@ def test_server_objects_share_all_pool_owners(cfg: Config) -> None:
     assert dep["metadata"]["ownerReferences"] == owners
     assert all(o["controller"] is False for o in owners)
     env = {e["name"]: e for e in dep["spec"]["template"]["spec"]["containers"][0]["env"]}
-    assert env["SLUICE_CATALOG"]["value"] == "redis://sluice-catalog.shop.svc:6379/0"
-    assert env["SLUICE_STORE"]["value"] == "redis://sluice-catalog.shop.svc:6379/1"
+    assert env["SLUICE_CATALOG"]["value"] == "redis://:$(CATALOG_PASSWORD)@sluice-catalog.shop.svc:6379/0"
+    assert env["SLUICE_STORE"]["value"] == "redis://:$(CATALOG_PASSWORD)@sluice-catalog.shop.svc:6379/1"
     assert env["SLUICE_ADMIN_TOKEN"]["valueFrom"]["secretKeyRef"]["name"] == "sluice-server-admin"
     assert dep["spec"]["replicas"] == cfg.server_replicas
     # Liveness waits out the server's start-up retries (SLUICE_START_TIMEOUT, 2 min).

@@ -138,6 +138,9 @@ const maxProjectLen = 256
 
 // authorize resolves the caller's project and admin role.
 func (s *Server) authorize(r *http.Request, c *Call) *apiError {
+	if s.keystone != nil {
+		return s.authorizeKeystone(r, c)
+	}
 	h := r.Header
 	proj, hasProj := h["X-Project-Id"]
 	if s.authRequired || s.adminToken != "" {

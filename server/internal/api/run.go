@@ -75,6 +75,9 @@ func Run(ctx context.Context, opts config.Options, log *slog.Logger, ready Ready
 	if err != nil {
 		return err
 	}
+	if ln, err = s.listenTLS(ln); err != nil {
+		return err
+	}
 	stopEngine, err := s.startDeliveries(ctx)
 	if err != nil {
 		ln.Close()

@@ -43,6 +43,9 @@ type Server struct {
 	adminToken   string
 	trustRoles   bool
 	signKey      []byte // pre-signed URLs; nil: off
+	// keystone validates tokens in keystone mode (nil otherwise).
+	keystone    authenticator
+	keystoneURL string
 
 	// locate names the pool a queue is placed on; set with pooling on, so
 	// GET of a queue can tell operators its shard (X-Sluice-Pool).
@@ -79,6 +82,8 @@ func New(opts config.Options, drv storage.Driver, log *slog.Logger, m *metrics.M
 		tokens:       opts.Tokens,
 		adminToken:   opts.AdminToken,
 		trustRoles:   opts.TrustRolesHeader,
+		keystone:     newKeystone(opts, log),
+		keystoneURL:  opts.Keystone.URL,
 	}
 	// Validate has read the key file already; an error here left it nil.
 	s.signKey, _ = opts.SignedURLKey()

@@ -44,6 +44,12 @@ type Options struct {
 	// mounted Secret). Neither: /share answers 400, as Zaqar unconfigured.
 	SignedURLSecret     string
 	SignedURLSecretFile string
+	// Auth is none, tokens or keystone; empty picks tokens when Tokens is
+	// set (see AuthMode). Keystone configures the keystone mode.
+	Auth     string
+	Keystone KeystoneOptions
+	// TLS serves HTTPS from certificate and key files.
+	TLS TLSOptions
 
 	// MaxBodyBytes caps every request body; larger bodies get 413.
 	MaxBodyBytes int64
@@ -123,6 +129,7 @@ func Defaults() Options {
 		Metrics:             true,
 		Tokens:              map[string]string{},
 		TrustRolesHeader:    true,
+		Keystone:            keystoneDefaults(),
 		MaxBodyBytes:        1 << 20,
 		MaxMessagesPostSize: 262144,
 		MaxMessageTTL:       1209600 * time.Second,
@@ -185,6 +192,8 @@ func (o *Options) Validate() error {
 	if _, err := o.SignedURLKey(); err != nil {
 		bad("%v", err)
 	}
+	errs = append(errs, o.validateAuth()...)
+	errs = append(errs, o.validateTLS()...)
 	if o.MaxBodyBytes < 1024 {
 		bad("max-body-bytes: %d is below 1024", o.MaxBodyBytes)
 	}

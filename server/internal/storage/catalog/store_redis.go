@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net/url"
@@ -13,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"sluice.dev/server/internal/storage"
+	redisdrv "sluice.dev/server/internal/storage/redis"
 )
 
 // Redis keys of the management store.
@@ -37,6 +39,20 @@ func newRedisClient(uri string) (redis.UniversalClient, error) {
 		return nil, err
 	}
 	q := u.Query()
+	// tls_ca_file is the store drivers' option (one meaning for every URI
+	// sluice opens); go-redis does not know it, so it is taken out here.
+	var rootCAs *x509.CertPool
+	if ca := q.Get("tls_ca_file"); ca != "" {
+		if u.Scheme != "rediss" {
+			return nil, fmt.Errorf("option tls_ca_file needs the rediss:// scheme")
+		}
+		if rootCAs, err = redisdrv.CAPool(ca); err != nil {
+			return nil, err
+		}
+		q.Del("tls_ca_file")
+		u.RawQuery = q.Encode()
+		uri = u.String()
+	}
 	if master := q.Get("master"); master != "" {
 		o := &redis.FailoverOptions{MasterName: master, SentinelAddrs: strings.Split(u.Host, ",")}
 		if u.User != nil {
@@ -53,6 +69,9 @@ func newRedisClient(uri string) (redis.UniversalClient, error) {
 	o, err := redis.ParseURL(uri)
 	if err != nil {
 		return nil, err
+	}
+	if rootCAs != nil {
+		o.TLSConfig.RootCAs = rootCAs
 	}
 	o.DialTimeout = 2 * time.Second
 	return redis.NewClient(o), nil

@@ -2,9 +2,11 @@ package redis
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"net"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -29,7 +31,9 @@ const (
 //	redis://[:password@]h1:26379,h2:26379[/db]?master=mymaster[&sentinel_password=...]
 //
 // Options: dial_timeout, read_timeout, write_timeout (Go durations such as
-// 500ms, or seconds), pool_size, master, sentinel_password, sentinel_username.
+// 500ms, or seconds), pool_size, master, sentinel_password, sentinel_username,
+// and with rediss:// tls_ca_file (a PEM bundle to trust instead of the system
+// roots: a private CA mounted from a Secret).
 type clientConfig struct {
 	addrs            []string
 	master           string
@@ -39,6 +43,7 @@ type clientConfig struct {
 	sentinelPassword string
 	db               int
 	tls              bool
+	rootCAs          *x509.CertPool // nil: the system roots
 	dialTimeout      time.Duration
 	readTimeout      time.Duration
 	writeTimeout     time.Duration
@@ -106,6 +111,11 @@ func parseURI(u *url.URL) (clientConfig, error) {
 			cfg.readTimeout, err = parseDuration(v)
 		case "write_timeout":
 			cfg.writeTimeout, err = parseDuration(v)
+		case "tls_ca_file":
+			if !cfg.tls {
+				return cfg, fmt.Errorf("option tls_ca_file needs the rediss:// scheme")
+			}
+			cfg.rootCAs, err = CAPool(v)
 		case "pool_size":
 			cfg.poolSize, err = strconv.Atoi(v)
 			if err == nil && cfg.poolSize < 1 {
@@ -119,6 +129,19 @@ func parseURI(u *url.URL) (clientConfig, error) {
 		}
 	}
 	return cfg, nil
+}
+
+// CAPool reads a PEM bundle of CA certificates (tls_ca_file).
+func CAPool(path string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("%s holds no PEM certificate", path)
+	}
+	return pool, nil
 }
 
 // parseDuration takes "500ms", "2s" or a bare number of seconds.
@@ -143,7 +166,7 @@ func (cfg clientConfig) client() *goredis.Client {
 	var tlsConf *tls.Config
 	if cfg.tls {
 		host, _, _ := net.SplitHostPort(cfg.addrs[0])
-		tlsConf = &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12}
+		tlsConf = &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12, RootCAs: cfg.rootCAs}
 	}
 	if cfg.master != "" {
 		return goredis.NewFailoverClient(&goredis.FailoverOptions{

@@ -46,6 +46,8 @@ func TestParseURI(t *testing.T) {
 		{"redis://h?read_timeout=-1", clientConfig{}, true},
 		{"redis://h?pool_size=0", clientConfig{}, true},
 		{"http://h", clientConfig{}, true},
+		{"redis://h?tls_ca_file=/etc/ssl/ca.pem", clientConfig{}, true},  // CA without TLS
+		{"rediss://h?tls_ca_file=/no/such/ca.pem", clientConfig{}, true}, // unreadable CA
 	}
 	for _, tc := range cases {
 		u, err := url.Parse(tc.uri)
