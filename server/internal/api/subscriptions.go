@@ -110,15 +110,13 @@ func parseSubscription(body []byte, post bool) (subscriptionDoc, *apiError) {
 		d.subscriber = &sub
 	}
 	if raw, ok := doc["options"]; ok && !isNull(raw) {
-		v, e := parseJSONDocument(raw)
-		if e != nil {
-			return d, e
-		}
-		m, ok := v.(map[string]any)
-		if !ok {
+		// The whole body passed parseJSONDocument's checks above; options
+		// only has to be an object (numbers kept exact).
+		var m storage.Metadata
+		if storage.DecodeMetadata(raw, &m) != nil {
 			return d, errOptionsType
 		}
-		d.options = storage.Metadata(m)
+		d.options = m
 	}
 	if raw, ok := doc["ttl"]; ok && !isNull(raw) {
 		n, ok := jsonInt(raw)
