@@ -31,11 +31,9 @@ type subDoc struct {
 }
 
 func (s *subDoc) subscription() (storage.Subscription, error) {
-	opts := storage.Metadata{}
-	if s.O != "" {
-		if err := json.Unmarshal([]byte(s.O), &opts); err != nil {
-			return storage.Subscription{}, err
-		}
+	opts, err := decodeMeta(s.O)
+	if err != nil {
+		return storage.Subscription{}, err
 	}
 	return storage.Subscription{
 		ID: s.ID, Subscriber: s.S, TTL: time.Duration(s.T) * time.Millisecond, Options: opts,

@@ -1,6 +1,7 @@
 package storagetest
 
 import (
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -53,11 +54,11 @@ func testSubscriptionCRUD(e *env) {
 	}
 	// Update: ttl restarts the lifetime, options replace, subscriber moves.
 	ttl, to := 2*time.Hour, "https://127.0.0.1:9/other"
-	if err := ss.Update(e.ctx, q, id, storage.SubscriptionUpdate{TTL: &ttl, Options: storage.Metadata{"n": 1.0}, Subscriber: &to}); err != nil {
+	if err := ss.Update(e.ctx, q, id, storage.SubscriptionUpdate{TTL: &ttl, Options: storage.Metadata{"n": json.Number("1.50")}, Subscriber: &to}); err != nil {
 		e.t.Fatal(err)
 	}
 	got, _ = ss.Get(e.ctx, q, id)
-	if got.TTL != ttl || got.Age(e.clock.Now()) != 0 || got.Options["n"] != 1.0 || got.Options["k"] != nil || got.Subscriber != to {
+	if got.TTL != ttl || got.Age(e.clock.Now()) != 0 || got.Options["n"] != json.Number("1.50") || got.Options["k"] != nil || got.Subscriber != to {
 		e.t.Errorf("after update: %+v", got)
 	}
 	other := e.subscribe(q, "mailto:ops@example.com", time.Hour, false)
