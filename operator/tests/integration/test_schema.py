@@ -50,7 +50,7 @@ def attempt(ns: str, kind: str, name: str, spec: dict) -> str:
         (
             "Queue",
             {"pool": "web", "subscriptions": [{"subscriber": "http://h/x", "options": {"secret": "s"}}]},
-            "options\" must not validate the schema (not)",
+            'options" must not validate the schema (not)',
         ),
         (
             "Queue",
