@@ -19,6 +19,10 @@ down: helm ## undo make up: examples, the helm release, the cluster
 e2e: helm venv-operator venv-compat ## operator and Benchmark end to end with real pods, against the chart-installed operator
 	@HELM=$(HELM) KUBECONFIG_PATH=$(KUBECONFIG_PATH) e2e/chart/e2e.sh
 
+.PHONY: e2e-redis-operator
+e2e-redis-operator: helm venv-operator venv-compat ## Pools by the real redis-operator with real pods (cluster-up with REDIS_OPERATOR=1)
+	@HELM=$(HELM) KUBECONFIG_PATH=$(KUBECONFIG_PATH) SLUICE_E2E_PYTEST_ARGS="-k test_redis_operator" e2e/chart/e2e.sh
+
 BENCH_TARGETS += bench-pool-ready
 .PHONY: bench-pool-ready
 bench-pool-ready: venv-operator ## Pool of SHARDS (3) builtin shards and a Queue, apply -> Ready with real pods (after make up)

@@ -42,7 +42,7 @@ def run(ns: str, obj: dict[str, Any]) -> dict[str, Any]:
     apply(obj)
     running = wait_for(
         f"{name} Running",
-        lambda: (b := get("benchmark", ns, name)) and b["status"].get("phase") in ("Running", *FINAL),
+        lambda: (b := get("benchmark", ns, name)) and (b.get("status") or {}).get("phase") in ("Running", *FINAL),
         timeout=600,
     )
     to_running = time.monotonic() - start
