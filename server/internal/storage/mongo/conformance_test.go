@@ -11,18 +11,29 @@ import (
 	"sluice.dev/server/internal/testutil"
 )
 
-// TestConformance runs the shared driver suite against a real FerretDB
-// process; every case opens its own driver on the same database (the suite
-// gives each case its own projects).
-func TestConformance(t *testing.T) {
+// opener opens a driver on database db of a real FerretDB process, closed
+// when the test ends; every case gets its own driver on the same database
+// (the suites give each case its own projects).
+func opener(t *testing.T, db string) func(t testing.TB, clock storage.Clock) storage.Driver {
 	f := testutil.StartFerretDB(t)
-	u, _ := url.Parse(f.URI("conformance"))
-	storagetest.Run(t, func(t testing.TB, clock storage.Clock) storage.Driver {
+	u, _ := url.Parse(f.URI(db))
+	return func(t testing.TB, clock storage.Clock) storage.Driver {
 		d, err := mongo.Open(context.Background(), u, storagetest.Options(clock))
 		if err != nil {
 			t.Fatalf("open %s: %v", u, err)
 		}
 		t.Cleanup(func() { d.Close() })
 		return d
-	})
+	}
+}
+
+// TestConformance runs the shared driver suite.
+func TestConformance(t *testing.T) {
+	storagetest.Run(t, opener(t, "conformance"))
+}
+
+// TestModel runs the differential test against the reference model; FerretDB
+// is the slowest backend, so `go test` runs few sequences (`make fuzz` runs many).
+func TestModel(t *testing.T) {
+	storagetest.RunModel(t, opener(t, "model"), storagetest.ModelOptions{Checks: 30})
 }
