@@ -32,6 +32,11 @@ type Result struct {
 	Dropped  int64                `json:"dropped"` // open loop: arrivals with no free worker
 	Steps    []*Step              `json:"steps,omitempty"`
 	Verdict  *Verdict             `json:"thresholds,omitempty"`
+	// Truncated lists what the termination logs behind this result had to
+	// shed to fit in 4 KB (their trunc field): where histograms were shed,
+	// percentiles are approximations; where bitsets were, delivery counts
+	// are the pods' own sums.
+	Truncated []string `json:"truncated,omitempty"`
 
 	// zaqar-bench's own blocks, computed from the same samples.
 	Producer map[string]float64 `json:"producer"`
