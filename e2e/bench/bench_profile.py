@@ -314,6 +314,7 @@ def main() -> int:
     else:
         if shutil.which("wrk") is None:
             ap.error("wrk is not installed (make deps-apt)")
+        args.server = args.server.resolve()  # the server runs in a work directory
         results = profile(args)
         results["label"] = args.label
     baseline = json.loads(args.baseline.read_text()) if args.baseline else None

@@ -13,7 +13,7 @@ type claimStore struct{ d *Driver }
 var (
 	//go:embed claim_create.lua
 	claimCreateSrc string
-	claimCreate    = register(claimCreateSrc)
+	claimCreate    = register("claim_create", claimCreateSrc)
 )
 
 func (s claimStore) Create(ctx context.Context, q storage.QueueRef, opts storage.ClaimOptions) (storage.Claim, error) {
@@ -49,7 +49,7 @@ func (s claimStore) Create(ctx context.Context, q storage.QueueRef, opts storage
 var (
 	//go:embed claim_get.lua
 	claimGetSrc string
-	claimGet    = register(claimGetSrc)
+	claimGet    = register("claim_get", claimGetSrc)
 )
 
 func (s claimStore) Get(ctx context.Context, q storage.QueueRef, id string) (storage.Claim, error) {
@@ -74,7 +74,7 @@ func (s claimStore) Get(ctx context.Context, q storage.QueueRef, id string) (sto
 var (
 	//go:embed claim_update.lua
 	claimUpdateSrc string
-	claimUpdate    = register(claimUpdateSrc)
+	claimUpdate    = register("claim_update", claimUpdateSrc)
 )
 
 func (s claimStore) Update(ctx context.Context, q storage.QueueRef, id string, ttl, grace time.Duration) error {
@@ -98,7 +98,7 @@ func (s claimStore) Update(ctx context.Context, q storage.QueueRef, id string, t
 var (
 	//go:embed claim_release.lua
 	claimReleaseSrc string
-	claimRelease    = register(claimReleaseSrc)
+	claimRelease    = register("claim_release", claimReleaseSrc)
 )
 
 func (s claimStore) Delete(ctx context.Context, q storage.QueueRef, id string) error {

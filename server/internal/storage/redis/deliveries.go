@@ -20,13 +20,13 @@ type deliveryStore struct{ d *Driver }
 var (
 	//go:embed dlv_lease.lua
 	dlvLeaseSrc string
-	dlvLease    = register(dlvLeaseSrc)
+	dlvLease    = register("dlv_lease", dlvLeaseSrc)
 	//go:embed dlv_settle.lua
 	dlvSettleSrc string
-	dlvSettle    = register(dlvSettleSrc)
+	dlvSettle    = register("dlv_settle", dlvSettleSrc)
 	//go:embed dlv_stats.lua
 	dlvStatsSrc string
-	dlvStats    = register(dlvStatsSrc)
+	dlvStats    = register("dlv_stats", dlvStatsSrc)
 )
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }

@@ -13,7 +13,7 @@ type messageStore struct{ d *Driver }
 var (
 	//go:embed post.lua
 	postSrc    string
-	postScript = register(postSrc)
+	postScript = register("post", postSrc)
 )
 
 func (s messageStore) Post(ctx context.Context, q storage.QueueRef, clientID string, msgs []storage.NewMessage) ([]string, error) {
@@ -40,7 +40,7 @@ func (s messageStore) Post(ctx context.Context, q storage.QueueRef, clientID str
 var (
 	//go:embed list.lua
 	listSrc    string
-	listScript = register(listSrc)
+	listScript = register("list", listSrc)
 )
 
 func flag(b bool) string {
@@ -73,7 +73,7 @@ func (s messageStore) List(ctx context.Context, q storage.QueueRef, opts storage
 var (
 	//go:embed get.lua
 	getSrc    string
-	getScript = register(getSrc)
+	getScript = register("get", getSrc)
 )
 
 func (s messageStore) Get(ctx context.Context, q storage.QueueRef, id string) (storage.Message, error) {
@@ -108,7 +108,7 @@ func (s messageStore) GetMany(ctx context.Context, q storage.QueueRef, ids []str
 var (
 	//go:embed delete.lua
 	deleteSrc    string
-	deleteScript = register(deleteSrc)
+	deleteScript = register("delete", deleteSrc)
 )
 
 func (s messageStore) Delete(ctx context.Context, q storage.QueueRef, id, claimID string) error {
@@ -135,7 +135,7 @@ func (s messageStore) Delete(ctx context.Context, q storage.QueueRef, id, claimI
 var (
 	//go:embed delete_many.lua
 	deleteManySrc    string
-	deleteManyScript = register(deleteManySrc)
+	deleteManyScript = register("delete_many", deleteManySrc)
 )
 
 func (s messageStore) DeleteMany(ctx context.Context, q storage.QueueRef, ids []string, claimID string) error {
@@ -162,7 +162,7 @@ func (s messageStore) DeleteMany(ctx context.Context, q storage.QueueRef, ids []
 var (
 	//go:embed pop.lua
 	popSrc    string
-	popScript = register(popSrc)
+	popScript = register("pop", popSrc)
 )
 
 func (s messageStore) Pop(ctx context.Context, q storage.QueueRef, limit int) ([]storage.Message, error) {

@@ -15,7 +15,7 @@ type queueStore struct{ d *Driver }
 var (
 	//go:embed queue_create.lua
 	queueCreateSrc string
-	queueCreate    = register(queueCreateSrc)
+	queueCreate    = register("queue_create", queueCreateSrc)
 )
 
 func encodeMeta(op string, meta storage.Metadata) (string, error) {
@@ -74,7 +74,7 @@ func (s queueStore) GetMetadata(ctx context.Context, q storage.QueueRef) (storag
 var (
 	//go:embed queue_set_metadata.lua
 	queueSetMetadataSrc string
-	queueSetMetadata    = register(queueSetMetadataSrc)
+	queueSetMetadata    = register("queue_set_metadata", queueSetMetadataSrc)
 )
 
 func (s queueStore) SetMetadata(ctx context.Context, q storage.QueueRef, meta storage.Metadata) error {
@@ -89,7 +89,7 @@ func (s queueStore) SetMetadata(ctx context.Context, q storage.QueueRef, meta st
 var (
 	//go:embed queue_swap_metadata.lua
 	queueSwapMetadataSrc string
-	queueSwapMetadata    = register(queueSwapMetadataSrc)
+	queueSwapMetadata    = register("queue_swap_metadata", queueSwapMetadataSrc)
 )
 
 // UpdateMetadata is an optimistic read-modify-write: the new metadata is
@@ -117,7 +117,7 @@ func (s queueStore) UpdateMetadata(ctx context.Context, q storage.QueueRef, upda
 var (
 	//go:embed queue_delete.lua
 	queueDeleteSrc string
-	queueDelete    = register(queueDeleteSrc)
+	queueDelete    = register("queue_delete", queueDeleteSrc)
 )
 
 func (s queueStore) Delete(ctx context.Context, q storage.QueueRef) error {
@@ -134,7 +134,7 @@ func (s queueStore) Purge(ctx context.Context, q storage.QueueRef) error {
 var (
 	//go:embed queue_list.lua
 	queueListSrc string
-	queueList    = register(queueListSrc)
+	queueList    = register("queue_list", queueListSrc)
 )
 
 func (s queueStore) List(ctx context.Context, project string, opts storage.ListQueuesOptions) ([]storage.QueueInfo, error) {
@@ -176,7 +176,7 @@ func (s queueStore) List(ctx context.Context, project string, opts storage.ListQ
 var (
 	//go:embed queue_stats.lua
 	queueStatsSrc string
-	queueStats    = register(queueStatsSrc)
+	queueStats    = register("queue_stats", queueStatsSrc)
 )
 
 func (s queueStore) Stats(ctx context.Context, q storage.QueueRef) (storage.QueueStats, error) {

@@ -17,19 +17,19 @@ type subscriptionStore struct{ d *Driver }
 var (
 	//go:embed sub_create.lua
 	subCreateSrc string
-	subCreate    = register(subCreateSrc)
+	subCreate    = register("sub_create", subCreateSrc)
 	//go:embed sub_list.lua
 	subListSrc string
-	subList    = register(subListSrc)
+	subList    = register("sub_list", subListSrc)
 	//go:embed sub_update.lua
 	subUpdateSrc string
-	subUpdate    = register(subUpdateSrc)
+	subUpdate    = register("sub_update", subUpdateSrc)
 	//go:embed sub_confirm.lua
 	subConfirmSrc string
-	subConfirm    = register(subConfirmSrc)
+	subConfirm    = register("sub_confirm", subConfirmSrc)
 	//go:embed sub_delete.lua
 	subDeleteSrc string
-	subDelete    = register(subDeleteSrc)
+	subDelete    = register("sub_delete", subDeleteSrc)
 )
 
 func (s subscriptionStore) Create(ctx context.Context, q storage.QueueRef, sub storage.Subscription) (string, bool, error) {
