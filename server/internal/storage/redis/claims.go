@@ -28,7 +28,7 @@ func (s claimStore) Create(ctx context.Context, q storage.QueueRef, opts storage
 	if maxcc > 0 {
 		keys[1] = scope(storage.QueueRef{Project: q.Project, Name: dlq})
 	}
-	res, err := claimCreate.Run(ctx, s.d.c, keys, now, id, opts.TTL.Milliseconds(), opts.Grace.Milliseconds(),
+	res, err := claimCreate.Run(ctx, s.d.fc, keys, now, id, opts.TTL.Milliseconds(), opts.Grace.Milliseconds(),
 		opts.Limit, maxcc, dlq, dlTTL, keys[1]).Slice()
 	if err != nil {
 		return storage.Claim{}, wrap(storage.OpClaimCreate, err)
@@ -56,7 +56,7 @@ func (s claimStore) Get(ctx context.Context, q storage.QueueRef, id string) (sto
 	if id == "" {
 		return storage.Claim{}, storage.E(storage.OpClaimGet, storage.NotFound, storage.ErrNoClaim)
 	}
-	res, err := claimGet.Run(ctx, s.d.c, []string{scope(q)}, s.d.nowMS(), id).Slice()
+	res, err := claimGet.Run(ctx, s.d.fc, []string{scope(q)}, s.d.nowMS(), id).Slice()
 	if err != nil {
 		return storage.Claim{}, wrap(storage.OpClaimGet, err)
 	}
@@ -81,7 +81,7 @@ func (s claimStore) Update(ctx context.Context, q storage.QueueRef, id string, t
 	if id == "" {
 		return storage.E(storage.OpClaimUpdate, storage.NotFound, storage.ErrNoClaim)
 	}
-	res, err := claimUpdate.Run(ctx, s.d.c, []string{scope(q)}, s.d.nowMS(), id, ttl.Milliseconds(), grace.Milliseconds()).Slice()
+	res, err := claimUpdate.Run(ctx, s.d.fc, []string{scope(q)}, s.d.nowMS(), id, ttl.Milliseconds(), grace.Milliseconds()).Slice()
 	if err != nil {
 		return wrap(storage.OpClaimUpdate, err)
 	}
@@ -105,7 +105,7 @@ func (s claimStore) Delete(ctx context.Context, q storage.QueueRef, id string) e
 	if id == "" {
 		return nil
 	}
-	res, err := claimRelease.Run(ctx, s.d.c, []string{scope(q)}, s.d.nowMS(), id).Slice()
+	res, err := claimRelease.Run(ctx, s.d.fc, []string{scope(q)}, s.d.nowMS(), id).Slice()
 	if err != nil {
 		return wrap(storage.OpClaimDelete, err)
 	}

@@ -27,7 +27,7 @@ func (s messageStore) Post(ctx context.Context, q storage.QueueRef, clientID str
 		// The body goes out as []byte: go-redis writes it without a copy.
 		args = append(args, ids[i], ttl, m.Delay.Milliseconds(), []byte(m.Body))
 	}
-	res, err := postScript.Run(ctx, s.d.c, keys, args...).Slice()
+	res, err := postScript.Run(ctx, s.d.fc, keys, args...).Slice()
 	if err != nil {
 		return nil, wrap(storage.OpMessagePost, err)
 	}
@@ -59,7 +59,7 @@ func (s messageStore) List(ctx context.Context, q storage.QueueRef, opts storage
 		}
 		marker = opts.Marker
 	}
-	res, err := listScript.Run(ctx, s.d.c, []string{scope(q)}, s.d.nowMS(), marker, opts.Limit, opts.ClientID,
+	res, err := listScript.Run(ctx, s.d.fc, []string{scope(q)}, s.d.nowMS(), marker, opts.Limit, opts.ClientID,
 		flag(opts.Echo), flag(opts.IncludeClaimed), flag(opts.IncludeDelayed)).Slice()
 	if err != nil {
 		return nil, "", wrap(storage.OpMessageList, err)
@@ -98,7 +98,7 @@ func (s messageStore) GetMany(ctx context.Context, q storage.QueueRef, ids []str
 	if len(args) == 1 {
 		return nil, nil
 	}
-	res, err := getScript.Run(ctx, s.d.c, []string{scope(q)}, args...).Slice()
+	res, err := getScript.Run(ctx, s.d.fc, []string{scope(q)}, args...).Slice()
 	if err != nil {
 		return nil, wrap(storage.OpMessageGet, err)
 	}
@@ -115,7 +115,7 @@ func (s messageStore) Delete(ctx context.Context, q storage.QueueRef, id, claimI
 	if id == "" {
 		return nil
 	}
-	res, err := deleteScript.Run(ctx, s.d.c, []string{scope(q)}, s.d.nowMS(), id, claimID).Slice()
+	res, err := deleteScript.Run(ctx, s.d.fc, []string{scope(q)}, s.d.nowMS(), id, claimID).Slice()
 	if err != nil {
 		return wrap(storage.OpMessageDelete, err)
 	}
@@ -149,7 +149,7 @@ func (s messageStore) DeleteMany(ctx context.Context, q storage.QueueRef, ids []
 	if len(args) == 2 {
 		return nil
 	}
-	res, err := deleteManyScript.Run(ctx, s.d.c, []string{scope(q)}, args...).Slice()
+	res, err := deleteManyScript.Run(ctx, s.d.fc, []string{scope(q)}, args...).Slice()
 	if err != nil {
 		return wrap(storage.OpMessageDeleteMany, err)
 	}
@@ -166,7 +166,7 @@ var (
 )
 
 func (s messageStore) Pop(ctx context.Context, q storage.QueueRef, limit int) ([]storage.Message, error) {
-	res, err := popScript.Run(ctx, s.d.c, []string{scope(q)}, s.d.nowMS(), limit).Slice()
+	res, err := popScript.Run(ctx, s.d.fc, []string{scope(q)}, s.d.nowMS(), limit).Slice()
 	if err != nil {
 		return nil, wrap(storage.OpMessagePop, err)
 	}

@@ -51,7 +51,7 @@ func (s queueStore) Create(ctx context.Context, q storage.QueueRef, meta storage
 		return false, err
 	}
 	keys := queueKeys(q)
-	n, err := queueCreate.Run(ctx, s.d.c, keys, js, q.Name, keys[0]).Int64()
+	n, err := queueCreate.Run(ctx, s.d.fc, keys, js, q.Name, keys[0]).Int64()
 	return n == 1, wrap(storage.OpQueueCreate, err)
 }
 
@@ -83,7 +83,7 @@ func (s queueStore) SetMetadata(ctx context.Context, q storage.QueueRef, meta st
 		return err
 	}
 	keys := queueKeys(q)
-	return wrap(storage.OpQueueSetMetadata, queueSetMetadata.Run(ctx, s.d.c, keys, js, q.Name, keys[0]).Err())
+	return wrap(storage.OpQueueSetMetadata, queueSetMetadata.Run(ctx, s.d.fc, keys, js, q.Name, keys[0]).Err())
 }
 
 var (
@@ -106,7 +106,7 @@ func (s queueStore) UpdateMetadata(ctx context.Context, q storage.QueueRef, upda
 			return js, err == nil, wrap(op, err)
 		},
 		Swap: func(ctx context.Context, prev, next string) (bool, bool, error) {
-			n, err := queueSwapMetadata.Run(ctx, s.d.c, []string{key}, prev, next).Int64()
+			n, err := queueSwapMetadata.Run(ctx, s.d.fc, []string{key}, prev, next).Int64()
 			return n == 1, n >= 0, wrap(op, err)
 		},
 		Decode: func(raw string) (storage.Metadata, error) { return decodeMeta(op, raw) },
@@ -122,13 +122,13 @@ var (
 
 func (s queueStore) Delete(ctx context.Context, q storage.QueueRef) error {
 	keys := queueKeys(q)
-	return wrap(storage.OpQueueDelete, queueDelete.Run(ctx, s.d.c, keys, q.Name, keys[0], "0").Err())
+	return wrap(storage.OpQueueDelete, queueDelete.Run(ctx, s.d.fc, keys, q.Name, keys[0], "0").Err())
 }
 
 // Purge runs the delete script in its keep-the-queue mode.
 func (s queueStore) Purge(ctx context.Context, q storage.QueueRef) error {
 	keys := queueKeys(q)
-	return wrap(storage.OpQueuePurge, queueDelete.Run(ctx, s.d.c, keys, q.Name, keys[0], "1").Err())
+	return wrap(storage.OpQueuePurge, queueDelete.Run(ctx, s.d.fc, keys, q.Name, keys[0], "1").Err())
 }
 
 var (
@@ -148,7 +148,7 @@ func (s queueStore) List(ctx context.Context, project string, opts storage.ListQ
 	out := make([]storage.QueueInfo, 0, min(opts.Limit, 100))
 	marker := opts.Marker
 	for len(out) < opts.Limit {
-		res, err := queueList.Run(ctx, s.d.c, []string{indexKey(project)},
+		res, err := queueList.Run(ctx, s.d.fc, []string{indexKey(project)},
 			marker, opts.Limit-len(out), opts.Name, detailed, projectPrefix(project)).StringSlice()
 		if err != nil {
 			return nil, wrap(storage.OpQueueList, err)
@@ -180,7 +180,7 @@ var (
 )
 
 func (s queueStore) Stats(ctx context.Context, q storage.QueueRef) (storage.QueueStats, error) {
-	res, err := queueStats.Run(ctx, s.d.c, []string{scope(q)}, s.d.nowMS()).Slice()
+	res, err := queueStats.Run(ctx, s.d.fc, []string{scope(q)}, s.d.nowMS()).Slice()
 	if err != nil {
 		return storage.QueueStats{}, wrap(storage.OpQueueStats, err)
 	}
