@@ -188,7 +188,7 @@ def run_phase(name: str, script: str, server: SluiceServer, pprof: str, redis_cl
 
 
 def profile(args) -> dict:
-    results = {"machine": machine(), "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+    results = {"machine": machine(), "redis_config": args.redis_config, "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                "binary": str(args.server), "phase_s": args.phase, "conns": args.conns,
                "pace_ms": args.pace_ms, "msg_size": args.msg_size, "loadavg_start": os.getloadavg(),
                "phases": {}}
@@ -196,6 +196,8 @@ def profile(args) -> dict:
         work = Path(tmp)
         with RedisServer(work / "redis") as redis:
             cli = RedisCLI(redis.port)
+            for kv in args.redis_config:
+                cli("CONFIG", "SET", *kv.split("=", 1))
             pprof_port = free_port()
             server = SluiceServer(work / "server", redis.url(1), binary=args.server,
                                   extra_args=["--pprof-addr", f"127.0.0.1:{pprof_port}"])
@@ -288,8 +290,10 @@ def render(results: dict, baseline: dict | None) -> str:
     if bpost:
         mem = f"{bpost['bytes_per_message']:,.0f} bytes before, " + mem + " after"
     idle = f"{results['idle_rss_kib'] / 1024:.1f} MB idle, {max(p['peak_rss_kib'] for p in results['phases'].values()) / 1024:.1f} MB peak"
+    conf = ", redis-server with " + ", ".join(f"`{c}`" for c in results["redis_config"]) \
+        if results.get("redis_config") else ""
     lines += ["", f"Redis memory per stored message (used_memory growth over the post phase / messages "
-                  f"stored, {results['msg_size']}-byte message JSON): {mem}. Server RSS: {idle}.", ""]
+                  f"stored, {results['msg_size']}-byte message JSON{conf}): {mem}. Server RSS: {idle}.", ""]
     for c in cols:
         ph = results["phases"][c]
         cmds = ", ".join(f"{k} {v:.2f}" for k, v in list(ph["commands"].items())[:12])
@@ -315,6 +319,8 @@ def main() -> int:
     ap.add_argument("--pace-ms", type=int, default=4, help="each connection's pause between requests")
     ap.add_argument("--msg-size", type=int, default=1024, help="bytes of message JSON per POST")
     ap.add_argument("--queue", default="profile", help="queue name")
+    ap.add_argument("--redis-config", action="append", default=[], metavar="NAME=VALUE",
+                    help="CONFIG SET on the redis-server before measuring (repeatable)")
     ap.add_argument("--top", type=int, default=15, help="lines of each pprof top")
     ap.add_argument("--go", default=os.environ.get("GO", "go"), help="go command (for go tool pprof)")
     ap.add_argument("--json", type=Path, help="write the raw figures here")
