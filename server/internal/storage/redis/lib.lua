@@ -70,6 +70,15 @@ local function keepalive(p, now, e, ...)
   end
 end
 
+-- refresh_ttl gives an index key of this queue the keepalive horizon when
+-- it has no TTL (a caller just created it).
+local function refresh_ttl(key, now)
+  if redis.call('PTTL', key) == -1 then
+    local x = tonumber(redis.call('HGET', Q, 'x') or '0')
+    if x > now then redis.call('PEXPIRE', key, x - now) end
+  end
+end
+
 -- expire drops messages whose time is up.
 local function expire(now)
   local dead = redis.call('ZRANGEBYSCORE', EXP, '-inf', now, 'LIMIT', 0, BUDGET)
@@ -103,6 +112,9 @@ local function advance(now)
     if s then redis.call('ZADD', RDY, s, id) end
   end
   if #due > 0 then redis.call('ZREM', DLY, unpack(due)) end
+  -- Freed and due messages may have created :rdy afresh, without the TTL
+  -- every index carries.
+  if #held + #due > 0 then refresh_ttl(RDY, now) end
 
   expire(now)
   return #lapsed

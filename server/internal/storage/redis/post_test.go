@@ -3,6 +3,7 @@ package redis
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -99,6 +100,41 @@ func TestPostGivesRecreatedIndexesATTL(t *testing.T) {
 		// A delayed message keeps :ids and :exp alive; drop it for the next cycle.
 		if err := d.Queues().Purge(ctx, q); err != nil {
 			t.Fatal(err)
+		}
+	}
+}
+
+// TestFreedMessagesKeepIndexTTL: a lapsed or released claim puts its
+// messages back into :rdy, which the claim had emptied (so Redis deleted
+// it); the recreated key must get the queue's TTL again.
+func TestFreedMessagesKeepIndexTTL(t *testing.T) {
+	r := testutil.StartRedis(t, testutil.RedisOptions{})
+	clock := storagetest.NewClock()
+	d := openAt(t, r.URL, clock)
+	ctx := context.Background()
+	for _, release := range []bool{false, true} {
+		q := queueRef("p", fmt.Sprintf("freed-%v", release))
+		if _, err := post(t, d, q, 2, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		c, err := d.Claims().Create(ctx, q, storage.ClaimOptions{TTL: time.Minute, Grace: time.Minute, Limit: 10})
+		if err != nil || len(c.Messages) != 2 {
+			t.Fatalf("claim: %+v, %v", c, err)
+		}
+		if n, _ := d.c.Exists(ctx, scope(q)+":rdy").Result(); n != 0 {
+			t.Fatal(":rdy survived a claim of every message")
+		}
+		if release {
+			err = d.Claims().Delete(ctx, q, c.ID)
+		} else {
+			clock.Advance(2 * time.Minute)
+			_, err = d.Queues().Stats(ctx, q) // applies the lapse
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ttl, _ := d.c.PTTL(ctx, scope(q)+":rdy").Result(); ttl <= 0 {
+			t.Errorf("release=%v: :rdy holds the freed messages without a TTL (%v)", release, ttl)
 		}
 	}
 }
