@@ -11,6 +11,7 @@ import (
 
 	"sluice.dev/server/internal/api"
 	"sluice.dev/server/internal/config"
+	"sluice.dev/server/internal/profiling"
 	_ "sluice.dev/server/internal/storage/memory"
 	_ "sluice.dev/server/internal/storage/redis"
 )
@@ -37,6 +38,15 @@ func run() int {
 	defer closer.Close()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
+	if opts.PprofAddr != "" {
+		wait, err := profiling.Serve(ctx, opts.PprofAddr, log)
+		if err != nil {
+			log.Error("pprof-addr", "error", err.Error())
+			return 1
+		}
+		// Deferred after stop, so it runs first: end the context, then wait.
+		defer func() { stop(); wait() }()
+	}
 	if err := api.Run(ctx, opts, log, nil); err != nil {
 		log.Error("sluice-server stopped", "error", err.Error())
 		return 1

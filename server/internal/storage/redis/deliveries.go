@@ -20,13 +20,13 @@ type deliveryStore struct{ d *Driver }
 var (
 	//go:embed dlv_lease.lua
 	dlvLeaseSrc string
-	dlvLease    = register(dlvLeaseSrc)
+	dlvLease    = register("dlv_lease", dlvLeaseSrc)
 	//go:embed dlv_settle.lua
 	dlvSettleSrc string
-	dlvSettle    = register(dlvSettleSrc)
+	dlvSettle    = register("dlv_settle", dlvSettleSrc)
 	//go:embed dlv_stats.lua
 	dlvStatsSrc string
-	dlvStats    = register(dlvStatsSrc)
+	dlvStats    = register("dlv_stats", dlvStatsSrc)
 )
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
@@ -55,7 +55,7 @@ func (s deliveryStore) Lease(ctx context.Context, limit int, hold time.Duration)
 		return nil, storage.E(op, storage.Invalid, "limit and hold must be positive")
 	}
 	token := storage.NewID()
-	res, err := dlvLease.Run(ctx, s.d.c, []string{dueKey}, s.d.nowMS(), limit, hold.Milliseconds(), token).Slice()
+	res, err := dlvLease.Run(ctx, s.d.fc, []string{dueKey}, s.d.nowMS(), limit, hold.Milliseconds(), token).Slice()
 	if err != nil {
 		return nil, wrap(op, err)
 	}
@@ -79,7 +79,7 @@ func (s deliveryStore) Lease(ctx context.Context, limit int, hold time.Duration)
 }
 
 func (s deliveryStore) settle(ctx context.Context, op, mode string, d storage.Delivery, at time.Time, errText string) error {
-	return wrap(op, dlvSettle.Run(ctx, s.d.c, []string{scope(d.Queue)}, mode, s.d.nowMS(),
+	return wrap(op, dlvSettle.Run(ctx, s.d.fc, []string{scope(d.Queue)}, mode, s.d.nowMS(),
 		d.MessageID, d.SubscriptionID, d.Lease, at.UnixMilli(), errText).Err())
 }
 
@@ -101,7 +101,7 @@ func (s deliveryStore) Fail(ctx context.Context, d storage.Delivery, errText str
 
 func (s deliveryStore) Stats(ctx context.Context, q storage.QueueRef) (storage.DeliveryStats, error) {
 	const op = "deliveries.stats"
-	res, err := dlvStats.Run(ctx, s.d.c, []string{scope(q)}, s.d.nowMS()).Slice()
+	res, err := dlvStats.Run(ctx, s.d.fc, []string{scope(q)}, s.d.nowMS()).Slice()
 	if err != nil {
 		return storage.DeliveryStats{}, wrap(op, err)
 	}

@@ -33,6 +33,7 @@ func init() {
 // storage.DepthReporter and storage.Inspector.
 type Driver struct {
 	c      *goredis.Client
+	fc     functionCaller // what scripts run through: c, with group commit
 	clock  storage.Clock
 	events storage.Events
 }
@@ -47,6 +48,7 @@ func Open(ctx context.Context, u *url.URL, opts storage.Options) (*Driver, error
 	}
 	opts = opts.WithDefaults()
 	d := &Driver{c: cfg.client(), clock: opts.Clock, events: opts.Events}
+	d.fc = newGroupCommit(d.c, groupSenders, groupMaxBatch)
 	preload(ctx, d.c)
 	return d, nil
 }
