@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"sluice.dev/server/internal/config"
+	"sluice.dev/server/internal/storage/catalog"
 	_ "sluice.dev/server/internal/storage/redis"
 	"sluice.dev/server/internal/testutil"
 )
@@ -15,9 +16,16 @@ import (
 func startPooledServer(t *testing.T, catalogURI string) *testServer {
 	t.Helper()
 	s := newTestServer(t, func(o *config.Options) { o.Catalog = catalogURI })
-	if err := mountPooling(s); err != nil {
+	// As the process wiring (app) does with --catalog set.
+	st, err := catalog.OpenStore(context.Background(), catalogURI)
+	if err != nil {
 		t.Fatal(err)
 	}
+	cat, err := catalog.New(context.Background(), st, catalog.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.EnablePooling(cat)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

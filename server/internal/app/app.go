@@ -1,37 +1,22 @@
-package api
+// Package app is sluice-server's process wiring: options in, storage opened
+// (with retries while dependencies start), the HTTP server built over it,
+// pooling and notification delivery switched on as configured, served until
+// the context ends. Everything a process does once is here, in one straight
+// line; the api package only answers requests.
+package app
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"net"
-	"net/http"
 	"strings"
-	"sync"
-	"time"
 
+	"sluice.dev/server/internal/api"
 	"sluice.dev/server/internal/config"
 	"sluice.dev/server/internal/metrics"
 	"sluice.dev/server/internal/storage"
 	"sluice.dev/server/internal/storage/instrument"
 )
-
-// Extension mounts extra routes on a server (the admin API for pools and
-// flavors) once storage is open. It may type-assert s.Driver().
-type Extension func(s *Server) error
-
-var (
-	extMu      sync.Mutex
-	extensions []Extension
-)
-
-// Extend registers an extension that Run applies to every server it builds;
-// packages call it from init.
-func Extend(e Extension) {
-	extMu.Lock()
-	extensions = append(extensions, e)
-	extMu.Unlock()
-}
 
 // Ready is told the bound address once the server accepts connections.
 type Ready func(addr net.Addr)
@@ -41,9 +26,12 @@ type Ready func(addr net.Addr)
 // up to the shutdown timeout to finish.
 func Run(ctx context.Context, opts config.Options, log *slog.Logger, ready Ready) error {
 	m := metrics.New()
+	// One clock for the drivers (TTLs, claim expiry) and the API (message
+	// and claim ages), so the ages shown agree with what the store decides.
+	sopts := storage.Options{Events: m, Clock: storage.SystemClock{}}
 	var drv storage.Driver
 	err := openWithRetry(ctx, log, "open store "+config.RedactURI(opts.Store), opts.StartTimeout, func(ctx context.Context) (err error) {
-		drv, err = storage.Open(ctx, opts.Store, storage.Options{Events: m})
+		drv, err = storage.Open(ctx, opts.Store, sopts)
 		return err
 	})
 	if err != nil {
@@ -55,30 +43,28 @@ func Run(ctx context.Context, opts config.Options, log *slog.Logger, ready Ready
 	if err != nil {
 		return err
 	}
-	s := New(opts, timed, log, m)
-	s.raw = drv
-	extMu.Lock()
-	exts := append([]Extension(nil), extensions...)
-	extMu.Unlock()
-	for _, e := range exts {
-		if err := e(s); err != nil {
+	s := api.New(opts, timed, log, m)
+	s.SetClock(sopts.Clock)
+	routed := storage.Driver(timed)
+	if opts.Catalog != "" {
+		if routed, err = enablePooling(ctx, s, opts, log); err != nil {
 			return err
 		}
 	}
-	// After the extensions: with pooling on, depth and reachability are
-	// scraped from the routed driver, which spans every pool.
+	// With pooling on, depth and reachability are scraped from the routed
+	// driver, which spans every pool.
 	if opts.Metrics {
-		m.WatchStorage(s.drv, opts.StorageTimeout)
-		m.WatchDeliveries(s.drv.Deliveries(), opts.StorageTimeout)
+		m.WatchStorage(routed, opts.StorageTimeout)
+		m.WatchDeliveries(routed.Deliveries(), opts.StorageTimeout)
 	}
 	ln, err := net.Listen("tcp", opts.Listen)
 	if err != nil {
 		return err
 	}
-	if ln, err = s.listenTLS(ln); err != nil {
+	if ln, err = listenTLS(ln, opts.TLS, log); err != nil {
 		return err
 	}
-	stopEngine, err := s.startDeliveries(ctx)
+	stopEngine, err := s.StartDeliveries(ctx)
 	if err != nil {
 		ln.Close()
 		return err
@@ -93,42 +79,4 @@ func driverName(uri string) string {
 		return uri[:i]
 	}
 	return uri
-}
-
-// Serve answers on ln until ctx is done, then shuts down gracefully.
-func (s *Server) Serve(ctx context.Context, ln net.Listener, ready Ready) error {
-	srv := &http.Server{
-		Handler:           s,
-		ReadHeaderTimeout: s.opts.ReadHeaderTimeout,
-		ReadTimeout:       s.opts.ReadTimeout,
-		IdleTimeout:       s.opts.IdleTimeout,
-		MaxHeaderBytes:    s.opts.MaxHeaderBytes,
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
-	}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(zaqarErrorsListener{ln}) }()
-	s.log.Info("listening", "addr", ln.Addr().String(), "store", config.RedactURI(s.opts.Store))
-	if ready != nil {
-		ready(ln.Addr())
-	}
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-	}
-	s.SetDraining(true)
-	s.log.Info("draining", "delay", s.opts.DrainDelay.String())
-	time.Sleep(s.opts.DrainDelay)
-	sctx, cancel := context.WithTimeout(context.Background(), s.opts.ShutdownTimeout)
-	defer cancel()
-	err := srv.Shutdown(sctx)
-	if errors.Is(err, context.DeadlineExceeded) {
-		s.log.Warn("shutdown timeout: closing remaining connections")
-		srv.Close()
-	}
-	if serr := <-errc; serr != nil && !errors.Is(serr, http.ErrServerClosed) {
-		return serr
-	}
-	s.log.Info("stopped")
-	return err
 }

@@ -195,7 +195,8 @@ func (r *Redis) launch(bin string, args []string) error {
 	return fmt.Errorf("%s did not answer PING on %s within 10s: %s", filepath.Base(bin), addr, r.logs.String())
 }
 
-// ping sends one RESP PING and expects +PONG.
+// ping sends one RESP PING and expects +PONG, or NOAUTH from a server that
+// requires a password (it answers, which is all start-up waits for).
 func ping(addr string) error {
 	c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
 	if err != nil {
@@ -210,7 +211,7 @@ func ping(addr string) error {
 	if err != nil {
 		return err
 	}
-	if line != "+PONG\r\n" {
+	if line != "+PONG\r\n" && !strings.HasPrefix(line, "-NOAUTH") {
 		return fmt.Errorf("PING answered %q", line)
 	}
 	return nil

@@ -33,7 +33,8 @@ const (
 // Options: dial_timeout, read_timeout, write_timeout (Go durations such as
 // 500ms, or seconds), pool_size, master, sentinel_password, sentinel_username,
 // and with rediss:// tls_ca_file (a PEM bundle to trust instead of the system
-// roots: a private CA mounted from a Secret).
+// roots: a private CA mounted from a Secret). db=N is accepted in place of
+// the path (the catalog's documented Sentinel form); the two must agree.
 type clientConfig struct {
 	addrs            []string
 	master           string
@@ -101,6 +102,13 @@ func parseURI(u *url.URL) (clientConfig, error) {
 		var err error
 		switch key {
 		case "master":
+		case "db":
+			var db int
+			db, err = strconv.Atoi(v)
+			if err == nil && (db < 0 || (strings.Trim(u.Path, "/") != "" && db != cfg.db)) {
+				err = fmt.Errorf("must be a non-negative number matching the path's database")
+			}
+			cfg.db = db
 		case "sentinel_password":
 			cfg.sentinelPassword = v
 		case "sentinel_username":
@@ -157,6 +165,18 @@ func parseDuration(s string) (time.Duration, error) {
 		err = fmt.Errorf("must be positive")
 	}
 	return d, err
+}
+
+// NewClient is the one way sluice opens a Redis URI: the store driver and
+// the pooling catalog both call it, so a URI means the same client options
+// (timeouts, no command retries, Sentinel auth, TLS and tls_ca_file)
+// whichever role it plays. See clientConfig for the forms.
+func NewClient(u *url.URL) (*goredis.Client, error) {
+	cfg, err := parseURI(u)
+	if err != nil {
+		return nil, err
+	}
+	return cfg.client(), nil
 }
 
 // client builds the go-redis client: a failover client (which asks the
