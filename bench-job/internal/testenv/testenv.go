@@ -13,15 +13,24 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
 
-// Unavailable fails the test under CI=true and skips it otherwise.
+// InCI reports whether the tests run under CI: CI set to a non-empty value
+// other than 0 or false (any case), as in the server's testutil and the
+// Python test support.
+func InCI() bool {
+	v := strings.ToLower(strings.TrimSpace(os.Getenv("CI")))
+	return v != "" && v != "0" && v != "false"
+}
+
+// Unavailable fails the test under CI and skips it otherwise.
 func Unavailable(t testing.TB, format string, a ...any) {
 	t.Helper()
 	msg := fmt.Sprintf(format, a...)
-	if os.Getenv("CI") == "true" {
+	if InCI() {
 		t.Fatal(msg)
 	}
 	t.Skip(msg + " (set CI=true to make this a failure)")
