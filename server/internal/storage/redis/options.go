@@ -90,12 +90,12 @@ func parseURI(u *url.URL) (clientConfig, error) {
 	if len(cfg.addrs) > 1 && cfg.master == "" {
 		return cfg, fmt.Errorf("several hosts are only meaningful for Sentinel: add ?master=<name>")
 	}
-	if p := strings.Trim(u.Path, "/"); p != "" {
-		db, err := strconv.Atoi(p)
-		if err != nil || db < 0 {
-			return cfg, fmt.Errorf("database %q is not a non-negative number", p)
+	path := strings.Trim(u.Path, "/")
+	if path != "" {
+		var err error
+		if cfg.db, err = parseDB(path); err != nil {
+			return cfg, err
 		}
-		cfg.db = db
 	}
 	for key, vals := range q {
 		v := vals[0]
@@ -103,12 +103,10 @@ func parseURI(u *url.URL) (clientConfig, error) {
 		switch key {
 		case "master":
 		case "db":
-			var db int
-			db, err = strconv.Atoi(v)
-			if err == nil && (db < 0 || (strings.Trim(u.Path, "/") != "" && db != cfg.db)) {
-				err = fmt.Errorf("must be a non-negative number matching the path's database")
+			db := cfg.db
+			if cfg.db, err = parseDB(v); err == nil && path != "" && db != cfg.db {
+				err = fmt.Errorf("the path names database %d", db)
 			}
-			cfg.db = db
 		case "sentinel_password":
 			cfg.sentinelPassword = v
 		case "sentinel_username":
@@ -150,6 +148,15 @@ func CAPool(path string) (*x509.CertPool, error) {
 		return nil, fmt.Errorf("%s holds no PEM certificate", path)
 	}
 	return pool, nil
+}
+
+// parseDB reads a database number.
+func parseDB(s string) (int, error) {
+	db, err := strconv.Atoi(s)
+	if err != nil || db < 0 {
+		return 0, fmt.Errorf("database %q is not a non-negative number", s)
+	}
+	return db, nil
 }
 
 // parseDuration takes "500ms", "2s" or a bare number of seconds.
