@@ -208,16 +208,7 @@ func (downClaims) Delete(context.Context, storage.QueueRef, string) error { retu
 func TestStorageUnavailable(t *testing.T) {
 	opts := config.Defaults()
 	opts.AccessLog = false
-	s := New(opts, downDriver{}, nil, nil)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(ctx, ln, nil) }()
-	defer func() { cancel(); <-done }()
-	ts := &testServer{Server: s, base: "http://" + ln.Addr().String(), t: t}
+	ts := serve(t, New(opts, downDriver{}, nil, nil))
 	cases := []struct{ method, path, body, desc string }{
 		{"PUT", "/v2/queues/demo", "", "Queue could not be created."},
 		{"POST", "/v2/queues/demo/messages", `{"messages":[{"body":1}]}`, "Messages could not be enqueued."},

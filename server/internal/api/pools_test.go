@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"net"
 	"strings"
 	"testing"
 
@@ -26,19 +25,8 @@ func startPooledServer(t *testing.T, catalogURI string) *testServer {
 		t.Fatal(err)
 	}
 	s.EnablePooling(cat)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(ctx, ln, nil) }()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-		s.drv.Close()
-	})
-	return &testServer{Server: s, base: "http://" + ln.Addr().String(), t: t}
+	t.Cleanup(func() { s.drv.Close() }) // after the server stops (cleanups run last first)
+	return serve(t, s)
 }
 
 func TestPoolsAndFlavorsAPI(t *testing.T) {

@@ -4,7 +4,6 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 )
 
@@ -40,15 +39,4 @@ func (c client) must(want int, method, path, body string, extra ...string) strin
 		c.t.Fatalf("%s %s: status %d, want %d; body %s", method, path, res.StatusCode, want, b)
 	}
 	return string(b)
-}
-
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }

@@ -8,6 +8,7 @@ import (
 
 	"sluice.dev/server/internal/config"
 	"sluice.dev/server/internal/logging"
+	"sluice.dev/server/internal/testutil"
 )
 
 // TestRun drives the whole command path: open the store by URI, serve on a
@@ -17,8 +18,8 @@ func TestRun(t *testing.T) {
 	opts.Listen = "127.0.0.1:0"
 	opts.DrainDelay = 0
 	opts.AccessLog = true
-	var logs strings.Builder
-	log, closer := logging.New(&lockedWriter{w: &logs}, "info")
+	var logs testutil.SyncBuffer
+	log, closer := logging.New(&logs, "info")
 	ctx, cancel := context.WithCancel(context.Background())
 	addr := make(chan net.Addr, 1)
 	done := make(chan error, 1)

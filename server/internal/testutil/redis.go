@@ -39,22 +39,23 @@ type Redis struct {
 	mu   sync.Mutex
 	cmd  *exec.Cmd
 	done chan struct{}
-	logs *syncBuffer
+	logs *SyncBuffer
 }
 
-// syncBuffer is a bytes.Buffer the process writes while a test reads it.
-type syncBuffer struct {
+// SyncBuffer is a bytes.Buffer one goroutine (a process, a logger) writes
+// while a test reads it.
+type SyncBuffer struct {
 	mu  sync.Mutex
 	buf bytes.Buffer
 }
 
-func (b *syncBuffer) Write(p []byte) (int, error) {
+func (b *SyncBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.Write(p)
 }
 
-func (b *syncBuffer) String() string {
+func (b *SyncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
@@ -166,7 +167,7 @@ func (r *Redis) start() error {
 
 func (r *Redis) launch(bin string, args []string) error {
 	cmd := exec.Command(bin, args...)
-	r.logs = &syncBuffer{}
+	r.logs = &SyncBuffer{}
 	cmd.Stdout, cmd.Stderr = r.logs, r.logs
 	// Own process group: a signal to the test binary's group (Ctrl-C) must
 	// not race with our orderly shutdown, and we never signal anyone else.
