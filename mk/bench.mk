@@ -1,6 +1,8 @@
 # sluice-bench: the load generator (Go module in bench-job/). See
 # docs/sluice-bench.md. Tests run against a real sluice-server (memory and a
 # real redis-server); the benchmark compares it with zaqar-bench.
+include $(ROOT)/mk/common.mk
+
 APT_PACKAGES  += redis-server
 TEST_TARGETS  += test-bench
 BENCH_TARGETS += bench-generator

@@ -50,7 +50,7 @@ func parseScope(s string) (storage.QueueRef, bool) {
 }
 
 func (s deliveryStore) Lease(ctx context.Context, limit int, hold time.Duration) ([]storage.Delivery, error) {
-	const op = "deliveries.lease"
+	const op = storage.OpDeliveryLease
 	if limit <= 0 || hold <= 0 {
 		return nil, storage.E(op, storage.Invalid, "limit and hold must be positive")
 	}
@@ -84,23 +84,23 @@ func (s deliveryStore) settle(ctx context.Context, op, mode string, d storage.De
 }
 
 func (s deliveryStore) Ack(ctx context.Context, d storage.Delivery) error {
-	return s.settle(ctx, "deliveries.ack", "ack", d, time.Time{}, "")
+	return s.settle(ctx, storage.OpDeliveryAck, "ack", d, time.Time{}, "")
 }
 
 func (s deliveryStore) Retry(ctx context.Context, d storage.Delivery, at time.Time, errText string) error {
-	return s.settle(ctx, "deliveries.retry", "retry", d, at, errText)
+	return s.settle(ctx, storage.OpDeliveryRetry, "retry", d, at, errText)
 }
 
 func (s deliveryStore) Release(ctx context.Context, d storage.Delivery, at time.Time) error {
-	return s.settle(ctx, "deliveries.release", "release", d, at, "")
+	return s.settle(ctx, storage.OpDeliveryRelease, "release", d, at, "")
 }
 
 func (s deliveryStore) Fail(ctx context.Context, d storage.Delivery, errText string) error {
-	return s.settle(ctx, "deliveries.fail", "fail", d, time.Time{}, errText)
+	return s.settle(ctx, storage.OpDeliveryFail, "fail", d, time.Time{}, errText)
 }
 
 func (s deliveryStore) Stats(ctx context.Context, q storage.QueueRef) (storage.DeliveryStats, error) {
-	const op = "deliveries.stats"
+	const op = storage.OpDeliveryStats
 	res, err := dlvStats.Run(ctx, s.d.fc, []string{scope(q)}, s.d.nowMS()).Slice()
 	if err != nil {
 		return storage.DeliveryStats{}, wrap(op, err)
@@ -131,5 +131,5 @@ func (s deliveryStore) Stats(ctx context.Context, q storage.QueueRef) (storage.D
 // ones whose message expired that the next lease will give up.
 func (s deliveryStore) Pending(ctx context.Context) (int64, error) {
 	n, err := s.d.c.ZCard(ctx, dueKey).Result()
-	return n, wrap("deliveries.pending", err)
+	return n, wrap(storage.OpDeliveryPending, err)
 }

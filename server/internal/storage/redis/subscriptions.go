@@ -33,7 +33,7 @@ var (
 )
 
 func (s subscriptionStore) Create(ctx context.Context, q storage.QueueRef, sub storage.Subscription) (string, bool, error) {
-	const op = "subscriptions.create"
+	const op = storage.OpSubscriptionCreate
 	if sub.TTL <= 0 {
 		return "", false, storage.E(op, storage.Invalid, "subscription ttl must be positive")
 	}
@@ -71,7 +71,7 @@ func parseSubscription(op string, v any) (storage.Subscription, error) {
 }
 
 func (s subscriptionStore) Get(ctx context.Context, q storage.QueueRef, id string) (storage.Subscription, error) {
-	const op = "subscriptions.get"
+	const op = storage.OpSubscriptionGet
 	h, err := s.d.c.HMGet(ctx, scope(q)+":s:"+id, "s", "t", "o", "e", "c", "n").Result()
 	if err != nil {
 		return storage.Subscription{}, wrap(op, err)
@@ -83,7 +83,7 @@ func (s subscriptionStore) Get(ctx context.Context, q storage.QueueRef, id strin
 }
 
 func (s subscriptionStore) List(ctx context.Context, q storage.QueueRef, opts storage.ListSubscriptionsOptions) ([]storage.Subscription, string, error) {
-	const op = "subscriptions.list"
+	const op = storage.OpSubscriptionList
 	if opts.Limit <= 0 {
 		return nil, "", storage.E(op, storage.Invalid, "limit must be positive")
 	}
@@ -108,7 +108,7 @@ func (s subscriptionStore) List(ctx context.Context, q storage.QueueRef, opts st
 }
 
 func (s subscriptionStore) Update(ctx context.Context, q storage.QueueRef, id string, u storage.SubscriptionUpdate) error {
-	const op = "subscriptions.update"
+	const op = storage.OpSubscriptionUpdate
 	var sub, ttl, opts string
 	if u.Subscriber != nil {
 		sub = *u.Subscriber
@@ -140,7 +140,7 @@ func (s subscriptionStore) Update(ctx context.Context, q storage.QueueRef, id st
 }
 
 func (s subscriptionStore) Confirm(ctx context.Context, q storage.QueueRef, id string, confirmed bool) error {
-	const op = "subscriptions.confirm"
+	const op = storage.OpSubscriptionConfirm
 	n, err := subConfirm.Run(ctx, s.d.fc, []string{scope(q)}, s.d.nowMS(), id, flag(confirmed)).Int64()
 	if err != nil {
 		return wrap(op, err)
@@ -155,9 +155,9 @@ func (s subscriptionStore) Delete(ctx context.Context, q storage.QueueRef, id st
 	if id == "" {
 		return nil
 	}
-	return wrap("subscriptions.delete", subDelete.Run(ctx, s.d.fc, []string{scope(q)}, id).Err())
+	return wrap(storage.OpSubscriptionDelete, subDelete.Run(ctx, s.d.fc, []string{scope(q)}, id).Err())
 }
 
 func (s subscriptionStore) Purge(ctx context.Context, q storage.QueueRef) error {
-	return wrap("subscriptions.purge", subDelete.Run(ctx, s.d.fc, []string{scope(q)}, "").Err())
+	return wrap(storage.OpSubscriptionPurge, subDelete.Run(ctx, s.d.fc, []string{scope(q)}, "").Err())
 }
