@@ -111,6 +111,7 @@ def cluster_ip(ns: str, name: str) -> str:
 
 def round_trip(ns: str, queue: str, body: str) -> None:
     """round_trip posts a message and reads it back: server -> catalog -> shard."""
+    server_call(ns, "PUT", f"/v2/queues/{queue}", {})
     server_call(ns, "POST", f"/v2/queues/{queue}/messages", {"messages": [{"ttl": 300, "body": body}]})
     got = server_call(ns, "GET", f"/v2/queues/{queue}/messages?echo=true&limit=10")
     assert body in [m["body"] for m in got["messages"]], got
