@@ -149,7 +149,7 @@ def _bench(cfg: Config) -> dict[str, Any]:
         "apiVersion": "sluice.dev/v1alpha1",
         "kind": "Benchmark",
         "metadata": {"name": "b", "namespace": "shop", "uid": "u1"},
-        "spec": {"scenario": "point-to-point", "parallelism": 1},
+        "spec": {"scenario": "task-distribution", "parallelism": 1, "target": {}, "placement": {}},
     }
     return bb.job(cfg, body, 1, "2026-06-01T00:00:00Z", 5)
 
