@@ -58,10 +58,10 @@ def test_https_end_to_end(tls_operator: None, ns: str, tmp_path_factory: pytest.
     svc = json.loads(kc("get", "service", "sluice-server", "-n", ns, "-o", "json").stdout)
     addr = (svc["spec"]["clusterIP"], 8888)
     ctx = ssl.create_default_context(cafile=str(ca))
-    with socket.create_connection(addr, timeout=10) as raw:
-        with ctx.wrap_socket(raw, server_hostname=f"sluice-server.{ns}.svc") as tls:
-            tls.sendall(f"GET /v2/health HTTP/1.1\r\nHost: sluice-server.{ns}.svc\r\nConnection: close\r\n\r\n".encode())
-            assert tls.recv(64).startswith(b"HTTP/1.1 "), "no HTTP answer over TLS"
+    host = f"sluice-server.{ns}.svc"
+    with socket.create_connection(addr, timeout=10) as raw, ctx.wrap_socket(raw, server_hostname=host) as tls:
+        tls.sendall(f"GET /v2/health HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode())
+        assert tls.recv(64).startswith(b"HTTP/1.1 "), "no HTTP answer over TLS"
     # Only HTTPS is served: a plain-text request gets no HTTP answer.
     with socket.create_connection(addr, timeout=10) as raw:
         raw.sendall(b"GET /v2/health HTTP/1.1\r\nHost: x\r\n\r\n")

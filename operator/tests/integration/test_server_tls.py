@@ -90,7 +90,9 @@ def test_bad_certificate_is_issued_again(tls_ns: str, case: str) -> None:
     else:
         # Signed by the right CA but valid for one more day: inside the renewal window.
         ca = data(ns, CA_SECRET)
-        bad = selfsigned.issue_server(selfsigned.KeyPair(ca["tls.crt"], ca["tls.key"]), names, 1, dt.datetime.now(dt.UTC))
+        bad = selfsigned.issue_server(
+            selfsigned.KeyPair(ca["tls.crt"], ca["tls.key"]), names, 1, dt.datetime.now(dt.UTC)
+        )
     patch: dict[str, Any] = {
         "data": {"tls.crt": base64.b64encode(bad.cert).decode(), "tls.key": base64.b64encode(bad.key).decode()}
     }

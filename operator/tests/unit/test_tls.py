@@ -6,6 +6,7 @@ configuration that turns it on."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import datetime as dt
 import random
 import ssl
@@ -38,11 +39,13 @@ def server(ca: selfsigned.KeyPair) -> selfsigned.KeyPair:
     return selfsigned.issue_server(ca, NAMES, 90, NOW)
 
 
-def test_issued_certificate_verifies_with_openssl_against_the_ca(
-    ca: selfsigned.KeyPair, server: selfsigned.KeyPair, tmp_path: Any
-) -> None:
+def test_issued_certificate_verifies_with_openssl_against_the_ca(tmp_path: Any) -> None:
     """The pair works in a real TLS stack: Python's ssl (OpenSSL) loads the
-    server pair and a client context trusting only the CA accepts it."""
+    server pair and a client context trusting only the CA accepts it (issued
+    now: OpenSSL checks validity against the real clock)."""
+    now = dt.datetime.now(dt.UTC)
+    ca = selfsigned.issue_ca("test CA", now)
+    server = selfsigned.issue_server(ca, NAMES, 90, now)
     (tmp_path / "crt").write_bytes(server.cert)
     (tmp_path / "key").write_bytes(server.key)
     (tmp_path / "ca").write_bytes(ca.cert)
@@ -55,10 +58,8 @@ def test_issued_certificate_verifies_with_openssl_against_the_ca(
     serv = srv.wrap_bio(c, d, server_side=True)
     for _ in range(10):  # bounded: a handshake takes a few round trips
         for side in (client, serv):
-            try:
+            with contextlib.suppress(ssl.SSLWantReadError):
                 side.do_handshake()
-            except ssl.SSLWantReadError:
-                pass
         c.write(b.read())
         a.write(d.read())
     client.do_handshake()  # raises if the chain or the name did not verify
@@ -214,7 +215,12 @@ def test_handler_issues_once_then_renews_in_the_window(store: Store) -> None:
     assert th.ensure(cfg, "shop", [], NOW + 61 * DAY) == [f"Secret/{tb.SECRET} issued (expires soon)"]
     second = _secret(store, tb.SECRET)
     assert second["tls.crt"] != first["tls.crt"] and _secret(store, tb.CA_SECRET) == ca
-    assert selfsigned.server_reason(ca["tls.crt"], selfsigned.KeyPair(second["tls.crt"], second["tls.key"]), NAMES, NOW + 61 * DAY, 30 * DAY) == ""
+    assert (
+        selfsigned.server_reason(
+            ca["tls.crt"], selfsigned.KeyPair(second["tls.crt"], second["tls.key"]), NAMES, NOW + 61 * DAY, 30 * DAY
+        )
+        == ""
+    )
 
 
 def test_handler_replaces_a_broken_ca_and_reissues(store: Store) -> None:
@@ -240,4 +246,6 @@ def test_ca_file_follows_the_secret(store: Store, tmp_path: Any, monkeypatch: py
     assert th.ca_file("shop") is True  # no Secret yet: the system roots
     th.ensure(_tls_cfg(), "shop", [], NOW)
     path = th.ca_file("shop")
-    assert isinstance(path, str) and open(path, "rb").read() == _secret(store, tb.CA_SECRET)["tls.crt"]
+    assert isinstance(path, str)
+    with open(path, "rb") as f:
+        assert f.read() == _secret(store, tb.CA_SECRET)["tls.crt"]
