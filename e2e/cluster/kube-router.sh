@@ -3,7 +3,8 @@
 # NetworkPolicyController, v1.6.1 pinned in e2e/kube-router/go.mod) as a host
 # process of the full local cluster, like the other components.
 # `kube-router.sh up` starts it with the cluster's kubeconfig for the real
-# node and waits until its first full policy sync; `kube-router.sh down` stops
+# node and waits until its policy controller runs (its first full sync has
+# begun; the e2e waits absorb the rest); `kube-router.sh down` stops
 # it and removes exactly what it added (its KUBE-ROUTER-*, KUBE-POD-FW-*,
 # KUBE-NWPLCY-* chains and its KUBE-SRC-*/KUBE-DST-* ipsets), by its own
 # --cleanup-config plus a check that nothing of it is left. Cluster teardown
