@@ -5,8 +5,8 @@
 // (gobgp v3.14.0) the Go module proxy does not serve. Flags are kube-router's
 // own; --cleanup-config removes exactly the chains and ipsets the controller
 // creates. /healthz is served on --healthz-address (loopback) and answers 200
-// only after the controller's first full sync, and while its syncs keep
-// reporting in: the cluster scripts wait on it before pods rely on policies.
+// once the controller has begun its first full sync (it reports at the start
+// of each), and while its syncs keep reporting in.
 package main
 
 import (
@@ -42,7 +42,7 @@ func run() error {
 	klog.InitFlags(nil)
 	config := options.NewKubeRouterConfig()
 	config.AddFlags(pflag.CommandLine)
-	healthz := pflag.String("healthz-address", "127.0.0.1:20244", "address of /healthz (200 after the first full policy sync)")
+	healthz := pflag.String("healthz-address", "127.0.0.1:20244", "address of /healthz (200 once policy syncs run)")
 	pflag.Parse()
 	if err := flag.Set("logtostderr", "true"); err != nil {
 		return err
