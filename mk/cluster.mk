@@ -5,7 +5,7 @@
 #   CLUSTER=kind:            kind on Docker (same node labels, image names).
 APT_PACKAGES += etcd-server containerd runc containernetworking-plugins iptables \
                 buildah conntrack iproute2 debootstrap mmdebstrap curl openssl util-linux \
-                procps gcc libc6-dev ca-certificates python3-venv
+                procps gcc libc6-dev ca-certificates python3-venv ipset
 
 include $(ROOT)/mk/common.mk
 
@@ -16,10 +16,15 @@ E2E_CLUSTER := $(ROOT)/e2e/cluster
 # The full local cluster runs the real redis-operator as a host process
 # (e2e/cluster/redis-operator.sh); REDIS_OPERATOR=0 leaves it out.
 REDIS_OPERATOR ?= 1
+# The full local cluster enforces NetworkPolicies with kube-router's firewall
+# as a host process (e2e/cluster/kube-router.sh); KUBE_ROUTER=0 leaves it out
+# (policies are then accepted and not enforced).
+KUBE_ROUTER ?= 1
 
 .PHONY: cluster-binaries controlplane-binaries cluster-base-images cluster-up cluster-down \
         controlplane-up controlplane-down images e2e-smoke test-e2e cluster-status \
-        redis-operator-binary redis-operator-up redis-operator-down
+        redis-operator-binary redis-operator-up redis-operator-down \
+        kube-router-binary kube-router-up kube-router-down
 
 controlplane-binaries: ## build Kubernetes and kwok (cached by pinned version in $(CACHE))
 	@$(E2E_CLUSTER)/build-kubernetes.sh
@@ -40,8 +45,12 @@ cluster-down: ## tear the cluster down, leaving nothing behind
 images: ## build the sluice images and load them into the cluster
 	@e2e/kind/images.sh
 else
-cluster-up: deps-apt cluster-base-images $(if $(filter 1,$(REDIS_OPERATOR)),redis-operator-binary)
+cluster-up: deps-apt cluster-base-images $(if $(filter 1,$(REDIS_OPERATOR)),redis-operator-binary) \
+            $(if $(filter 1,$(KUBE_ROUTER)),kube-router-binary)
 	@$(E2E_CLUSTER)/up.sh full
+ifeq ($(KUBE_ROUTER),1)
+	@$(E2E_CLUSTER)/kube-router.sh up
+endif
 ifeq ($(REDIS_OPERATOR),1)
 	@$(E2E_CLUSTER)/redis-operator.sh up
 endif
@@ -57,6 +66,13 @@ redis-operator-up: redis-operator-binary ## start redis-operator on the running 
 	@$(E2E_CLUSTER)/redis-operator.sh up
 redis-operator-down: ## stop it and remove the CRDs it installed
 	@$(E2E_CLUSTER)/redis-operator.sh down
+
+kube-router-binary: ## build kube-router's NetworkPolicy firewall (pinned in e2e/kube-router/go.mod, cached in $(CACHE))
+	@$(E2E_CLUSTER)/build-tool.sh kube-router . kube-router github.com/cloudnativelabs/kube-router
+kube-router-up: kube-router-binary ## start the NetworkPolicy engine on the running full local cluster (cluster-up does, unless KUBE_ROUTER=0)
+	@$(E2E_CLUSTER)/kube-router.sh up
+kube-router-down: ## stop it and remove its iptables chains and ipsets
+	@$(E2E_CLUSTER)/kube-router.sh down
 
 controlplane-up: deps-apt controlplane-binaries ## etcd, apiserver, controllers, scheduler, kwok nodes; no kubelet
 	@$(E2E_CLUSTER)/up.sh controlplane

@@ -8,6 +8,8 @@ teardown() {
   local name
   # Third-party controllers first: nothing may act on the cluster while it goes.
   stop redis-operator
+  stop kube-router
+  kube_router_cleanup
   stop kubelet
   # After a crash containerd may be gone while its pods live on: start it
   # again on its own state so it can remove them properly.
@@ -112,6 +114,29 @@ restore_sysctls() {
   for f in "$RUN_DIR"/sysctl/*; do
     [[ -f $f ]] || continue
     sysctl -qw "$(basename "$f")=$(<"$f")" 2>/dev/null || true
+  done
+}
+
+# kube_router_cleanup : removes the NetworkPolicy engine's chains and ipsets
+# (e2e/cluster/kube-router.sh), by its own --cleanup-config, then whatever of
+# its naming is still there (its binary may be gone): chains first, since an
+# ipset in use by a rule cannot be destroyed.
+kube_router_cleanup() {
+  local rule chain set
+  if [[ -x $BIN/kube-router ]] && iptables-save -t filter 2>/dev/null | grep -q '^:KUBE-ROUTER-'; then
+    "$BIN/kube-router" --cleanup-config >>"$LOGS/kube-router.log" 2>&1 || true
+  fi
+  iptables-save -t filter 2>/dev/null | { grep -E '^-A (INPUT|FORWARD|OUTPUT) .*-j KUBE-ROUTER-' || true; } |
+    sed 's/^-A /-D /' | while read -r rule; do eval "iptables -w -t filter $rule" 2>/dev/null || true; done
+  for chain in $(iptables-save -t filter 2>/dev/null | awk '/^:KUBE-(ROUTER-|POD-FW-|NWPLCY-)/ {print substr($1, 2)}'); do
+    iptables -w -t filter -F "$chain" 2>/dev/null || true
+  done
+  for chain in $(iptables-save -t filter 2>/dev/null | awk '/^:KUBE-(ROUTER-|POD-FW-|NWPLCY-)/ {print substr($1, 2)}'); do
+    iptables -w -t filter -X "$chain" 2>/dev/null || true
+  done
+  command -v ipset >/dev/null || return 0
+  for set in $(ipset list -n 2>/dev/null | grep -E '^(KUBE-SRC-|KUBE-DST-|TMP-[A-Z2-7]{16}$)' || true); do
+    ipset destroy "$set" 2>/dev/null || true
   done
 }
 

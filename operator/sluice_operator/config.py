@@ -119,6 +119,16 @@ class Config:
     # the cluster); the server accepts clients on its port only.
     network_policies: bool = True
     network_policy_cidrs: tuple[str, ...] = ()
+    # HTTPS for every served namespace's sluice-server (builders/tls.py): a
+    # cert-manager Certificate when that CRD is served (from tls_issuer,
+    # "Issuer/name" or "ClusterIssuer/name", else a per-namespace CA made by
+    # cert-manager), otherwise a per-namespace CA the operator generates; the
+    # server certificate lives tls_cert_days and is renewed tls_renew_days
+    # before it expires.
+    server_tls: bool = False
+    tls_issuer: str = ""
+    tls_cert_days: int = 90
+    tls_renew_days: int = 30
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> Config:
@@ -152,6 +162,13 @@ class Config:
             if refs[key] and len([x for x in refs[key].split("/") if x]) != 2:
                 raise ConfigError(f"{p}{key}={refs[key]!r} is not secret-name/key")
         netpol = _bool(e, p + "NETWORK_POLICIES", d.network_policies)
+        issuer = e.get(p + "TLS_ISSUER", d.tls_issuer).strip()
+        if issuer and (len(issuer.split("/")) != 2 or issuer.split("/")[0] not in ("Issuer", "ClusterIssuer")):
+            raise ConfigError(f"{p}TLS_ISSUER={issuer!r} is not Issuer/name or ClusterIssuer/name")
+        cert_days = _int(e, p + "TLS_CERT_DAYS", d.tls_cert_days, 2, 3650)
+        renew_days = _int(e, p + "TLS_RENEW_DAYS", d.tls_renew_days, 1, 3649)
+        if renew_days >= cert_days:
+            raise ConfigError(f"{p}TLS_RENEW_DAYS={renew_days} must be below {p}TLS_CERT_DAYS={cert_days}")
         level = e.get(p + "LOG_LEVEL", d.log_level).upper()
         if level not in ("DEBUG", "INFO", "WARNING", "WARN", "ERROR"):
             raise ConfigError(f"{p}LOG_LEVEL={level!r} is not debug, info, warning or error")
@@ -195,8 +212,16 @@ class Config:
             signed_url_secret=refs["SIGNED_URL_SECRET"],
             network_policies=netpol,
             network_policy_cidrs=split(e.get(p + "NETWORK_POLICY_CIDRS", "")),
+            server_tls=_bool(e, p + "SERVER_TLS", d.server_tls),
+            tls_issuer=issuer,
+            tls_cert_days=cert_days,
+            tls_renew_days=renew_days,
         )
 
     def server_url(self, namespace: str, service: str = "sluice-server") -> str:
-        """server_url is where the operator reaches the namespace's sluice-server."""
-        return self.server_url_template.format(namespace=namespace, service=service, port=self.server_port)
+        """server_url is where the operator reaches the namespace's sluice-server
+        (https when the servers serve TLS, whatever scheme the template names)."""
+        url = self.server_url_template.format(namespace=namespace, service=service, port=self.server_port)
+        if self.server_tls and url.startswith("http://"):
+            url = "https://" + url[len("http://") :]
+        return url

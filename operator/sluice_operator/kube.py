@@ -41,6 +41,8 @@ KINDS: dict[str, tuple[str, str]] = {
     "RedisReplication": ("redis.redis.opstreelabs.in/v1beta2", "redisreplications"),
     "RedisSentinel": ("redis.redis.opstreelabs.in/v1beta2", "redissentinels"),
     "MongoDBCommunity": ("mongodbcommunity.mongodb.com/v1", "mongodbcommunity"),
+    "Certificate": ("cert-manager.io/v1", "certificates"),
+    "Issuer": ("cert-manager.io/v1", "issuers"),
     "Pool": ("sluice.dev/v1alpha1", "pools"),
     "Queue": ("sluice.dev/v1alpha1", "queues"),
     "Benchmark": ("sluice.dev/v1alpha1", "benchmarks"),

@@ -35,11 +35,16 @@ def queue_count_from(description: str) -> int | None:
 class ServerAPI:
     """ServerAPI talks to one namespace's sluice-server with its admin token."""
 
-    def __init__(self, base_url: str, token: str = "", timeout: float = 10.0, session: Any = None):
+    def __init__(
+        self, base_url: str, token: str = "", timeout: float = 10.0, session: Any = None, verify: str | bool = True
+    ):
         self.base = base_url.rstrip("/")
         self.token = token
         self.timeout = timeout
         self.http = session or requests.Session()
+        if verify is not True:
+            # https: the CA file the server's certificate must chain to.
+            self.http.verify = verify
 
     def _req(
         self,

@@ -49,6 +49,14 @@ reads SLUICE_OPERATOR_*). JSON-valued variables carry structured values as-is.
   value: {{ .Values.networkPolicies.enabled | quote }}
 - name: SLUICE_OPERATOR_NETWORK_POLICY_CIDRS
   value: {{ join "," .Values.networkPolicies.extraCIDRs | quote }}
+- name: SLUICE_OPERATOR_SERVER_TLS
+  value: {{ .Values.tls.enabled | quote }}
+- name: SLUICE_OPERATOR_TLS_ISSUER
+  value: {{ .Values.tls.issuer | quote }}
+- name: SLUICE_OPERATOR_TLS_CERT_DAYS
+  value: {{ .Values.tls.certDays | quote }}
+- name: SLUICE_OPERATOR_TLS_RENEW_DAYS
+  value: {{ .Values.tls.renewDays | quote }}
 - name: SLUICE_OPERATOR_COMMON_LABELS
   value: {{ toJson .Values.commonLabels | quote }}
 - name: SLUICE_OPERATOR_POD_SECURITY_CONTEXT

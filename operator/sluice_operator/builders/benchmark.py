@@ -15,7 +15,7 @@ import shlex
 from typing import Any
 
 from ..config import Config
-from . import common
+from . import common, tls
 
 LABEL_BENCHMARK = "sluice.dev/benchmark"
 LABEL_RUN = "sluice.dev/run"
@@ -71,7 +71,7 @@ def target_url(cfg: Config, body: dict[str, Any]) -> str:
     url = ((body["spec"].get("target") or {}).get("url") or "").strip()
     if url:
         return url
-    return f"http://{common.SERVER_NAME}.{body['metadata']['namespace']}.svc:{cfg.server_port}"
+    return f"{tls.scheme(cfg)}://{common.SERVER_NAME}.{body['metadata']['namespace']}.svc:{cfg.server_port}"
 
 
 def project(body: dict[str, Any]) -> str:
@@ -255,6 +255,7 @@ def job(cfg: Config, body: dict[str, Any], run: int, start_at: str, start_delay:
     }
     if cfg.image_pull_secrets:
         pod_spec["imagePullSecrets"] = common.pull_secrets(cfg)
+    tls.trust_server_ca(cfg, container, pod_spec)
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",

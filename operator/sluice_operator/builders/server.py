@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..config import Config
-from . import common
+from . import common, tls
 
 CATALOG_PORT = 6379
 # The server container's variable holding the builtin catalog's password; the
@@ -127,6 +127,7 @@ def deployment(cfg: Config, ns: str, owners: list[dict[str, Any]]) -> dict[str, 
     }
     if cfg.image_pull_secrets:
         pod_spec["imagePullSecrets"] = common.pull_secrets(cfg)
+    tls.serve_https(cfg, container, pod_spec)
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -168,14 +169,18 @@ def pdb(cfg: Config, ns: str, owners: list[dict[str, Any]]) -> dict[str, Any]:
 def service_monitor(cfg: Config, ns: str, owners: list[dict[str, Any]]) -> dict[str, Any]:
     """service_monitor lets a Prometheus operator scrape every server replica."""
     lbls = common.labels(cfg, "server")
+    endpoint: dict[str, Any] = {"port": "http", "path": "/metrics", "interval": "30s"}
+    if cfg.server_tls:
+        endpoint["scheme"] = "https"
+        endpoint["tlsConfig"] = {
+            "ca": {"secret": {"name": tls.SECRET, "key": tls.CA_KEY}},
+            "serverName": tls.dns_names(cfg, ns)[2],
+        }
     return {
         "apiVersion": "monitoring.coreos.com/v1",
         "kind": "ServiceMonitor",
         "metadata": _meta(common.SERVER_NAME, ns, {**lbls, **cfg.service_monitor_labels}, owners),
-        "spec": {
-            "selector": {"matchLabels": common.selector(lbls)},
-            "endpoints": [{"port": "http", "path": "/metrics", "interval": "30s"}],
-        },
+        "spec": {"selector": {"matchLabels": common.selector(lbls)}, "endpoints": [endpoint]},
     }
 
 
@@ -209,6 +214,7 @@ def catalog_statefulset(cfg: Config, ns: str, owners: list[dict[str, Any]]) -> d
     }
     if cfg.image_pull_secrets:
         pod_spec["imagePullSecrets"] = common.pull_secrets(cfg)
+    tls.serve_https(cfg, container, pod_spec)
     return {
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",

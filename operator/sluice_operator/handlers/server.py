@@ -12,6 +12,7 @@ from ..builders import common, netpol
 from ..builders import server as sb
 from ..config import Config
 from ..serverapi import ServerAPI
+from . import tls
 
 
 def owners(pools: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -54,6 +55,7 @@ def ensure(cfg: Config, ns: str, pool: dict[str, Any]) -> str:
     if not cfg.catalog_uri and kube.get("Secret", ns, common.CATALOG_SECRET) is None:
         kube.apply(sb.catalog_secret(cfg, ns, secrets.token_urlsafe(32), refs))
         changed.append("Secret/" + common.CATALOG_SECRET)
+    changed += tls.ensure(cfg, ns, refs)
     monitoring = cfg.service_monitor and kube.group_served("monitoring.coreos.com/v1")
     for obj in desired(cfg, ns, refs, monitoring):
         _, what = kube.apply(obj)
@@ -64,4 +66,5 @@ def ensure(cfg: Config, ns: str, pool: dict[str, Any]) -> str:
 
 def api(cfg: Config, ns: str) -> ServerAPI:
     """api is a client for the namespace's server, with its admin token."""
-    return ServerAPI(cfg.server_url(ns), admin_token(ns) or "", timeout=10.0)
+    verify = tls.ca_file(ns) if cfg.server_tls else True
+    return ServerAPI(cfg.server_url(ns), admin_token(ns) or "", timeout=10.0, verify=verify)
