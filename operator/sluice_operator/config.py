@@ -165,8 +165,8 @@ class Config:
         issuer = e.get(p + "TLS_ISSUER", d.tls_issuer).strip()
         if issuer and (len(issuer.split("/")) != 2 or issuer.split("/")[0] not in ("Issuer", "ClusterIssuer")):
             raise ConfigError(f"{p}TLS_ISSUER={issuer!r} is not Issuer/name or ClusterIssuer/name")
-        cert_days = _int(e, p + "TLS_CERT_DAYS", d.tls_cert_days, 2, 3650)
-        renew_days = _int(e, p + "TLS_RENEW_DAYS", d.tls_renew_days, 1, 3649)
+        cert_days = env_int(e, p + "TLS_CERT_DAYS", d.tls_cert_days, 2, 3650)
+        renew_days = env_int(e, p + "TLS_RENEW_DAYS", d.tls_renew_days, 1, 3649)
         if renew_days >= cert_days:
             raise ConfigError(f"{p}TLS_RENEW_DAYS={renew_days} must be below {p}TLS_CERT_DAYS={cert_days}")
         level = e.get(p + "LOG_LEVEL", d.log_level).upper()
