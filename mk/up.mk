@@ -23,7 +23,7 @@ e2e: helm venv-operator venv-compat ## operator and Benchmark end to end with re
 	@HELM=$(HELM) e2e/chart/e2e.sh
 
 .PHONY: e2e-redis-operator
-e2e-redis-operator: helm venv-operator venv-compat ## Pools by the real redis-operator with real pods (cluster-up with REDIS_OPERATOR=1)
+e2e-redis-operator: helm venv-operator venv-compat ## only the redis-operator part of make e2e: Pools by the real redis-operator with real pods
 	@HELM=$(HELM) SLUICE_E2E_PYTEST_ARGS="-k test_redis_operator" e2e/chart/e2e.sh
 
 BENCH_TARGETS += bench-pool-ready

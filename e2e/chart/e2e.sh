@@ -37,11 +37,8 @@ fi
 
 say "operator/tests/e2e"
 rc=0
-# test_redis_operator.py is kept out for now: with the real redis-operator
-# v0.16.0 a replicated Pool's deletion did not complete within 300 s, which
-# also stalls its namespace's deletion; `make e2e-redis-operator` runs it.
 (cd operator && "$root/build/venv-operator/bin/python" -m pytest -q -s -p no:cacheprovider tests/e2e \
-  ${SLUICE_E2E_PYTEST_ARGS:---ignore=tests/e2e/test_redis_operator.py}) || rc=$?
+  ${SLUICE_E2E_PYTEST_ARGS:-}) || rc=$?
 
 if ((installed)); then
   say "helm uninstall $release: nothing may stay but the CRDs and the data volumes"

@@ -346,4 +346,5 @@ def delete(cfg: Config, body: dict[str, Any], patch: Any, retry: int, logger: An
         if retry < cfg.delete_retries and not terminating:
             raise kopf.TemporaryError(f"server unavailable: {exc}", delay=5) from exc
         events.warn(body, reason="ServerGone", message=f"server unreachable, shards left registered: {exc}")
+    provisioning.release_pool_sentinels(body)
     metrics.forget_pool(ns, name)

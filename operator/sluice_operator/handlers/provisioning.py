@@ -11,6 +11,8 @@ import base64
 import secrets
 from typing import Any
 
+from kubernetes.client.exceptions import ApiException
+
 from .. import kube
 from ..builders import builtin, common, thirdparty
 from ..config import Config
@@ -99,7 +101,9 @@ def retire_other_redis_shape(namespace: str, shard: str, replicas: int) -> str |
     of the old one are gone; returns what is being waited for, or None."""
     _, stale = thirdparty.redis_kinds(replicas)
     for kind in stale:
-        if kube.get(kind, namespace, shard) is not None:
+        if kind == "RedisSentinel":
+            release_redis_sentinel(namespace, shard)
+        elif kube.get(kind, namespace, shard) is not None:
             kube.delete(kind, namespace, shard)
     named = [("StatefulSet", shard)] + [("Service", shard + sfx) for sfx in ("", "-headless", "-additional")]
     for kind, name in named:
@@ -108,6 +112,56 @@ def retire_other_redis_shape(namespace: str, shard: str, replicas: int) -> str |
         if owners & set(stale):
             return f"waiting for {kind} {name} of the previous {'/'.join(sorted(owners & set(stale)))} to go"
     return None
+
+
+# redis-operator v0.16.0's finalizer on a RedisSentinel deletes nothing
+# (finalizeRedisSentinelPVC returns nil), but its manager reaches it only past
+# IsRedisReplicationReady: while the sentinel's RedisReplication exists and
+# every one of its pods is ready. A sentinel deleted with or after its
+# replication (Pool deletion, scale-down, replicas crossing 1, namespace
+# deletion) keeps the finalizer forever, and so does its namespace.
+SENTINEL_FINALIZER = "redisSentinelFinalizer"
+
+
+def release_redis_sentinel(namespace: str, shard: str) -> bool:
+    """release_redis_sentinel deletes a shard's RedisSentinel and lifts the upstream
+    finalizer off it (SENTINEL_FINALIZER says why); other finalizers stay. Call it
+    before the RedisReplication goes. Returns whether there was a sentinel."""
+    existed = False
+    for _ in range(5):
+        live = kube.get("RedisSentinel", namespace, shard)
+        if live is None:
+            return existed
+        existed = True
+        meta = live["metadata"]
+        if not meta.get("deletionTimestamp"):
+            kube.delete("RedisSentinel", namespace, shard)
+            continue
+        held = meta.get("finalizers") or []
+        if SENTINEL_FINALIZER not in held:
+            return True
+        body: dict[str, Any] = {"finalizers": [f for f in held if f != SENTINEL_FINALIZER]}
+        if meta.get("resourceVersion"):
+            # Only over the version read: the manager may be updating it too.
+            body["resourceVersion"] = meta["resourceVersion"]
+        try:
+            kube.patch("RedisSentinel", namespace, shard, {"metadata": body})
+        except ApiException as exc:
+            if exc.status not in (404, 409):
+                raise
+    return existed
+
+
+def release_pool_sentinels(pool: dict[str, Any]) -> list[str]:
+    """release_pool_sentinels releases the RedisSentinel of every shard a deleted
+    redis-operator Pool has or had (spec and status), before the garbage collector
+    takes their replications. Returns the shards that had one."""
+    meta, status = pool["metadata"], pool.get("status") or {}
+    if status.get("provisioner") != "redis-operator":
+        return []
+    names = {common.shard_name(meta["name"], i) for i in range(int(pool["spec"].get("shards", 1)))}
+    names |= {s["name"] for s in status.get("shards") or [] if s.get("name")}
+    return [n for n in sorted(names) if release_redis_sentinel(meta["namespace"], n)]
 
 
 def nudge_value(statefulset: dict[str, Any] | None) -> str:

@@ -52,9 +52,13 @@ def ensure(cfg: Config, ns: str, pool: dict[str, Any]) -> str:
     if admin_token(ns) is None:
         kube.apply(sb.admin_secret(cfg, ns, secrets.token_urlsafe(32), refs))
         changed.append("Secret/" + common.ADMIN_SECRET)
+    elif adopt_secret(ns, common.ADMIN_SECRET, refs):
+        changed.append(f"Secret/{common.ADMIN_SECRET} owners")
     if not cfg.catalog_uri and kube.get("Secret", ns, common.CATALOG_SECRET) is None:
         kube.apply(sb.catalog_secret(cfg, ns, secrets.token_urlsafe(32), refs))
         changed.append("Secret/" + common.CATALOG_SECRET)
+    elif not cfg.catalog_uri and adopt_secret(ns, common.CATALOG_SECRET, refs):
+        changed.append(f"Secret/{common.CATALOG_SECRET} owners")
     changed += tls.ensure(cfg, ns, refs)
     monitoring = cfg.service_monitor and kube.group_served("monitoring.coreos.com/v1")
     for obj in desired(cfg, ns, refs, monitoring):
@@ -62,6 +66,23 @@ def ensure(cfg: Config, ns: str, pool: dict[str, Any]) -> str:
         if what != "unchanged":
             changed.append(f"{obj['kind']}/{obj['metadata']['name']} {what}")
     return ", ".join(changed) or "unchanged"
+
+
+def adopt_secret(ns: str, name: str, refs: list[dict[str, Any]]) -> bool:
+    """adopt_secret adds every live Pool to a generated Secret's owners. The Secret is
+    created once, owned by the Pools alive then; without this, deleting those Pools let
+    the garbage collector take the server's credentials from under the Pools still
+    there (the next Pool's deletion then failed with 403 forever). Returns whether it
+    changed anything."""
+    live = kube.get("Secret", ns, name)
+    if live is None:
+        return False
+    have = live["metadata"].get("ownerReferences") or []
+    merged = kube.merge_owners(have, refs)
+    if merged == have:
+        return False
+    kube.patch("Secret", ns, name, {"metadata": {"ownerReferences": merged}})
+    return True
 
 
 def api(cfg: Config, ns: str) -> ServerAPI:

@@ -10,6 +10,7 @@ from typing import Any
 from .. import kube
 from ..builders import common
 from ..serverapi import ServerAPI, ServerError, queue_count_from
+from . import provisioning
 
 log = logging.getLogger(__name__)
 
@@ -88,13 +89,17 @@ def delete_workloads(ns: str, provisioner: str, shard: str) -> list[str]:
     deleted implicitly). Returns what was deleted."""
     kinds = {
         "builtin": [("StatefulSet", shard), ("Service", shard), ("Service", f"{shard}-headless")],
-        "redis-operator": [("Redis", shard), ("RedisReplication", shard), ("RedisSentinel", shard)],
+        # The sentinel first: its upstream finalizer waits for a ready replication.
+        "redis-operator": [("RedisSentinel", shard), ("RedisReplication", shard), ("Redis", shard)],
         "mongodb-community": [("MongoDBCommunity", shard), ("Secret", f"{shard}-password")],
     }.get(provisioner, [])
     out = []
     for kind, obj in kinds:
         try:
-            if kube.delete(kind, ns, obj):
+            if kind == "RedisSentinel":
+                if provisioning.release_redis_sentinel(ns, obj):
+                    out.append(f"{kind}/{obj}")
+            elif kube.delete(kind, ns, obj):
                 out.append(f"{kind}/{obj}")
         except Exception as exc:  # a kind whose CRD is gone: nothing left to delete
             log.debug("delete %s/%s: %s", kind, obj, exc)

@@ -1,11 +1,15 @@
 """Pools provisioned by the real redis-operator v0.16.0 (the local cluster runs
 its manager as a host process, its pods from the images `make images` builds):
-a 3-shard Pool of single instances (Redis CRs) and a 3-shard Pool of 3-member
-replication groups behind Sentinel (RedisReplication + RedisSentinel) become
-Ready, the server posts and claims through them, the master of a replicated
-shard is killed and Sentinel's failover loses no acknowledged, replicated
-message, shards scale up and drain-then-go down, and deleting a Pool completes
-while its volumes stay."""
+a 2-shard Pool of single instances (Redis CRs) and a 1-shard Pool of a
+3-member replication group behind Sentinel (RedisReplication + RedisSentinel)
+become Ready, the server posts and claims through them, the master of the
+replicated shard is killed and Sentinel's failover loses no acknowledged,
+replicated message, shards scale up and drain-then-go down, the replicated
+shard switches to one instance and back with only the current shape's CRs
+left, and deleting the Pools completes (upstream finalizers included) while
+their volumes stay. The Pools are shared between the tests, which run in
+order; shard counts are the smallest that show each behaviour (the 3-shard
+figures are `make bench-redis-operator`'s)."""
 
 from __future__ import annotations
 
@@ -127,17 +131,17 @@ def replication(ns: str, pod: str) -> dict[str, str]:
 def test_single_instance_shards(redis_operator: str) -> None:
     ns = redis_operator
     start = time.monotonic()
-    apply(pool(ns, "ro1", 3, 1))
+    apply(pool(ns, "ro1", 2, 1))
     wait_for("Pool ro1 Ready", lambda: ready(ns, "ro1"), timeout=600, interval=1)
-    print(f"\nPool (3 shards, replicas 1, redis-operator) apply->Ready {time.monotonic() - start:.1f}s")
-    for i in range(3):
+    print(f"\nPool (2 shards, replicas 1, redis-operator) apply->Ready {time.monotonic() - start:.1f}s")
+    for i in range(2):
         cr = get("redis", ns, f"ro1-{i}")
         assert cr, f"Redis ro1-{i}"
         # The upstream's own finalizer, and our retention policy for it.
         assert cr["metadata"].get("finalizers") == ["redisFinalizer"]
         assert cr["spec"]["storage"]["keepAfterDelete"] is True
     pods = items("pods", ns, "sluice.dev/pool=ro1")
-    assert len(pods) == 3 and all(p["status"]["phase"] == "Running" for p in pods)
+    assert len(pods) == 2 and all(p["status"]["phase"] == "Running" for p in pods)
     for p in pods:
         assert "sluice.dev/applied-hash" not in (p["metadata"].get("annotations") or {})
     shard = make_queue(ns, "ro1", "single")
@@ -148,31 +152,31 @@ def test_single_instance_shards(redis_operator: str) -> None:
 
 def test_scale_up_and_down_keeps_volumes(redis_operator: str) -> None:
     ns = redis_operator
-    kc("patch", "pool", "ro1", "-n", ns, "--type=merge", "-p", '{"spec": {"shards": 4}}')
+    kc("patch", "pool", "ro1", "-n", ns, "--type=merge", "-p", '{"spec": {"shards": 3}}')
     wait_for(
-        "Pool ro1 Ready with 4 shards",
-        lambda: (o := get("pool", ns, "ro1")) and o["status"].get("readyShards") == "4/4" and ready(ns, "ro1"),
+        "Pool ro1 Ready with 3 shards",
+        lambda: (o := get("pool", ns, "ro1")) and o["status"].get("readyShards") == "3/3" and ready(ns, "ro1"),
         timeout=300,
         interval=1,
     )
-    kc("patch", "pool", "ro1", "-n", ns, "--type=merge", "-p", '{"spec": {"shards": 3}}')
-    wait_for("shard ro1-3 removed", lambda: get("redis", ns, "ro1-3") is None, timeout=180, interval=1)
-    wait_for("its StatefulSet gone", lambda: get("statefulset", ns, "ro1-3") is None, timeout=120)
+    kc("patch", "pool", "ro1", "-n", ns, "--type=merge", "-p", '{"spec": {"shards": 2}}')
+    wait_for("shard ro1-2 removed", lambda: get("redis", ns, "ro1-2") is None, timeout=180, interval=1)
+    wait_for("its StatefulSet gone", lambda: get("statefulset", ns, "ro1-2") is None, timeout=120)
     p = wait_for(
         "ScaledDown", lambda: (o := get("pool", ns, "ro1")) and condition(o, "ScaledDown").get("status") == "True" and o
     )
-    assert [s["name"] for s in p["status"]["shards"]] == ["ro1-0", "ro1-1", "ro1-2"]
+    assert [s["name"] for s in p["status"]["shards"]] == ["ro1-0", "ro1-1"]
     # keepAfterDelete: the removed shard's claim stays.
-    claims = items("pvc", ns, "sluice.dev/pool=ro1,sluice.dev/shard=3")
-    assert [c["metadata"]["name"] for c in claims] == ["ro1-3-ro1-3-0"]
+    claims = items("pvc", ns, "sluice.dev/pool=ro1,sluice.dev/shard=2")
+    assert [c["metadata"]["name"] for c in claims] == ["ro1-2-ro1-2-0"]
 
 
 def test_replicated_shards_fail_over(redis_operator: str) -> None:
     ns = redis_operator
     start = time.monotonic()
-    apply(pool(ns, "ro3", 3, 3))
-    wait_for("Pool ro3 Ready", lambda: ready(ns, "ro3"), timeout=900, interval=1)
-    print(f"\nPool (3 shards, replicas 3 + Sentinel, redis-operator) apply->Ready {time.monotonic() - start:.1f}s")
+    apply(pool(ns, "ro3", 1, 3))
+    wait_for("Pool ro3 Ready", lambda: ready(ns, "ro3"), timeout=600, interval=1)
+    print(f"\nPool (1 shard, replicas 3 + Sentinel, redis-operator) apply->Ready {time.monotonic() - start:.1f}s")
     assert get("redissentinel", ns, "ro3-0")
     shard = make_queue(ns, "ro3", "events")
     assert post(ns, "events", 20, "before")
@@ -212,6 +216,51 @@ def test_replicated_shards_fail_over(redis_operator: str) -> None:
     assert len(new_masters) == 1, "Sentinel promoted no replica"
 
 
+def shape(ns: str, shard: str) -> dict[str, bool]:
+    return {kind: get(kind.lower(), ns, shard) is not None for kind in ("Redis", "RedisReplication", "RedisSentinel")}
+
+
+def switch_replicas(ns: str, name: str, replicas: int) -> float:
+    """switch_replicas patches a Pool's replicas across 1 and waits until it is Ready
+    for that generation with only the new shape's CRs; the seconds it took."""
+    start = time.monotonic()
+    kc("patch", "pool", name, "-n", ns, "--type=merge", "-p", json.dumps({"spec": {"replicas": replicas}}))
+    gen = get("pool", ns, name)["metadata"]["generation"]
+    want = {"Redis": replicas == 1, "RedisReplication": replicas > 1, "RedisSentinel": replicas > 1}
+    wait_for(
+        f"Pool {name} Ready with replicas {replicas}",
+        lambda: (
+            (o := get("pool", ns, name))
+            and o["status"].get("observedGeneration") == gen
+            and ready(ns, name)
+            and shape(ns, f"{name}-0") == want
+        ),
+        timeout=420,
+        interval=1,
+    )
+    return time.monotonic() - start
+
+
+def test_replicas_crossing_one_leaves_one_shape(redis_operator: str) -> None:
+    """R3: replicas 3 -> 1 -> 3 on the shard the failover test used; each switch ends
+    with only the current kind's CRs, one StatefulSet owned by it, and a working shard."""
+    ns = redis_operator
+    for replicas, owner_kind in ((1, "Redis"), (3, "RedisReplication")):
+        took = switch_replicas(ns, "ro3", replicas)
+        print(f"\nro3 replicas -> {replicas}: Ready in {took:.1f}s")
+        sts = get("statefulset", ns, "ro3-0")
+        assert sts and [o["kind"] for o in sts["metadata"]["ownerReferences"]] == [owner_kind]
+        assert sts["spec"]["replicas"] == replicas
+        sentinels = get("statefulset", ns, "ro3-0-sentinel")
+        if replicas == 1:
+            wait_for("the sentinels' StatefulSet gone", lambda: get("statefulset", ns, "ro3-0-sentinel") is None)
+        else:
+            assert sentinels and [o["kind"] for o in sentinels["metadata"]["ownerReferences"]] == ["RedisSentinel"]
+        tag = f"r{replicas}"
+        wait_for(f"post through replicas {replicas}", lambda t=tag: post(ns, "events", 3, t), timeout=60, interval=1)
+        assert claim_all(ns, "events").count(tag) == 3
+
+
 def test_pool_deletion_completes_and_keeps_volumes(redis_operator: str) -> None:
     ns = redis_operator
     for q in ("single", "events"):
@@ -219,13 +268,14 @@ def test_pool_deletion_completes_and_keeps_volumes(redis_operator: str) -> None:
     for name in ("ro1", "ro3"):
         kc("delete", "pool", name, "-n", ns, "--wait=false")
     for name in ("ro1", "ro3"):
-        wait_for(f"Pool {name} deleted", lambda n=name: get("pool", ns, n) is None, timeout=300, interval=1)
-    # The upstream finalizers ran: its CRs are gone, and their claims stay.
+        wait_for(f"Pool {name} deleted", lambda n=name: get("pool", ns, n) is None, timeout=120, interval=1)
+    # The upstream finalizers ran or were lifted: its CRs are gone, and their claims stay.
     for kind in ("redis", "redisreplication", "redissentinel"):
         wait_for(
             f"{kind} gone",
             lambda k=kind: not json.loads(kc("get", k, "-n", ns, "-o", "json").stdout)["items"],
-            timeout=180,
+            timeout=120,
+            interval=1,
         )
     left = {c["metadata"]["name"] for c in items("pvc", ns, "app.kubernetes.io/managed-by=sluice-operator")}
     assert {"ro1-0-ro1-0-0", "ro3-0-ro3-0-0", "ro3-0-ro3-0-2"} <= left, left

@@ -4,7 +4,16 @@ with simulated nodes: the StatefulSet it makes from a Pool's MongoDBCommunity
 carries our override (pull policy, claims) and runs as the namespace identity
 the operator created; deleting the Pool removes the MongoDBCommunity.
 The members' start-up (the agent's part, played on simulated pods) is not
-covered yet: on simulated nodes the member pods never all appeared."""
+covered yet. Why the member pods never all appeared on the simulated nodes:
+kwok renewed their status only every 70-85 s on the loaded machine, longer
+than the node lifecycle controller's grace period, so the nodes went
+Unknown (taint node.kubernetes.io/unreachable, events NodeNotReady) and
+their pods Ready=False between renewals; the community operator's
+StatefulSet is OrderedReady, so mg-0-2 is never created while mg-0-0 or
+mg-0-1 is not Ready, and the operator waits for readyReplicas == members
+before it writes the connection Secret. Neither the pod management policy
+nor the agents' annotation (agent.mongodb.com/version, played by the test)
+is the cause."""
 
 from __future__ import annotations
 

@@ -26,6 +26,7 @@ def store(monkeypatch: pytest.MonkeyPatch) -> Store:
     monkeypatch.setattr(kube, "list_objects", s.list_objects)
     monkeypatch.setattr(kube, "apply", s.apply)
     monkeypatch.setattr(kube, "delete", s.delete)
+    monkeypatch.setattr(kube, "patch", s.patch)
     monkeypatch.setattr(kube, "group_served", lambda gv: False)
     monkeypatch.setattr(kube, "node_count", lambda key, value=None: 0)
     monkeypatch.setattr(pool_handler, "namespace_terminating", lambda ns: False)
