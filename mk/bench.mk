@@ -1,7 +1,8 @@
 # sluice-bench: the load generator (Go module in bench-job/). See
 # docs/sluice-bench.md. Tests run against a real sluice-server (memory and a
-# real redis-server); the benchmark compares it with zaqar-bench.
-APT_PACKAGES  += redis-server
+# real redis-server); the benchmark compares it with zaqar-bench. The report
+# test opens report.html in headless Chromium.
+APT_PACKAGES  += redis-server chromium-headless-shell fonts-dejavu-core
 TEST_TARGETS  += test-bench
 BENCH_TARGETS += bench-generator
 

@@ -57,7 +57,7 @@ func pageData(res *result.Result, figs []Figure) map[string]any {
 		rows = append(rows, opRow{n, res.Ops[n]})
 	}
 	return map[string]any{"R": res, "Ops": rows, "Figs": fs,
-		"Started": time.UnixMilli(res.Start).UTC().Format(time.RFC3339), "Params": fmt.Sprintf("%+v", res.Params)}
+		"Started": time.UnixMilli(res.Start).UTC().Format(time.RFC3339), "Params": paramRows(res.Params)}
 }
 
 // page is self-contained: images are inlined, no scripts, no external CSS.
@@ -67,8 +67,9 @@ var page = template.Must(template.New("report").Funcs(template.FuncMap{
 }).Parse(`<!DOCTYPE html>
 <html><head><meta charset="utf-8"><title>sluice-bench: {{.R.Scenario}}</title>
 <style>body{font-family:sans-serif;margin:2em;max-width:1100px}table{border-collapse:collapse;margin:1em 0}
-td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}th{background:#eee}td:first-child{text-align:left}
-img{max-width:100%;border:1px solid #ddd;margin:.5em 0}.fail{color:#b00}.pass{color:#070}</style></head><body>
+td,th{border:1px solid #ccc;padding:4px 8px;text-align:right;overflow-wrap:anywhere}th{background:#eee}td:first-child{text-align:left}
+img{max-width:100%;border:1px solid #ddd;margin:.5em 0}
+table.params th{text-align:left}table.params td{text-align:left;overflow-wrap:anywhere}.fail{color:#b00}.pass{color:#070}</style></head><body>
 <h1>sluice-bench: {{.R.Scenario}}</h1>
 <p>Target {{.R.Target}} &middot; started {{.Started}} &middot; {{r .R.Duration}} s &middot; {{.R.Pods}} pod(s)</p>
 {{with .R.Verdict}}<p class="{{if .Pass}}pass{{else}}fail{{end}}">Thresholds: {{if .Pass}}PASS{{else}}FAIL {{range .Failures}}&middot; {{.}} {{end}}{{end}}</p>{{end}}
@@ -82,7 +83,9 @@ img{max-width:100%;border:1px solid #ddd;margin:.5em 0}.fail{color:#b00}.pass{co
 {{range .R.Steps}}<tr><td>{{.Label}}</td><td>{{r .Messages}}</td><td>{{r .Duration}}</td></tr>{{end}}</table>{{end}}
 {{if .R.Dropped}}<p>Open loop: {{.R.Dropped}} arrivals dropped (no idle worker at their start time).</p>{{end}}
 <h2>Plots</h2>
+<p>Throughput leaves out the first and last seconds when the load phase covers them only in part.</p>
 {{range .Figs}}<h3>{{.Title}}</h3><img alt="{{.Title}}" src="{{.Src}}">{{end}}
-<h2>Parameters</h2><pre>{{.Params}}</pre>
+<h2>Parameters</h2>
+<table class="params">{{range .Params}}<tr><th>{{.Name}}</th><td>{{.Value}}</td></tr>{{end}}</table>
 </body></html>
 `))
