@@ -17,11 +17,12 @@ import (
 func cmdReport(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("sluice-bench report", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	faultsFile := fs.String("faults", "", `JSON list of the faults injected during the run, [{"name":..., "at_unix_ms":...}]: measured and marked on the plots`)
 	if err := fs.Parse(args); err != nil {
 		return usageError{err}
 	}
 	if fs.NArg() != 1 {
-		return usageError{fmt.Errorf("usage: sluice-bench report RUN_DIR (or a summary.json)")}
+		return usageError{fmt.Errorf("usage: sluice-bench report [--faults FILE] RUN_DIR (or a summary.json)")}
 	}
 	dir := fs.Arg(0)
 	res, err := result.Load(dir)
@@ -33,6 +34,13 @@ func cmdReport(args []string, stdout, stderr io.Writer) error {
 	}
 	if err := res.Summarize(); err != nil {
 		return err
+	}
+	if *faultsFile != "" {
+		faults, err := result.LoadFaults(*faultsFile)
+		if err != nil {
+			return usageError{err}
+		}
+		res.Faults = result.AnalyzeFaults(res, faults)
 	}
 	paths, err := report.Render(dir, res)
 	if err != nil {

@@ -54,6 +54,23 @@ func TestReportWritesPlotsAndHTML(t *testing.T) {
 		t.Error("report.html is not self-contained")
 	}
 
+	// Faults injected during the run are measured and shown; a malformed
+	// fault list is a usage error, not a report without them.
+	sum, err := result.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	faults := filepath.Join(t.TempDir(), "faults.json")
+	os.WriteFile(faults, []byte(`[{"name":"delete server pod","at_unix_ms":`+strconv.FormatInt(sum.Start+1000, 10)+`}]`), 0o644)
+	mustRun(t, "report", "--faults", faults, dir)
+	if html, _ := os.ReadFile(filepath.Join(dir, "report.html")); !strings.Contains(string(html), "delete server pod") {
+		t.Error("report.html does not list the fault")
+	}
+	os.WriteFile(faults, []byte(`[{"name":"x","at":1}]`), 0o644)
+	if code, _, errs := cli(t, "report", "--faults", faults, dir); code != 2 || !strings.Contains(errs, "faults") {
+		t.Errorf("bad fault list: exit %d, stderr %q", code, errs)
+	}
+
 	// A sweep gets its per-step plot too.
 	sweep := filepath.Join(t.TempDir(), "flood")
 	mustRun(t, "run", "--scenario", "flood", "-s", url, "-t", "1", "--sweep", "1,3", "-q", "fl", "--out", sweep)

@@ -63,7 +63,14 @@ func longRun(t *testing.T) *result.Result {
 		at := start.Add(time.Duration(i) * time.Millisecond)
 		op.Success(at, time.Duration(200+i%5000)*time.Microsecond)
 	}
-	op.Failure(start.Add(time.Second), "connection refused: dial tcp 10.96.0.12:8888: connect: connection refused (sluice-server.bench-namespace-with-a-long-name.svc.cluster.local)")
+	// A fault 1.2 s in: 300 ms of refused connections, then 503s.
+	for ms := 1250; ms < 1700; ms += 10 {
+		reason := "connection_refused"
+		if ms >= 1550 {
+			reason = "http_503: the queue's shard is unavailable while sluice-server.bench-namespace-with-a-long-name.svc reconnects"
+		}
+		op.Failure(start.Add(time.Duration(ms)*time.Millisecond), reason)
+	}
 	res := &result.Result{Scenario: "task-distribution", Target: "http://sluice-server.bench.svc:8888", Pods: 2,
 		Start: start.UnixMilli(), End: start.Add(3 * time.Second).UnixMilli(), Duration: 3,
 		Ops: map[string]*result.OpResult{"post": result.FromSnapshot(op.Finish())}}
@@ -73,6 +80,7 @@ func longRun(t *testing.T) *result.Result {
 	if err := res.Summarize(); err != nil {
 		t.Fatal(err)
 	}
+	res.Faults = result.AnalyzeFaults(res, []result.Fault{{Name: "delete sluice-server pod", At: start.Add(1200 * time.Millisecond).UnixMilli()}})
 	return res
 }
 
@@ -154,6 +162,39 @@ func TestParamsTable(t *testing.T) {
 	for _, k := range []string{"rate", "subscriber", "path", "message_size"} {
 		if _, ok := got[k]; ok {
 			t.Errorf("unset optional %s is listed", k)
+		}
+	}
+}
+
+// TestFaultsAreMarked: a run with a fault gets the Faults table and its
+// time-series plots differ from the same run's without it (the band).
+func TestFaultsAreMarked(t *testing.T) {
+	res := longRun(t)
+	with, err := Plots(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	faults := res.Faults
+	res.Faults = nil
+	without, err := Plots(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range with {
+		marked := with[i].Name == "throughput.png" || with[i].Name == "latency.png"
+		if same := bytes.Equal(with[i].PNG, without[i].PNG); same == marked {
+			t.Errorf("%s: identical with and without the fault: %v", with[i].Name, same)
+		}
+	}
+	res.Faults = faults
+	dir := t.TempDir()
+	if _, err := Render(dir, res); err != nil {
+		t.Fatal(err)
+	}
+	page, _ := os.ReadFile(filepath.Join(dir, "report.html"))
+	for _, want := range []string{"<h2>Faults</h2>", "delete sluice-server pod", "connection_refused: 30", ">0.050<", ">1.200<"} {
+		if !bytes.Contains(page, []byte(want)) {
+			t.Errorf("report.html lacks %q", want)
 		}
 	}
 }

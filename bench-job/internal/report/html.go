@@ -30,7 +30,7 @@ func Render(dir string, res *result.Result) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := page.Execute(out, pageData(res, figs)); err != nil {
+	if err := page(res).Execute(out, pageData(res, figs)); err != nil {
 		out.Close()
 		return nil, err
 	}
@@ -61,7 +61,21 @@ func pageData(res *result.Result, figs []Figure) map[string]any {
 }
 
 // page is self-contained: images are inlined, no scripts, no external CSS.
-var page = template.Must(template.New("report").Funcs(template.FuncMap{
+func page(res *result.Result) *template.Template {
+	return template.Must(pageTemplate.Clone()).Funcs(template.FuncMap{
+		"since": func(ms int64) string { return fmt.Sprintf("%.3f", float64(ms-res.Start)/1000) },
+	})
+}
+
+var pageTemplate = template.Must(template.New("report").Funcs(template.FuncMap{
+	"since": func(int64) string { return "" }, // replaced per run by page
+	// opt prints an optional time, or what its absence means.
+	"opt": func(v *float64, absent string) string {
+		if v == nil {
+			return absent
+		}
+		return fmt.Sprintf("%.3f", *v)
+	},
 	"f": func(v float64) string { return fmt.Sprintf("%.3f", v) },
 	"r": func(v float64) string { return fmt.Sprintf("%.1f", v) },
 }).Parse(`<!DOCTYPE html>
@@ -79,6 +93,10 @@ table.params th{text-align:left}table.params td{text-align:left;overflow-wrap:an
 {{end}}</table>
 {{with .R.Delivery}}<h2>Delivery</h2><table><tr><th>produced</th><th>consumed</th><th>unique</th><th>lost</th><th>duplicated</th><th>e2e p50 ms</th><th>e2e p99 ms</th><th>exact</th></tr>
 <tr><td>{{.Produced}}</td><td>{{.Consumed}}</td><td>{{.Unique}}</td><td>{{.Lost}}</td><td>{{.Duplicated}}</td><td>{{f .E2E.P50}}</td><td>{{f .E2E.P99}}</td><td>{{.Exact}}</td></tr></table>{{end}}
+{{if .R.Faults}}<h2>Faults</h2><p>Times in seconds after each fault; recovery is the first whole second after the last failed request at 90 % of the rate before the fault. The plots mark each fault (dashed line) and shade its unavailability window.</p>
+<table><tr><th>fault</th><th>at (s into the run)</th><th>first error</th><th>unavailable</th><th>recovered</th><th>req/s before</th><th>failures by reason</th></tr>
+{{range .R.Faults}}<tr><td>{{.Name}}</td><td>{{since .At}}</td><td>{{opt .FirstError "none"}}</td><td>{{f .Unavailable}}</td><td>{{opt .Recovery "never"}}</td><td>{{r .BaselineRPS}}</td><td>{{range $k, $v := .Errors}}{{$k}}: {{$v}} {{end}}</td></tr>
+{{end}}</table>{{end}}
 {{if .R.Steps}}<h2>Steps</h2><table><tr><th>step</th><th>messages/s</th><th>duration s</th></tr>
 {{range .R.Steps}}<tr><td>{{.Label}}</td><td>{{r .Messages}}</td><td>{{r .Duration}}</td></tr>{{end}}</table>{{end}}
 {{if .R.Dropped}}<p>Open loop: {{.R.Dropped}} arrivals dropped (no idle worker at their start time).</p>{{end}}

@@ -60,6 +60,10 @@ func Plots(res *result.Result) ([]Figure, error) {
 			return nil, err
 		}
 	}
+	for _, b := range faultBands(res) {
+		tp.Add(b)
+		lat.Add(b)
+	}
 	if err := add("throughput.png", "Throughput over time", tp); err != nil {
 		return nil, err
 	}

@@ -32,6 +32,7 @@ type Result struct {
 	Dropped  int64                `json:"dropped"` // open loop: arrivals with no free worker
 	Steps    []*Step              `json:"steps,omitempty"`
 	Verdict  *Verdict             `json:"thresholds,omitempty"`
+	Faults   []FaultResult        `json:"faults,omitempty"` // per injected fault (AnalyzeFaults)
 
 	// zaqar-bench's own blocks, computed from the same samples.
 	Producer map[string]float64 `json:"producer"`
