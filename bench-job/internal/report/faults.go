@@ -19,8 +19,8 @@ type faultBand struct {
 }
 
 var (
-	faultLine  = color.RGBA{R: 180, A: 255}
-	faultShade = color.RGBA{R: 200, G: 40, B: 40, A: 50}
+	faultLine  = color.NRGBA{R: 180, A: 255}
+	faultShade = color.NRGBA{R: 200, G: 40, B: 40, A: 60} // translucent: the curves show through
 )
 
 // Plot draws the band; it is not a DataRanger, so it never widens axes.
@@ -43,8 +43,7 @@ func (b faultBand) Plot(c draw.Canvas, plt *plot.Plot) {
 
 // faultBands places each fault of a run on the time axis of seriesXYs.
 func faultBands(res *result.Result) []faultBand {
-	startSec := float64(res.Start / 1000)
-	x := func(ms int64) float64 { return float64(ms)/1000 - startSec }
+	x := func(ms int64) float64 { return float64(ms-res.Start) / 1000 }
 	var out []faultBand
 	for _, f := range res.Faults {
 		b := faultBand{at: x(f.At)}

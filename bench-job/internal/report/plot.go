@@ -141,11 +141,11 @@ func line(p *plot.Plot, xys plotter.XYs, i int, name string, dashed bool) error 
 }
 
 // seriesXYs turns an operation's per-second points into the throughput,
-// p50 and p99 curves, x in seconds since the load phase began.
+// p50 and p99 curves, x in seconds since the load phase began, each point
+// at the end of its second (a first, partial second ends before x = 1).
 func seriesXYs(res *result.Result, s []metrics.Point) (rps, p50, p99 plotter.XYs) {
-	startSec := float64(res.Start / 1000)
 	for _, pt := range s {
-		x := float64(pt.T) - startSec + 1
+		x := float64((pt.T+1)*1000-res.Start) / 1000
 		// A second the load phase covers only in part would be drawn as
 		// a collapse of throughput; its latencies are still true.
 		if fullSecond(res, pt.T) {
