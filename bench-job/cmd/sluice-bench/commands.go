@@ -87,6 +87,9 @@ func cmdMerge(args []string, stdout, stderr io.Writer) (int, error) {
 	minRPS := fs.Float64("min-rps", 0, "threshold: minimum req/s")
 	maxP99 := fs.Float64("max-p99", 0, "threshold: maximum p99 ms")
 	maxLost := fs.Int64("max-lost", -1, "threshold: maximum lost messages")
+	faultsFile := fs.String("faults", "", `JSON list of the faults injected during the run, [{"name":..., "at_unix_ms":...}]: each is measured into "faults"`)
+	maxUnavail := fs.Float64("max-unavailable", -1, "threshold: maximum unavailability window of any fault, seconds")
+	maxRecovery := fs.Float64("max-recovery", -1, "threshold: maximum time to recover from any fault, seconds")
 	if err := fs.Parse(args); err != nil {
 		return exitUsage, usageError{err}
 	}
@@ -105,9 +108,22 @@ func cmdMerge(args []string, stdout, stderr io.Writer) (int, error) {
 	if err != nil {
 		return exitFailure, err
 	}
+	if *faultsFile != "" {
+		faults, err := result.LoadFaults(*faultsFile)
+		if err != nil {
+			return exitUsage, usageError{err}
+		}
+		merged.Faults = result.AnalyzeFaults(merged, faults)
+	}
 	v := &result.Verdict{MinRPS: *minRPS, MaxP99: *maxP99}
 	if *maxLost >= 0 {
 		v.MaxLost = maxLost
+	}
+	if *maxUnavail >= 0 {
+		v.MaxUnavailable = maxUnavail
+	}
+	if *maxRecovery >= 0 {
+		v.MaxRecovery = maxRecovery
 	}
 	if v.Any() {
 		v.Check(merged)

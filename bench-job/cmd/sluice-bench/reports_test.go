@@ -66,6 +66,17 @@ func TestReportWritesPlotsAndHTML(t *testing.T) {
 	if html, _ := os.ReadFile(filepath.Join(dir, "report.html")); !strings.Contains(string(html), "delete server pod") {
 		t.Error("report.html does not list the fault")
 	}
+	// A fault one second before a two-second run ends leaves no whole
+	// second to recover in: a recovery bound is missed (exit 99).
+	code, out, errs := cli(t, "merge", "--faults", faults, "--max-recovery", "60", dir)
+	merged, err := result.Parse([]byte(out))
+	if code != 99 || err != nil {
+		t.Fatalf("merge --faults: exit %d, %v\n%s", code, err, errs)
+	}
+	if len(merged.Faults) != 1 || merged.Faults[0].Name != "delete server pod" || merged.Verdict.Pass ||
+		!strings.Contains(strings.Join(merged.Verdict.Failures, ";"), "never recovered") {
+		t.Errorf("merge --faults: faults %+v verdict %+v", merged.Faults, merged.Verdict)
+	}
 	os.WriteFile(faults, []byte(`[{"name":"x","at":1}]`), 0o644)
 	if code, _, errs := cli(t, "report", "--faults", faults, dir); code != 2 || !strings.Contains(errs, "faults") {
 		t.Errorf("bad fault list: exit %d, stderr %q", code, errs)

@@ -142,3 +142,34 @@ func ptr(p *float64) any {
 	}
 	return *p
 }
+
+// TestVerdictBoundsFaults: the unavailability and recovery thresholds hold
+// for every fault, and a fault never recovered from misses any recovery
+// bound.
+func TestVerdictBoundsFaults(t *testing.T) {
+	one, three := 1.0, 3.0
+	r := &Result{Faults: []FaultResult{
+		{Fault: Fault{Name: "server"}, Unavailable: 0.5, Recovery: &one},
+		{Fault: Fault{Name: "shard"}, Unavailable: 2.5, Recovery: &three},
+		{Fault: Fault{Name: "catalog"}, Unavailable: 0},
+	}}
+	for _, c := range []struct {
+		unavail, recovery float64
+		failures          int
+	}{{3, -1, 0}, {2, -1, 1}, {0.4, -1, 2}, {-1, 5, 1}, {-1, 2, 2}, {1, 2, 3}} {
+		v := &Verdict{}
+		if c.unavail >= 0 {
+			v.MaxUnavailable = &c.unavail
+		}
+		if c.recovery >= 0 {
+			v.MaxRecovery = &c.recovery
+		}
+		if !v.Any() {
+			t.Fatal("fault thresholds not counted as thresholds")
+		}
+		v.Check(r)
+		if len(v.Failures) != c.failures || v.Pass != (c.failures == 0) {
+			t.Errorf("unavailable <= %v, recovery <= %v: %v", c.unavail, c.recovery, v.Failures)
+		}
+	}
+}
