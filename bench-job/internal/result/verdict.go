@@ -5,15 +5,15 @@ import "fmt"
 // Verdict holds the thresholds of a run and whether they were met; a
 // missed threshold makes sluice-bench exit 99.
 type Verdict struct {
-	MinRPS   float64  `json:"min_rps,omitempty"`
-	MaxP99   float64  `json:"max_p99_ms,omitempty"`
-	MaxLost  *int64   `json:"max_lost,omitempty"`
+	MinRPS  float64 `json:"min_rps,omitempty"`
+	MaxP99  float64 `json:"max_p99_ms,omitempty"`
+	MaxLost *int64  `json:"max_lost,omitempty"`
 	// MaxUnavailable bounds every fault's unavailability window (seconds);
 	// MaxRecovery its time to recovery (a fault never recovered from fails).
 	MaxUnavailable *float64 `json:"max_unavailable_s,omitempty"`
 	MaxRecovery    *float64 `json:"max_recovery_s,omitempty"`
-	Pass     bool     `json:"pass"`
-	Failures []string `json:"failures,omitempty"`
+	Pass           bool     `json:"pass"`
+	Failures       []string `json:"failures,omitempty"`
 }
 
 // Any reports whether any threshold is set.
