@@ -141,6 +141,17 @@ def delete_pod(namespace: str, name: str, grace_seconds: int | None = None) -> b
         raise
 
 
+def patch_status(kind: str, namespace: str, name: str, status: dict[str, Any]) -> dict[str, Any]:
+    """patch_status merges fields into an object's status subresource at once
+    (for what must be recorded before the handler returns)."""
+    return _call(
+        "PATCH",
+        path(kind, namespace, name) + "/status",
+        body={"status": status},
+        content_type="application/merge-patch+json",
+    )
+
+
 def evict(namespace: str, name: str) -> None:
     """evict asks for a pod's eviction, which honours PodDisruptionBudgets."""
     body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": namespace}}
@@ -149,7 +160,12 @@ def evict(namespace: str, name: str) -> None:
 
 def cordon(node: str, unschedulable: bool) -> None:
     """cordon marks a node (un)schedulable."""
-    _call("PATCH", f"/api/v1/nodes/{node}", body={"spec": {"unschedulable": unschedulable}}, content_type="application/merge-patch+json")
+    _call(
+        "PATCH",
+        f"/api/v1/nodes/{node}",
+        body={"spec": {"unschedulable": unschedulable}},
+        content_type="application/merge-patch+json",
+    )
 
 
 def patch(kind: str, namespace: str, name: str, body: dict[str, Any]) -> dict[str, Any]:

@@ -25,7 +25,7 @@ from . import benchmark_merge as bm
 from . import benchmark_pods as bp
 from . import benchmark_report as brep
 from . import benchmark_results as br
-from . import server
+from . import faults, server
 
 log = logging.getLogger(__name__)
 ACTIVE = ("Pending", "Running")
@@ -137,6 +137,8 @@ def start_run(cfg: Config, st: Settings, body: dict[str, Any], patch: Any, logge
             comparison=None,
             startTime=None,
             completionTime=None,
+            loadStart=None,
+            faults=None,
             runCreated=_ts(now),
         )
         status_after = {**status, "conditions": []}
@@ -191,6 +193,7 @@ def start_run(cfg: Config, st: Settings, body: dict[str, Any], patch: Any, logge
             "message": f"Job {job['metadata']['name']} created; load starts at {start_at}",
             "jobName": job["metadata"]["name"],
             "parametersConfigMap": params["metadata"]["name"],
+            "loadStart": start_at,
         },
     )
 
@@ -254,6 +257,7 @@ def follow(cfg: Config, st: Settings, body: dict[str, Any], patch: Any, logger: 
         if job is not None and obs.phase == "Failed":
             kube.delete("Job", ns, job_name)  # stop pods that would otherwise wait for their deadline
         metrics.ERRORS.labels("Benchmark", new["reason"]).inc()
+    new.update(faults.step(cfg, body, status, new["phase"], _now()))
     _write(patch, body, status, new)
 
 

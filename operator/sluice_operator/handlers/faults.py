@@ -15,7 +15,7 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from .. import kube
+from .. import events, kube
 from ..builders import common
 from ..config import Config
 
@@ -44,7 +44,9 @@ def fault_name(f: dict[str, Any]) -> str:
     return what
 
 
-def due(faults: list[dict[str, Any]], recorded: list[dict[str, Any]], load_start: dt.datetime, now: dt.datetime) -> list[Due]:
+def due(
+    faults: list[dict[str, Any]], recorded: list[dict[str, Any]], load_start: dt.datetime, now: dt.datetime
+) -> list[Due]:
     """due lists the faults to inject now, earliest first: their time after the
     load's start has passed and status.faults holds no record of them."""
     done = {r.get("index") for r in recorded}
@@ -120,12 +122,20 @@ def inject(cfg: Config, ns: str, d: Due, now: Any = None) -> dict[str, Any]:
                 return record(d, None, "", "Failed", f"no Deployment {common.SERVER_NAME} in {ns}")
             before = int((dep.get("spec") or {}).get("replicas") or 1)
             kube.patch("Deployment", ns, common.SERVER_NAME, {"spec": {"replicas": int(f["replicas"])}})
-            out = record(d, clock(), common.SERVER_NAME, "Injected", f"Deployment {common.SERVER_NAME} scaled from {before} to {f['replicas']}")
+            out = record(
+                d,
+                clock(),
+                common.SERVER_NAME,
+                "Injected",
+                f"Deployment {common.SERVER_NAME} scaled from {before} to {f['replicas']}",
+            )
             return {**out, "previousReplicas": before}
         if f["target"] == "operator":
             pod_ns, pod_name = _own_pod()
             if not pod_ns:
-                return record(d, None, "", "Failed", "the operator does not run in a pod (SLUICE_OPERATOR_NAMESPACE unset)")
+                return record(
+                    d, None, "", "Failed", "the operator does not run in a pod (SLUICE_OPERATOR_NAMESPACE unset)"
+                )
             pod = kube.get("Pod", pod_ns, pod_name)
         else:
             pod_ns = ns
@@ -137,10 +147,16 @@ def inject(cfg: Config, ns: str, d: Due, now: Any = None) -> dict[str, Any]:
             node = (pod.get("spec") or {}).get("nodeName") or ""
             at = clock()
             kube.cordon(node, True)
-            evicted = [str(p["metadata"]["name"]) for p in kube.list_objects("Pod", ns) if (p.get("spec") or {}).get("nodeName") == node and _alive(p)]
+            evicted = [
+                str(p["metadata"]["name"])
+                for p in kube.list_objects("Pod", ns)
+                if (p.get("spec") or {}).get("nodeName") == node and _alive(p)
+            ]
             for victim in evicted:
                 kube.evict(ns, victim)
-            out = record(d, at, name, "Injected", f"node {node} cordoned; evicted {', '.join(evicted) or 'nothing'} in {ns}")
+            out = record(
+                d, at, name, "Injected", f"node {node} cordoned; evicted {', '.join(evicted) or 'nothing'} in {ns}"
+            )
             return {**out, "node": node}
         grace = 0 if f["action"] == "kill" else None
         at = clock()
@@ -177,3 +193,32 @@ def restore(cfg: Config, ns: str, records: list[dict[str, Any]]) -> list[str]:
             kube.patch("Deployment", ns, common.SERVER_NAME, {"spec": {"replicas": int(r["previousReplicas"])}})
             done.append(f"{common.SERVER_NAME} back to {r['previousReplicas']} replica(s)")
     return done
+
+
+def step(cfg: Config, body: dict[str, Any], status: dict[str, Any], phase: str, now: dt.datetime) -> dict[str, Any]:
+    """step is the Benchmark controller's fault work on one tick of an active
+    run: inject what is due while the run is active, undo what outlives it once
+    it has ended. Returns the status fields to write."""
+    spec, ns = body["spec"], body["metadata"]["namespace"]
+    recorded = list(status.get("faults") or [])
+    start = status.get("loadStart")
+    if phase not in ("Pending", "Running"):
+        done = restore(cfg, ns, recorded)
+        if done:
+            events.info(body, reason="FaultsUndone", message="; ".join(done)[:1000])
+        return {}
+    if not start or not spec.get("faults"):
+        return {}
+    load_start = dt.datetime.fromisoformat(start.replace("Z", "+00:00"))
+    for d in due(spec["faults"], recorded, load_start, now):
+        r = inject(cfg, ns, d)
+        recorded.append(r)
+        if r["result"] == "Injected":
+            events.info(body, reason="FaultInjected", message=f"{r['name']}: {r['message']}"[:1000])
+        else:
+            events.warn(body, reason="FaultFailed", message=f"{r['name']}: {r['message']}"[:1000])
+        if d.fault["target"] == "operator" and r["result"] == "Injected":
+            # This process ends here: the record goes into status first.
+            kube.patch_status("Benchmark", ns, body["metadata"]["name"], {"faults": recorded})
+            delete_own_pod(d.fault)
+    return {"faults": recorded} if recorded != list(status.get("faults") or []) else {}
