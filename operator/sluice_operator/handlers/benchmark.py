@@ -325,7 +325,7 @@ def report(cfg: Config, body: dict[str, Any], patch: Any, logger: Any = log) -> 
         full = brep.summary_from_log(brep.pod_log(ns, pod) or "")
         inputs[f"{pod}.json"] = json.dumps(full) if full else text
     try:
-        files, dropped = brep.fit(brep.render(inputs, exe))
+        files, dropped = brep.fit(brep.render(inputs, exe, faults=brep.faults_input(status.get("faults") or [])))
     except (brep.ReportError, OSError, TimeoutError) as exc:
         conds = cond.set_condition(status.get("conditions"), "ReportReady", False, "RenderFailed", str(exc)[:300], gen)
         cond.write_status(patch, status, {"conditions": conds, "reportAttempts": tries + 1})

@@ -13,6 +13,7 @@ API access, and the operator needs only `get pods/log`."""
 from __future__ import annotations
 
 import base64
+import datetime as dt
 import json
 import logging
 import os
@@ -65,9 +66,23 @@ def pod_log(ns: str, pod: str) -> str | None:
         return None
 
 
-def render(inputs: dict[str, str], exe: str, timeout: float = 120) -> dict[str, bytes]:
+def faults_input(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """faults_input is sluice-bench's --faults list from status.faults: the faults
+    that happened, at the millisecond they happened."""
+    out = []
+    for r in records:
+        if r.get("result") == "Injected" and r.get("injected"):
+            at = dt.datetime.fromisoformat(str(r["injected"]).replace("Z", "+00:00"))
+            out.append({"name": r["name"], "at_unix_ms": int(at.timestamp() * 1000)})
+    return out
+
+
+def render(
+    inputs: dict[str, str], exe: str, timeout: float = 120, faults: list[dict[str, Any]] | None = None
+) -> dict[str, bytes]:
     """render merges the inputs (file name -> JSON text: summaries or termination logs) and
-    returns the report's files (name -> bytes)."""
+    returns the report's files (name -> bytes); faults (faults_input) are measured and
+    marked."""
     with tempfile.TemporaryDirectory(prefix="sluice-report-") as tmp:
         root = pathlib.Path(tmp)
         paths = []
@@ -77,7 +92,11 @@ def render(inputs: dict[str, str], exe: str, timeout: float = 120) -> dict[str, 
             p.write_text(text)
             paths.append(str(p))
         out = root / "merged"
-        for args in ([exe, "merge", "--out", str(out), *paths], [exe, "report", str(out)]):
+        merge = [exe, "merge", "--out", str(out)]
+        if faults:
+            (root / "faults.json").write_text(json.dumps(faults))
+            merge += ["--faults", str(root / "faults.json")]
+        for args in ([*merge, *paths], [exe, "report", str(out)]):
             proc = subprocess.run(args, capture_output=True, text=True, timeout=timeout, check=False)
             if proc.returncode not in (0, 99):
                 raise ReportError(

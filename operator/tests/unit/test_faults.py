@@ -153,3 +153,32 @@ def test_step_without_load_start_waits(store: tuple[Store, dict[str, list[Any]]]
     body = bench([{"at": 0, "action": "kill", "target": "server"}])
     assert faults.step(Config(), body, {}, "Pending", T0) == {}
     assert calls["deleted"] == []
+
+
+def test_faults_input_keeps_what_happened() -> None:
+    from sluice_operator.handlers import benchmark_report as brep
+
+    records = [
+        {"index": 0, "name": "kill server", "result": "Injected", "injected": "2026-11-23T12:00:10.250Z"},
+        {"index": 1, "name": "delete shard p/0", "result": "Failed", "message": "no running pod"},
+    ]
+    assert brep.faults_input(records) == [{"name": "kill server", "at_unix_ms": int(T0.timestamp() * 1000) + 10_250}]
+
+
+def test_report_measures_and_marks_faults(tmp_path: Any) -> None:
+    """The report of two real sluice-bench pods with a fault in their run: the
+    merged summary measures it and report.html lists it."""
+    import json
+
+    from sluice_operator.handlers import benchmark_report as brep
+
+    from ..bench_pods import BENCH, run_pods
+
+    logs = run_pods(tmp_path)
+    start = min(json.loads(p.read_text())["start"] for p in logs)
+    files = brep.render(
+        {p.name: p.read_text() for p in logs}, str(BENCH), faults=[{"name": "kill server", "at_unix_ms": start + 500}]
+    )
+    summary = json.loads(files["summary.json"])
+    assert [f["name"] for f in summary["faults"]] == ["kill server"]
+    assert b"kill server" in files["report.html"] and b"<h2>Faults</h2>" in files["report.html"]
