@@ -325,7 +325,9 @@ def report(cfg: Config, body: dict[str, Any], patch: Any, logger: Any = log) -> 
         full = brep.summary_from_log(brep.pod_log(ns, pod) or "")
         inputs[f"{pod}.json"] = json.dumps(full) if full else text
     try:
-        files, dropped = brep.fit(brep.render(inputs, exe, faults=brep.faults_input(status.get("faults") or [])))
+        rendered = brep.render(inputs, exe, faults=brep.faults_input(status.get("faults") or []))
+        measured = brep.fault_figures(status.get("faults") or [], rendered.get("summary.json"))
+        files, dropped = brep.fit(rendered)
     except (brep.ReportError, OSError, TimeoutError) as exc:
         conds = cond.set_condition(status.get("conditions"), "ReportReady", False, "RenderFailed", str(exc)[:300], gen)
         cond.write_status(patch, status, {"conditions": conds, "reportAttempts": tries + 1})
@@ -347,7 +349,10 @@ def report(cfg: Config, body: dict[str, Any], patch: Any, logger: Any = log) -> 
         f"{len(files)} file(s) in ConfigMap {cm_name}{note}",
         gen,
     )
-    cond.write_status(patch, status, {"conditions": conds, "reportConfigMap": cm_name, "reportAttempts": tries + 1})
+    new = {"conditions": conds, "reportConfigMap": cm_name, "reportAttempts": tries + 1}
+    if measured:
+        new["faults"] = measured
+    cond.write_status(patch, status, new)
     events.info(body, reason="ReportReady", message=f"report in ConfigMap {cm_name}")
 
 

@@ -77,6 +77,30 @@ def faults_input(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+# sluice-bench's per-fault figures, as status.faults spells them.
+FAULT_FIGURES = {
+    "first_error_s": "firstErrorSeconds",
+    "unavailable_s": "unavailableSeconds",
+    "recovery_s": "recoverySeconds",
+    "baseline_rps": "baselineRequestsPerSecond",
+    "errors": "errors",
+}
+
+
+def fault_figures(records: list[dict[str, Any]], summary: bytes | None) -> list[dict[str, Any]] | None:
+    """fault_figures adds what sluice-bench measured around each injected fault
+    (from the merged summary) to its status.faults record; None when there is
+    nothing to add."""
+    if not records or not summary:
+        return None
+    measured = {f.get("name"): f for f in json.loads(summary).get("faults") or []}
+    out = []
+    for r in records:
+        m = measured.get(r.get("name")) if r.get("result") == "Injected" else None
+        out.append({**r, **{k: m.get(g) for g, k in FAULT_FIGURES.items()}} if m else r)
+    return out if out != records else None
+
+
 def render(
     inputs: dict[str, str], exe: str, timeout: float = 120, faults: list[dict[str, Any]] | None = None
 ) -> dict[str, bytes]:

@@ -182,3 +182,33 @@ def test_report_measures_and_marks_faults(tmp_path: Any) -> None:
     summary = json.loads(files["summary.json"])
     assert [f["name"] for f in summary["faults"]] == ["kill server"]
     assert b"kill server" in files["report.html"] and b"<h2>Faults</h2>" in files["report.html"]
+
+
+def test_fault_figures_join_by_name() -> None:
+    import json
+
+    from sluice_operator.handlers import benchmark_report as brep
+
+    records = [
+        {"index": 0, "name": "kill server", "result": "Injected", "injected": "2026-11-23T12:00:10.250Z"},
+        {"index": 1, "name": "delete shard p/0", "result": "Failed"},
+    ]
+    summary = {
+        "faults": [
+            {
+                "name": "kill server",
+                "at_unix_ms": 1,
+                "first_error_s": 0.01,
+                "unavailable_s": 0.4,
+                "recovery_s": None,
+                "baseline_rps": 812.5,
+                "errors": {"connection_refused": 3},
+            }
+        ]
+    }
+    got = brep.fault_figures(records, json.dumps(summary).encode())
+    assert got is not None
+    assert got[0]["unavailableSeconds"] == 0.4 and got[0]["recoverySeconds"] is None
+    assert got[0]["errors"] == {"connection_refused": 3} and got[0]["baselineRequestsPerSecond"] == 812.5
+    assert got[1] == records[1]
+    assert brep.fault_figures([], json.dumps(summary).encode()) is None
