@@ -325,8 +325,14 @@ def report(cfg: Config, body: dict[str, Any], patch: Any, logger: Any = log) -> 
         full = brep.summary_from_log(brep.pod_log(ns, pod) or "")
         inputs[f"{pod}.json"] = json.dumps(full) if full else text
     try:
-        rendered = brep.render(inputs, exe, faults=brep.faults_input(status.get("faults") or []))
+        rendered = brep.render(
+            inputs,
+            exe,
+            faults=brep.faults_input(status.get("faults") or []),
+            thresholds=body["spec"].get("thresholds"),
+        )
         measured = brep.fault_figures(status.get("faults") or [], rendered.get("summary.json"))
+        missed = brep.fault_bound_failures(rendered.get("summary.json")) if measured else []
         files, dropped = brep.fit(rendered)
     except (brep.ReportError, OSError, TimeoutError) as exc:
         conds = cond.set_condition(status.get("conditions"), "ReportReady", False, "RenderFailed", str(exc)[:300], gen)
@@ -349,9 +355,14 @@ def report(cfg: Config, body: dict[str, Any], patch: Any, logger: Any = log) -> 
         f"{len(files)} file(s) in ConfigMap {cm_name}{note}",
         gen,
     )
-    new = {"conditions": conds, "reportConfigMap": cm_name, "reportAttempts": tries + 1}
+    new: dict[str, Any] = {"conditions": conds, "reportConfigMap": cm_name, "reportAttempts": tries + 1}
     if measured:
         new["faults"] = measured
+    if missed:
+        # The fault bounds need the per-second series, which only the report has.
+        kept = [r for r in status.get("verdictReasons") or [] if not r.endswith("thresholds met")]
+        new.update(verdict="Fail", verdictReasons=kept + missed)
+        events.warn(body, reason="FaultBoundsMissed", message="; ".join(missed)[:1000])
     cond.write_status(patch, status, new)
     events.info(body, reason="ReportReady", message=f"report in ConfigMap {cm_name}")
 

@@ -101,12 +101,26 @@ def fault_figures(records: list[dict[str, Any]], summary: bytes | None) -> list[
     return out if out != records else None
 
 
+# spec.thresholds that bound faults, and the sluice-bench merge flag for each.
+FAULT_BOUNDS = {"maxUnavailableSeconds": "--max-unavailable", "maxRecoverySeconds": "--max-recovery"}
+
+
+def fault_bound_failures(summary: bytes | None) -> list[str]:
+    """fault_bound_failures is sluice-bench's verdict on the fault bounds it was given."""
+    verdict = (json.loads(summary).get("thresholds") or {}) if summary else {}
+    return [str(f) for f in verdict.get("failures") or []]
+
+
 def render(
-    inputs: dict[str, str], exe: str, timeout: float = 120, faults: list[dict[str, Any]] | None = None
+    inputs: dict[str, str],
+    exe: str,
+    timeout: float = 120,
+    faults: list[dict[str, Any]] | None = None,
+    thresholds: dict[str, Any] | None = None,
 ) -> dict[str, bytes]:
     """render merges the inputs (file name -> JSON text: summaries or termination logs) and
-    returns the report's files (name -> bytes); faults (faults_input) are measured and
-    marked."""
+    returns the report's files (name -> bytes); faults (faults_input) are measured, marked
+    and judged against the fault bounds among thresholds (summary.json's verdict)."""
     with tempfile.TemporaryDirectory(prefix="sluice-report-") as tmp:
         root = pathlib.Path(tmp)
         paths = []
@@ -120,6 +134,10 @@ def render(
         if faults:
             (root / "faults.json").write_text(json.dumps(faults))
             merge += ["--faults", str(root / "faults.json")]
+            bounds = thresholds or {}
+            for key, flag in FAULT_BOUNDS.items():
+                if bounds.get(key) is not None:
+                    merge += [flag, str(float(bounds[key]))]
         for args in ([*merge, *paths], [exe, "report", str(out)]):
             proc = subprocess.run(args, capture_output=True, text=True, timeout=timeout, check=False)
             if proc.returncode not in (0, 99):

@@ -212,3 +212,23 @@ def test_fault_figures_join_by_name() -> None:
     assert got[0]["errors"] == {"connection_refused": 3} and got[0]["baselineRequestsPerSecond"] == 812.5
     assert got[1] == records[1]
     assert brep.fault_figures([], json.dumps(summary).encode()) is None
+
+
+def test_fault_bounds_are_judged_by_sluice_bench(tmp_path: Any) -> None:
+    """A recovery bound no fault can meet (the fault is too late in a 2 s run to
+    recover within it) is missed in sluice-bench's verdict; no bound, no verdict."""
+    import json
+
+    from sluice_operator.handlers import benchmark_report as brep
+
+    from ..bench_pods import BENCH, run_pods
+
+    logs = run_pods(tmp_path)
+    start = min(json.loads(p.read_text())["start"] for p in logs)
+    inputs = {p.name: p.read_text() for p in logs}
+    fault = [{"name": "kill server", "at_unix_ms": start + 1500}]
+    files = brep.render(inputs, str(BENCH), faults=fault, thresholds={"maxRecoverySeconds": 30, "maxP99Ms": 0.001})
+    missed = brep.fault_bound_failures(files["summary.json"])
+    assert len(missed) == 1 and missed[0].startswith("kill server: never recovered"), missed
+    files = brep.render(inputs, str(BENCH), faults=fault, thresholds={"maxLost": 0})
+    assert brep.fault_bound_failures(files["summary.json"]) == []
