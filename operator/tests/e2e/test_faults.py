@@ -52,31 +52,34 @@ def figures(f: dict[str, Any]) -> str:
     )
 
 
-def test_server_pod_killed(fault_pool: str) -> None:
+def test_server_and_operator_pods_killed(fault_pool: str) -> None:
     """SIGKILL of one of the two sluice-server pods: the Service routes around
-    it; only requests in flight on it fail; nothing is lost."""
+    it; only requests in flight on it fail; nothing is lost. Then the
+    operator's own pod: the data plane does not notice, and the new operator
+    follows the run to its end."""
     ns = fault_pool
-    b = run(
-        ns,
-        benchmark(ns, "f-server", pool="faults", duration=20, faults=[{"at": 6, "action": "kill", "target": "server"}]),
-    )
+    faults = [{"at": 6, "action": "kill", "target": "server"}, {"at": 16, "action": "kill", "target": "operator"}]
+    b = run(ns, benchmark(ns, "f-server", pool="faults", duration=26, faults=faults))
     st = b["status"]
     assert st["phase"] == "Succeeded", (st.get("reason"), st.get("message"))
     r = st["results"]
     assert r["lost"] == 0, r
     assert r["errors"] <= WORKERS, f"{r['errors']} failed requests: more than the {WORKERS} that can be in flight"
-    (f,) = st["faults"]
+    f, op = st["faults"]
     assert f["result"] == "Injected" and f["pod"].startswith("sluice-server-"), f
+    assert op["result"] == "Injected" and op["pod"].startswith(RELEASE), op
     st = reported(ns, "f-server")
-    (f,) = st["faults"]
-    print(f"\nserver pod killed: {figures(f)}")
+    f, op = st["faults"]
+    print(f"\nserver pod killed: {figures(f)}\noperator pod killed: {figures(op)}")
     assert f["unavailableSeconds"] < 10, f
+    assert op["firstErrorSeconds"] is None and not op["errors"], op
 
 
-def test_shard_pod_killed(fault_pool: str) -> None:
+def test_shard_and_catalog_pods_killed(fault_pool: str) -> None:
     """SIGKILL of a shard's Redis: its queues answer 503 with Retry-After
     (never 500) until the pod is back from its AOF; no acknowledged message is
-    lost after it returns."""
+    lost after it returns. Then the catalog's pod: queues already placed keep
+    working from the servers' cache."""
     ns = fault_pool
     b = run(
         ns,
@@ -85,20 +88,27 @@ def test_shard_pod_killed(fault_pool: str) -> None:
             "f-shard",
             pool="faults",
             duration=40,
-            faults=[{"at": 6, "action": "kill", "target": "shard", "pool": "faults", "shard": 0}],
+            faults=[
+                {"at": 6, "action": "kill", "target": "shard", "pool": "faults", "shard": 0},
+                {"at": 28, "action": "kill", "target": "catalog"},
+            ],
         ),
     )
     st = b["status"]
     assert st["phase"] == "Succeeded", (st.get("reason"), st.get("message"))
     assert st["results"]["lost"] == 0, st["results"]
-    (f,) = st["faults"]
+    f, cat = st["faults"]
     assert f["result"] == "Injected" and f["pod"].startswith("faults-0"), f
+    assert cat["result"] == "Injected", cat
     st = reported(ns, "f-shard")
-    (f,) = st["faults"]
+    f, cat = st["faults"]
     errors = f.get("errors") or {}
-    print(f"\nshard pod killed: {figures(f)}")
+    print(f"\nshard pod killed: {figures(f)}\ncatalog pod killed: {figures(cat)}")
     assert not any(k.startswith("http_5") and k != "http_503" for k in errors), errors
     assert f["recoverySeconds"] is not None, f
+    # The queues are placed: the servers route them from their cache while
+    # the catalog restarts.
+    assert cat["firstErrorSeconds"] is None and not cat["errors"], cat
 
 
 def helm(*args: str) -> None:
