@@ -232,3 +232,17 @@ def test_fault_bounds_are_judged_by_sluice_bench(tmp_path: Any) -> None:
     assert len(missed) == 1 and missed[0].startswith("kill server: never recovered"), missed
     files = brep.render(inputs, str(BENCH), faults=fault, thresholds={"maxLost": 0})
     assert brep.fault_bound_failures(files["summary.json"]) == []
+
+
+def test_runs_with_faults_claim_short_and_drain_long() -> None:
+    from sluice_operator.builders import benchmark as bb
+
+    cfg = Config()
+    plain = bench([])
+    plain["spec"].pop("faults")
+    faulty = bench([{"at": 5, "action": "kill", "target": "server"}])
+    a, b = bb.bench_args(cfg, plain, 1, "2026-11-23T12:00:00Z"), bb.bench_args(cfg, faulty, 1, "2026-11-23T12:00:00Z")
+    assert "--claim-ttl" not in a and "--drain" not in a
+    i = b.index("--claim-ttl")
+    assert b[i + 1] == "60" and b[b.index("--drain") + 1] == f"{bb.FAULT_DRAIN_SECONDS}s"
+    assert bb.deadline(faulty["spec"], 15) == bb.deadline(plain["spec"], 15) + bb.FAULT_DRAIN_SECONDS
