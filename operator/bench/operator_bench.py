@@ -12,8 +12,6 @@ from __future__ import annotations
 import json
 import os
 import pathlib
-import secrets
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -23,7 +21,8 @@ import uuid
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "operator"))
 
-from tests.integration.conftest import KUBECONFIG, apply, condition, free_port, get, kc  # noqa: E402
+from tests.integration.conftest import KUBECONFIG, apply, condition, get, kc  # noqa: E402
+from tests.support import Processes, free_port, server_stack  # noqa: E402
 
 
 def wait(what: str, fn, timeout: float) -> float:
@@ -43,82 +42,26 @@ def rss_mb(pid: int) -> tuple[float, float]:
 def main() -> int:
     n_queues = int(os.environ.get("QUEUES", "100"))
     tmp = pathlib.Path(tempfile.mkdtemp(prefix="sluice-opbench-"))
-    procs: list[subprocess.Popen] = []
+    procs = Processes()
     ns = f"opbench-{uuid.uuid4().hex[:6]}"
     try:
-        ports = [free_port() for _ in range(3)]
-        for i, p in enumerate(ports):
-            d = tmp / f"redis{i}"
-            d.mkdir()
-            procs.append(
-                subprocess.Popen(
-                    [
-                        shutil.which("redis-server") or "redis-server",
-                        "--port",
-                        str(p),
-                        "--bind",
-                        "127.0.0.1",
-                        "--save",
-                        "",
-                        "--dir",
-                        str(d),
-                    ],
-                    stdout=subprocess.DEVNULL,
-                )
-            )
-        token = secrets.token_urlsafe(16)
-        server_port = free_port()
-        env = {**os.environ, "SLUICE_ADMIN_TOKEN": token, "SLUICE_CATALOG": f"redis://127.0.0.1:{ports[2]}/0"}
-        procs.append(
-            subprocess.Popen(
-                [
-                    str(ROOT / "build/bin/sluice-server"),
-                    "--listen",
-                    f"127.0.0.1:{server_port}",
-                    "--store",
-                    f"redis://127.0.0.1:{ports[2]}/1",
-                ],
-                env=env,
-                stdout=(tmp / "server.log").open("w"),
-                stderr=subprocess.STDOUT,
-            )
-        )
+        # The stack of tests/integration/test_external.py: shards and server on loopback.
+        srv = server_stack(procs, tmp)
         kc("apply", "-f", str(ROOT / "crds"))
         kc("create", "namespace", ns)
-        uris = "\n".join(f"redis://127.0.0.1:{p}/0" for p in ports[:2])
-        apply(
-            {
-                "apiVersion": "v1",
-                "kind": "Secret",
-                "metadata": {"name": "shards", "namespace": ns},
-                "stringData": {"uris": uris},
-            }
-        )
-        apply(
-            {
-                "apiVersion": "v1",
-                "kind": "Secret",
-                "metadata": {"name": "sluice-server-admin", "namespace": ns},
-                "stringData": {"token": token},
-            }
-        )
+        for secret in srv.secrets(ns):
+            apply(secret)
         op_env = {
             **os.environ,
             "KUBECONFIG": str(KUBECONFIG),
             "SLUICE_OPERATOR_WATCH_NAMESPACES": ns,
-            "SLUICE_OPERATOR_SERVER_URL_TEMPLATE": f"http://127.0.0.1:{server_port}",
+            "SLUICE_OPERATOR_SERVER_URL_TEMPLATE": srv.base,
             "SLUICE_OPERATOR_METRICS_PORT": str(free_port()),
             "SLUICE_OPERATOR_LIVENESS_PORT": str(free_port()),
             "SLUICE_OPERATOR_POOL_INTERVAL": "5",
             "SLUICE_OPERATOR_QUEUE_INTERVAL": "15",
         }
-        op = subprocess.Popen(
-            [sys.executable, "-m", "sluice_operator.cli"],
-            env=op_env,
-            stdout=(tmp / "operator.log").open("w"),
-            stderr=subprocess.STDOUT,
-        )
-        procs.append(op)
+        op = procs.start([sys.executable, "-m", "sluice_operator.cli"], log=tmp / "operator.log", env=op_env)
         time.sleep(2)
         apply(
             {
@@ -186,12 +129,7 @@ def main() -> int:
             kc("delete", "namespace", ns, "--wait=false", check=False)
         except subprocess.TimeoutExpired:
             pass
-        for p in reversed(procs):
-            p.terminate()
-            try:
-                p.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        procs.stop()
 
 
 if __name__ == "__main__":

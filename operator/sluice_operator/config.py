@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,7 +19,9 @@ class ConfigError(ValueError):
     """A configuration value that cannot be used; the message names the variable."""
 
 
-def _int(env: dict[str, str], name: str, default: int, lo: int, hi: int) -> int:
+def env_int(env: Mapping[str, str], name: str, default: int, lo: int, hi: int) -> int:
+    """env_int reads integer variable `name` from env, `default` when unset or empty,
+    raising ConfigError naming the variable when it is not an integer in lo..hi."""
     raw = env.get(name)
     if raw is None or raw == "":
         return default
@@ -160,8 +163,8 @@ class Config:
             image_pull_policy=policy,
             redis_operator_image=e.get(p + "REDIS_OPERATOR_IMAGE", d.redis_operator_image),
             redis_sentinel_image=e.get(p + "REDIS_SENTINEL_IMAGE", d.redis_sentinel_image),
-            server_replicas=_int(e, p + "SERVER_REPLICAS", d.server_replicas, 1, 100),
-            server_port=_int(e, p + "SERVER_PORT", d.server_port, 1, 65535),
+            server_replicas=env_int(e, p + "SERVER_REPLICAS", d.server_replicas, 1, 100),
+            server_port=env_int(e, p + "SERVER_PORT", d.server_port, 1, 65535),
             server_resources=resources,
             server_placement=placement,
             default_provisioner=provisioner,
@@ -170,11 +173,11 @@ class Config:
             server_store=e.get(p + "SERVER_STORE", d.server_store),
             catalog_env=e.get(p + "CATALOG_ENV", d.catalog_env),
             server_url_template=e.get(p + "SERVER_URL_TEMPLATE", d.server_url_template),
-            probe_timeout=float(_int(e, p + "PROBE_TIMEOUT_MS", int(d.probe_timeout * 1000), 50, 60000)) / 1000,
-            pool_interval=float(_int(e, p + "POOL_INTERVAL", int(d.pool_interval), 1, 3600)),
-            queue_interval=float(_int(e, p + "QUEUE_INTERVAL", int(d.queue_interval), 1, 3600)),
-            metrics_port=_int(e, p + "METRICS_PORT", d.metrics_port, 0, 65535),
-            liveness_port=_int(e, p + "LIVENESS_PORT", d.liveness_port, 0, 65535),
+            probe_timeout=float(env_int(e, p + "PROBE_TIMEOUT_MS", int(d.probe_timeout * 1000), 50, 60000)) / 1000,
+            pool_interval=float(env_int(e, p + "POOL_INTERVAL", int(d.pool_interval), 1, 3600)),
+            queue_interval=float(env_int(e, p + "QUEUE_INTERVAL", int(d.queue_interval), 1, 3600)),
+            metrics_port=env_int(e, p + "METRICS_PORT", d.metrics_port, 0, 65535),
+            liveness_port=env_int(e, p + "LIVENESS_PORT", d.liveness_port, 0, 65535),
             watch_namespaces=split(e.get(p + "WATCH_NAMESPACES", "")),
             image_pull_secrets=split(e.get(p + "IMAGE_PULL_SECRETS", "")),
             common_labels={str(k): str(v) for k, v in labels.items()},
@@ -185,7 +188,7 @@ class Config:
             container_security_context=objs["CONTAINER_SECURITY_CONTEXT"],
             service_monitor=monitor,
             service_monitor_labels={str(k): str(v) for k, v in objs["SERVICE_MONITOR_LABELS"].items()},
-            delete_retries=_int(e, p + "DELETE_RETRIES", d.delete_retries, 0, 100),
+            delete_retries=env_int(e, p + "DELETE_RETRIES", d.delete_retries, 0, 100),
             smtp_url=e.get(p + "SMTP_URL", d.smtp_url).strip(),
             smtp_url_secret=refs["SMTP_URL_SECRET"],
             require_confirmation=confirm,

@@ -234,6 +234,19 @@ def group_served(group_version: str) -> bool:
         raise
 
 
+def namespace_terminating(namespace: str) -> bool:
+    """namespace_terminating tells whether a namespace is being deleted, when nothing in
+    it may block on finalizers. A namespace already gone counts as terminating; any other
+    failure to read it is raised (the handler retries) rather than taken as "no"."""
+    try:
+        data = _call("GET", f"/api/v1/namespaces/{namespace}")
+    except ApiException as exc:
+        if exc.status == 404:
+            return True
+        raise
+    return bool(data.get("metadata", {}).get("deletionTimestamp"))
+
+
 def node_count(label_key: str, value: str | None = None) -> int:
     """node_count counts nodes carrying a label (with a value, when given)."""
     sel = f"{label_key}={value}" if value else label_key

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -52,12 +53,28 @@ func cmdReport(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// cmdCompare prints two runs side by side.
-func cmdCompare(args []string, stdout, stderr io.Writer) error {
+// cmdCompare prints two runs side by side; with --status, a Benchmark's
+// status.comparison from the CompareInput document on stdin.
+func cmdCompare(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("sluice-bench compare", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	status := fs.Bool("status", false, "read {benchmark, results, other} on stdin and print status.comparison as JSON")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err}
+	}
+	if *status {
+		if fs.NArg() != 0 {
+			return usageError{fmt.Errorf("usage: sluice-bench compare --status < INPUT.json")}
+		}
+		var in result.CompareInput
+		if err := json.NewDecoder(stdin).Decode(&in); err != nil {
+			return fmt.Errorf("compare input: %w", err)
+		}
+		c, err := result.Compare(in)
+		if err != nil {
+			return err
+		}
+		return writeJSON(stdout, &c)
 	}
 	if fs.NArg() != 2 {
 		return usageError{fmt.Errorf("usage: sluice-bench compare A B (run directories, summaries or termination logs)")}
@@ -90,11 +107,13 @@ func cmdMerge(args []string, stdout, stderr io.Writer) (int, error) {
 	faultsFile := fs.String("faults", "", `JSON list of the faults injected during the run, [{"name":..., "at_unix_ms":...}]: each is measured into "faults"`)
 	maxUnavail := fs.Float64("max-unavailable", -1, "threshold: maximum unavailability window of any fault, seconds")
 	maxRecovery := fs.Float64("max-recovery", -1, "threshold: maximum time to recover from any fault, seconds")
+	status := fs.Bool("status", false, "print what a Benchmark resource shows (results, verdict, verdictReasons, message) instead of the summary")
+	ownQueues := fs.Bool("own-queues", false, "every input used queues of its own (--pod-index): delivery counts add up exactly without bitsets")
 	if err := fs.Parse(args); err != nil {
 		return exitUsage, usageError{err}
 	}
 	if fs.NArg() == 0 {
-		return exitUsage, usageError{fmt.Errorf("usage: sluice-bench merge [--out DIR] INPUT... (run directories, summary.json or termination logs)")}
+		return exitUsage, usageError{fmt.Errorf("usage: sluice-bench merge [--out DIR] [--status] INPUT... (run directories, summary.json or termination logs)")}
 	}
 	var rs []*result.Result
 	for _, p := range fs.Args() {
@@ -125,6 +144,21 @@ func cmdMerge(args []string, stdout, stderr io.Writer) (int, error) {
 	if *maxRecovery >= 0 {
 		v.MaxRecovery = maxRecovery
 	}
+	if *status {
+		// Only the given thresholds judge the run, never ones the pods carried.
+		merged.Verdict = nil
+		st := result.StatusOf(merged, v, *ownQueues)
+		if err := writeOutputs(merged, *out, *termLog); err != nil {
+			return exitFailure, err
+		}
+		if err := writeJSON(stdout, &st); err != nil {
+			return exitFailure, err
+		}
+		if st.Verdict != "Pass" {
+			return exitThreshold, nil
+		}
+		return exitOK, nil
+	}
 	if v.Any() {
 		v.Check(merged)
 	}
@@ -132,7 +166,7 @@ func cmdMerge(args []string, stdout, stderr io.Writer) (int, error) {
 		return exitFailure, err
 	}
 	if *asJSON {
-		err = writeJSON(stdout, merged, false)
+		err = writeSummary(stdout, merged, false)
 	} else {
 		writeTable(stdout, merged)
 	}

@@ -8,6 +8,8 @@
 //	sluice-bench report RUN_DIR                        PNG plots + HTML
 //	sluice-bench compare A B                           side-by-side table
 //	sluice-bench merge [--out DIR] INPUT...            exact merge of pods
+//	sluice-bench merge --status [thresholds] INPUT...  a Benchmark's status.results and verdict
+//	sluice-bench compare --status < INPUT.json         a Benchmark's status.comparison
 //	sluice-bench scenarios                             list presets
 package main
 
@@ -32,6 +34,9 @@ type usageError struct{ error }
 
 func main() { os.Exit(realMain(os.Args[1:], os.Stdout, os.Stderr)) }
 
+// stdin feeds `compare --status`; tests replace it.
+var stdin io.Reader = os.Stdin
+
 func realMain(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, topUsage)
@@ -45,7 +50,7 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 	case "report":
 		err = cmdReport(args[1:], stdout, stderr)
 	case "compare":
-		err = cmdCompare(args[1:], stdout, stderr)
+		err = cmdCompare(args[1:], stdin, stdout, stderr)
 	case "merge":
 		code, err = cmdMerge(args[1:], stdout, stderr)
 	case "scenarios":
@@ -76,7 +81,9 @@ const topUsage = `usage:
   sluice-bench run --scenario NAME -s URL [-t SECONDS] [--json] [--out DIR] [--termination-log PATH]
   sluice-bench report RUN_DIR
   sluice-bench compare A B
+  sluice-bench compare --status < {"benchmark": NAME, "results": {...}, "other": BENCHMARK}
   sluice-bench merge [--out DIR] [--json] INPUT...
+  sluice-bench merge --status [--own-queues] [--min-rps X] [--max-p99 MS] [--max-lost N] INPUT...
   sluice-bench scenarios
 run 'sluice-bench run -h' for every flag; docs/sluice-bench.md has the details.
 `

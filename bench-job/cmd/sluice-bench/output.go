@@ -10,9 +10,16 @@ import (
 	"sluice.dev/bench/internal/result"
 )
 
-// writeJSON prints the summary; per-second series stay in the run
+// writeJSON prints v as indented JSON.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// writeSummary prints the summary; per-second series stay in the run
 // directory unless withSeries.
-func writeJSON(w io.Writer, res *result.Result, withSeries bool) error {
+func writeSummary(w io.Writer, res *result.Result, withSeries bool) error {
 	out := *res
 	if !withSeries {
 		out.Ops = map[string]*result.OpResult{}
@@ -22,9 +29,7 @@ func writeJSON(w io.Writer, res *result.Result, withSeries bool) error {
 			out.Ops[k] = &c
 		}
 	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(&out)
+	return writeJSON(w, &out)
 }
 
 // writeZaqarText mimics zaqar-bench --debug: one block per worker type,

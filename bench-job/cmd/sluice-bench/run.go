@@ -63,7 +63,7 @@ func cmdRun(args []string, stdout, stderr io.Writer, compat bool) (int, error) {
 	case f.debug:
 		writeZaqarText(stdout, res)
 	case f.jsonOut:
-		err = writeJSON(stdout, res, f.series)
+		err = writeSummary(stdout, res, f.series)
 	case compat:
 		var b []byte
 		if b, err = res.ZaqarJSON(); err == nil {

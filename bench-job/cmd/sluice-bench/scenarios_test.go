@@ -92,7 +92,8 @@ func TestStartAtAndParallelMerge(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Pods != 2 || r.Lost != 0 || r.Duplicated != 0 || r.Params.Producer.Processes != 4 {
+	// Processes add up over pods; workers per process stay.
+	if r.Pods != 2 || r.Lost != 0 || r.Duplicated != 0 || r.Params.Producer.Processes != 4 || r.Params.Producer.Workers != 2 {
 		t.Errorf("merged: pods %d lost %d dup %d params %+v", r.Pods, r.Lost, r.Duplicated, r.Params.Producer)
 	}
 	if start := time.UnixMilli(r.Start); start.Before(at.Truncate(time.Millisecond)) || start.Sub(at) > 500*time.Millisecond {

@@ -16,7 +16,7 @@ func TestThresholdsExit99(t *testing.T) {
 		code  int
 		fail  string
 	}{
-		{"min-rps unreachable", []string{"--min-rps", "1e9"}, exitThreshold, "reqs_per_sec"},
+		{"min-rps unreachable", []string{"--min-rps", "1e9"}, exitThreshold, "requests/s"},
 		{"max-p99 unreachable", []string{"--max-p99", "0.000001"}, exitThreshold, "p99"},
 		{"met", []string{"--min-rps", "1", "--max-p99", "60000"}, exitOK, ""},
 	} {

@@ -1,6 +1,8 @@
 package result
 
 import (
+	"fmt"
+
 	"sluice.dev/bench/internal/metrics"
 )
 
@@ -123,7 +125,7 @@ func (d *Delivery) merge(o *Delivery) error {
 func orInto(m map[string]string, k, v string, overlap *int64) error {
 	b, err := metrics.DecodeBitset(v)
 	if err != nil {
-		return err
+		return fmt.Errorf("undecodable delivery bitset of origin %s: %w", k, err)
 	}
 	if cur, ok := m[k]; ok {
 		a, err := metrics.DecodeBitset(cur)

@@ -57,6 +57,9 @@ func Parse(data []byte) (*Result, error) {
 		if err := json.Unmarshal(data, &c); err != nil {
 			return nil, err
 		}
+		if c.V != Version || c.Ops == nil {
+			return nil, fmt.Errorf("not a sluice-bench v%d summary (v %d, ops %t)", Version, c.V, c.Ops != nil)
+		}
 		return FromCompact(&c), nil
 	}
 	return nil, fmt.Errorf("not a sluice-bench summary (no version field)")

@@ -57,6 +57,7 @@ func Merge(rs []*Result) (*Result, error) {
 				return nil, err
 			}
 		}
+		out.Truncated = union(out.Truncated, r.Truncated)
 		if r.Verdict != nil && out.Verdict == nil {
 			v := *r.Verdict
 			out.Verdict = &v
@@ -108,6 +109,18 @@ func mergeOp(d, o *OpResult) error {
 		d.Series, err = mergeSeries(d.Series, o.Series)
 	}
 	return err
+}
+
+// union adds the names of b missing from a, keeping the list sorted.
+func union(a, b []string) []string {
+	for _, s := range b {
+		if i := sort.SearchStrings(a, s); i == len(a) || a[i] != s {
+			a = append(a, "")
+			copy(a[i+1:], a[i:])
+			a[i] = s
+		}
+	}
+	return a
 }
 
 func addCounts(d, o map[string]int64) map[string]int64 {

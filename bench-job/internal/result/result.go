@@ -33,6 +33,11 @@ type Result struct {
 	Steps    []*Step              `json:"steps,omitempty"`
 	Verdict  *Verdict             `json:"thresholds,omitempty"`
 	Faults   []FaultResult        `json:"faults,omitempty"` // per injected fault (AnalyzeFaults)
+	// Truncated lists what the termination logs behind this result had to
+	// shed to fit in 4 KB (their trunc field): where histograms were shed,
+	// percentiles are approximations; where bitsets were, delivery counts
+	// are the pods' own sums.
+	Truncated []string `json:"truncated,omitempty"`
 
 	// zaqar-bench's own blocks, computed from the same samples.
 	Producer map[string]float64 `json:"producer"`

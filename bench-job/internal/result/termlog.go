@@ -170,7 +170,7 @@ func (r *Result) compact(drop []string) *Compact {
 // Trunc, so consumers know the merged percentiles are not exact).
 func FromCompact(c *Compact) *Result {
 	r := &Result{Scenario: c.Scenario, Pods: c.Pods, Start: c.Start, End: c.End, Dropped: c.Dropped,
-		Ops: map[string]*OpResult{}, Verdict: c.Verdict}
+		Ops: map[string]*OpResult{}, Verdict: c.Verdict, Truncated: c.Trunc}
 	r.Params.Producer = Role{c.Roles[0], c.Roles[1]}
 	r.Params.Consumer = Role{c.Roles[2], c.Roles[3]}
 	r.Params.Observer = Role{c.Roles[4], c.Roles[5]}

@@ -3,7 +3,9 @@ package result
 import "fmt"
 
 // Verdict holds the thresholds of a run and whether they were met; a
-// missed threshold makes sluice-bench exit 99.
+// missed threshold makes sluice-bench exit 99. Its Failures are the one
+// wording of a missed threshold: the Benchmark resource's verdictReasons
+// are these lines.
 type Verdict struct {
 	MinRPS  float64 `json:"min_rps,omitempty"`
 	MaxP99  float64 `json:"max_p99_ms,omitempty"`
@@ -30,10 +32,10 @@ func (v *Verdict) Check(r *Result) {
 		r.Total = &Totals{}
 	}
 	if v.MinRPS > 0 && r.Total.ReqsPerSec < v.MinRPS {
-		fail("reqs_per_sec %.1f < min %.1f", r.Total.ReqsPerSec, v.MinRPS)
+		fail("requests/s %.1f < minimum %.1f", r.Total.ReqsPerSec, v.MinRPS)
 	}
 	if v.MaxP99 > 0 && r.Total.P99 > v.MaxP99 {
-		fail("p99 %.3f ms > max %.3f ms", r.Total.P99, v.MaxP99)
+		fail("p99 %.3f ms > maximum %.3f ms", r.Total.P99, v.MaxP99)
 	}
 	if v.MaxLost != nil {
 		var lost int64
@@ -41,20 +43,32 @@ func (v *Verdict) Check(r *Result) {
 			lost = r.Delivery.Lost
 		}
 		if lost > *v.MaxLost {
-			fail("lost %d > max %d", lost, *v.MaxLost)
+			fail("lost %d > maximum %d", lost, *v.MaxLost)
 		}
 	}
 	for _, f := range r.Faults {
 		if v.MaxUnavailable != nil && f.Unavailable > *v.MaxUnavailable {
-			fail("%s: unavailable %.3f s > max %.3f s", f.Name, f.Unavailable, *v.MaxUnavailable)
+			fail("%s: unavailable %.3f s > maximum %.3f s", f.Name, f.Unavailable, *v.MaxUnavailable)
 		}
 		if v.MaxRecovery != nil && (f.Recovery == nil || *f.Recovery > *v.MaxRecovery) {
 			got := "never recovered"
 			if f.Recovery != nil {
 				got = fmt.Sprintf("recovery %.3f s", *f.Recovery)
 			}
-			fail("%s: %s > max %.3f s", f.Name, got, *v.MaxRecovery)
+			fail("%s: %s > maximum %.3f s", f.Name, got, *v.MaxRecovery)
 		}
 	}
 	r.Verdict = v
+}
+
+// Reasons explains the verdict in lines: the missed thresholds, else why
+// the run passed (every threshold met, or none set).
+func (v *Verdict) Reasons() []string {
+	switch {
+	case !v.Pass:
+		return v.Failures
+	case v.Any():
+		return []string{"all thresholds met"}
+	}
+	return []string{"no thresholds set"}
 }

@@ -1,7 +1,7 @@
 // Package testenv starts the real processes sluice-bench's tests run
 // against: a sluice-server binary (memory or Redis store) and a Debian
 // redis-server, each on a free loopback port, stopped when the test ends.
-// A test that cannot get them fails under CI=true and skips otherwise.
+// A test that cannot get them fails under CI (InCI) and skips otherwise.
 package testenv
 
 import (
@@ -13,15 +13,27 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
 
-// Unavailable fails the test under CI=true and skips it otherwise.
+// InCI reports whether the tests run under CI: CI set to anything but
+// empty, 0 or false (GitHub and GitLab set CI=true, others CI=1), the one
+// definition every suite of the repository uses.
+func InCI() bool {
+	switch strings.ToLower(strings.TrimSpace(os.Getenv("CI"))) {
+	case "", "0", "false":
+		return false
+	}
+	return true
+}
+
+// Unavailable fails the test under CI and skips it otherwise.
 func Unavailable(t testing.TB, format string, a ...any) {
 	t.Helper()
 	msg := fmt.Sprintf(format, a...)
-	if os.Getenv("CI") == "true" {
+	if InCI() {
 		t.Fatal(msg)
 	}
 	t.Skip(msg + " (set CI=true to make this a failure)")

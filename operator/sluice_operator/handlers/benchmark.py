@@ -1,9 +1,9 @@
 """Benchmark reconciliation: one run (a ConfigMap with its exact parameters and
 an indexed Job) per spec generation, followed through Pending, Running,
 Succeeded and Failed on a short timer so no run stays Running once its pods
-cannot finish; the pods' termination logs merged into status.results, the
-verdict, the comparison, history, Events on every phase change, gauges, and
-the report ConfigMap."""
+cannot finish; the pods' termination logs merged into status.results with the
+verdict and the comparison (by sluice-bench: benchmark_results.py), history,
+Events on every phase change, gauges, and the report ConfigMap."""
 
 from __future__ import annotations
 
@@ -19,9 +19,8 @@ from kubernetes.client.exceptions import ApiException
 from .. import conditions as cond
 from .. import events, kube, metrics
 from ..builders import benchmark as bb
-from ..config import Config, ConfigError
+from ..config import Config, env_int
 from ..serverapi import ServerError, Unavailable
-from . import benchmark_merge as bm
 from . import benchmark_pods as bp
 from . import benchmark_report as brep
 from . import benchmark_results as br
@@ -30,17 +29,6 @@ from . import faults, server
 log = logging.getLogger(__name__)
 ACTIVE = ("Pending", "Running")
 REPORT_ATTEMPTS = 3
-
-
-def _env_int(name: str, default: int, lo: int, hi: int) -> int:
-    raw = os.environ.get(name, "")
-    try:
-        value = int(raw) if raw else default
-    except ValueError as exc:
-        raise ConfigError(f"{name}={raw!r} is not an integer") from exc
-    if not lo <= value <= hi:
-        raise ConfigError(f"{name}={value} is outside {lo}..{hi}")
-    return value
 
 
 @dataclass(frozen=True)
@@ -59,12 +47,12 @@ class Settings:
     @classmethod
     def from_env(cls) -> Settings:
         """from_env reads the settings, raising ConfigError on bad values."""
-        p, d = "SLUICE_OPERATOR_BENCH_", cls()
+        e, p, d = os.environ, "SLUICE_OPERATOR_BENCH_", cls()
         return cls(
-            start_delay=_env_int(p + "START_DELAY", d.start_delay, 0, 3600),
-            unschedulable_grace=_env_int(p + "UNSCHEDULABLE_SECONDS", d.unschedulable_grace, 0, 86400),
-            setup_timeout=_env_int(p + "SETUP_TIMEOUT", d.setup_timeout, 1, 86400),
-            interval=_env_int(p + "INTERVAL", d.interval, 1, 600),
+            start_delay=env_int(e, p + "START_DELAY", d.start_delay, 0, 3600),
+            unschedulable_grace=env_int(e, p + "UNSCHEDULABLE_SECONDS", d.unschedulable_grace, 0, 86400),
+            setup_timeout=env_int(e, p + "SETUP_TIMEOUT", d.setup_timeout, 1, 86400),
+            interval=env_int(e, p + "INTERVAL", d.interval, 1, 600),
         )
 
 
@@ -262,8 +250,9 @@ def follow(cfg: Config, st: Settings, body: dict[str, Any], patch: Any, logger: 
 
 
 def finish(cfg: Config, body: dict[str, Any], pods: list[dict[str, Any]]) -> dict[str, Any]:
-    """finish merges the pods' termination logs into results and a verdict (or a Failed
-    NoResults when a pod ended without one)."""
+    """finish has sluice-bench merge the pods' termination logs into results and a verdict
+    (or a Failed NoResults when a pod ended without one, BadResults when they cannot be
+    merged)."""
     meta, spec = body["metadata"], body["spec"]
     now = _now()
     msgs, missing = bp.termination_messages(pods)
@@ -273,27 +262,26 @@ def finish(cfg: Config, body: dict[str, Any], pods: list[dict[str, Any]]) -> dic
             "reason": "NoResults",
             "message": f"pod(s) {', '.join(missing)} ended without a termination message (no sluice-bench summary)",
         }
+    exe = brep.binary()
+    if exe is None:
+        return {"phase": "Failed", "reason": "BenchBinaryMissing", "message": brep.MISSING}
     try:
-        # Every pod runs with --pod-index, on queues of its own.
-        merged = bm.merge([bm.parse(text, pod) for pod, text in msgs], own_queues=True)
-    except bm.MergeError as exc:
+        merged = br.merge(exe, msgs, spec.get("thresholds"))
+    except br.ResultsError as exc:
         return {"phase": "Failed", "reason": "BadResults", "message": str(exc)[:500]}
-    results = br.status_results(merged)
-    verdict, reasons = br.verdict(spec.get("thresholds"), results)
+    results = merged["results"]
     out: dict[str, Any] = {
         "results": results,
-        "verdict": verdict,
-        "verdictReasons": reasons,
+        "verdict": merged["verdict"],
+        "verdictReasons": merged["verdictReasons"],
         "completionTime": _ts(now),
-        "message": (
-            f"{results['requestsPerSecond']:.1f} req/s, p99 {results['p99Ms']:.3f} ms, "
-            f"lost {results.get('lost', 0)}, duplicated {results.get('duplicated', 0)}: {verdict}"
-        ),
+        "message": merged["message"],
     }
     if spec.get("compareTo"):
         other = kube.get("Benchmark", meta["namespace"], spec["compareTo"])
-        out["comparison"] = br.comparison(spec["compareTo"], results, other)
-    br.export(meta["namespace"], meta["name"], spec["scenario"], results, verdict == "Pass", now.timestamp())
+        out["comparison"] = br.comparison(exe, spec["compareTo"], results, other)
+    passed = merged["verdict"] == "Pass"
+    br.export(meta["namespace"], meta["name"], spec["scenario"], results, passed, now.timestamp())
     return out
 
 
@@ -313,7 +301,7 @@ def report(cfg: Config, body: dict[str, Any], patch: Any, logger: Any = log) -> 
             "ReportReady",
             False,
             "RendererMissing",
-            "sluice-bench is not installed next to the operator (SLUICE_OPERATOR_BENCH_BINARY)",
+            brep.MISSING,
             gen,
         )
         cond.write_status(patch, status, {"conditions": conds, "reportAttempts": REPORT_ATTEMPTS})
@@ -360,7 +348,7 @@ def report(cfg: Config, body: dict[str, Any], patch: Any, logger: Any = log) -> 
         new["faults"] = measured
     if missed:
         # The fault bounds need the per-second series, which only the report has.
-        kept = [r for r in status.get("verdictReasons") or [] if not r.endswith("thresholds met")]
+        kept = [r for r in status.get("verdictReasons") or [] if r not in ("all thresholds met", "no thresholds set")]
         new.update(verdict="Fail", verdictReasons=kept + missed)
         events.warn(body, reason="FaultBoundsMissed", message="; ".join(missed)[:1000])
     cond.write_status(patch, status, new)
@@ -375,7 +363,8 @@ def refresh_comparison(body: dict[str, Any], patch: Any) -> None:
             cond.write_status(patch, status, {"comparison": None})
         return
     other = kube.get("Benchmark", meta["namespace"], spec["compareTo"])
-    cond.write_status(patch, status, {"comparison": br.comparison(spec["compareTo"], status.get("results"), other)})
+    comparison = br.comparison(brep.binary(), spec["compareTo"], status.get("results"), other)
+    cond.write_status(patch, status, {"comparison": comparison})
 
 
 def reconcile(cfg: Config, st: Settings, body: dict[str, Any], patch: Any, logger: Any = log) -> None:

@@ -27,6 +27,9 @@ from kubernetes import client
 
 log = logging.getLogger(__name__)
 
+# Said wherever sluice-bench is needed and cannot be found.
+MISSING = "sluice-bench is not installed next to the operator (SLUICE_OPERATOR_BENCH_BINARY)"
+
 # A ConfigMap holds at most 1 MiB; leave room for metadata.
 MAX_BYTES = 900 * 1024
 

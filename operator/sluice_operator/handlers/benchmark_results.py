@@ -1,18 +1,27 @@
-"""What a finished run means: the status.results shape, the verdict against
-spec.thresholds, the comparison with another Benchmark, the bounded history,
-and Prometheus gauges for the last result of every Benchmark."""
+"""What a finished run means, as sluice-bench decides it: the pods' termination
+logs merged into status.results with the verdict against spec.thresholds, and
+the comparison with another Benchmark, are computed by the sluice-bench binary
+the operator ships (docs/benchmark-cr.md) and copied into status as they come;
+here are the calls, the bounded history, and Prometheus gauges for the last
+result of every Benchmark."""
 
 from __future__ import annotations
 
 import contextlib
+import json
+import pathlib
+import subprocess
+import tempfile
 from typing import Any
 
 from prometheus_client import Gauge
 
 from ..metrics import REGISTRY
+from . import benchmark_report as brep
 
 HISTORY_LIMIT = 10
-OP_FIELDS = ("requestsPerSecond", "msPerRequest", "p50Ms", "p99Ms", "p999Ms", "requests", "errors")
+# Seconds sluice-bench may take to merge or compare (64 pods' logs merge in well under one).
+TIMEOUT = 60
 
 LAST = Gauge(
     "sluice_benchmark_last_result",
@@ -41,95 +50,60 @@ LAST_COMPLETION = Gauge(
 )
 
 
-def status_results(merged: dict[str, Any]) -> dict[str, Any]:
-    """status_results is the part of a merged result that goes into status.results."""
-    out: dict[str, Any] = {
-        k: merged[k]
-        for k in (
-            "requestsPerSecond",
-            "p99Ms",
-            "produced",
-            "consumed",
-            "lost",
-            "duplicated",
-            "exact",
-            "pods",
-            "durationSeconds",
-            "requests",
-            "errors",
-            "dropped",
+class ResultsError(RuntimeError):
+    """sluice-bench could not merge or compare; the message is its own explanation."""
+
+
+def _run(exe: str, args: list[str], stdin: str | None = None, cwd: str | None = None) -> dict[str, Any]:
+    try:
+        proc = subprocess.run(
+            [exe, *args], input=stdin, cwd=cwd, capture_output=True, text=True, timeout=TIMEOUT, check=False
         )
-        if k in merged
-    }
-    out["operations"] = {
-        name: {k: op[k] for k in (*OP_FIELDS, "p90Ms", "maxMs") if k in op} for name, op in merged["operations"].items()
-    }
-    if merged.get("truncated"):
-        out["truncated"] = list(merged["truncated"])
-    return out
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise ResultsError(f"sluice-bench {args[0]}: {exc}") from exc
+    # 99 is a missed threshold: the document is complete, the verdict says Fail.
+    if proc.returncode not in (0, 99):
+        lines = proc.stderr.strip().splitlines() or [f"exited {proc.returncode}"]
+        raise ResultsError(lines[-1].removeprefix("sluice-bench: "))
+    try:
+        doc = json.loads(proc.stdout)
+    except json.JSONDecodeError as exc:
+        raise ResultsError(f"sluice-bench {args[0]} printed no JSON: {exc}") from exc
+    if not isinstance(doc, dict):
+        raise ResultsError(f"sluice-bench {args[0]} printed {type(doc).__name__}, not an object")
+    return doc
 
 
-def verdict(thresholds: dict[str, Any] | None, results: dict[str, Any]) -> tuple[str, list[str]]:
-    """verdict is Pass or Fail against spec.thresholds (req/s over all operations, the
-    worst operation's p99, lost messages), with one reason per missed threshold."""
+def merge(exe: str, messages: list[tuple[str, str]], thresholds: dict[str, Any] | None) -> dict[str, Any]:
+    """merge has `sluice-bench merge --status` merge the pods' termination messages (pod
+    name, text) and judge them against spec.thresholds; it returns what goes into status:
+    results, verdict, verdictReasons and message. Every pod ran with --pod-index, on
+    queues of its own, hence --own-queues. Raises ResultsError naming a bad pod."""
+    args = ["merge", "--status", "--own-queues"]
     t = thresholds or {}
-    reasons = []
-    rps, p99, lost = results.get("requestsPerSecond", 0.0), results.get("p99Ms", 0.0), results.get("lost", 0)
-    if t.get("minRequestsPerSecond") is not None and rps < float(t["minRequestsPerSecond"]):
-        reasons.append(f"requests/s {rps:.1f} < minimum {float(t['minRequestsPerSecond']):.1f}")
-    if t.get("maxP99Ms") is not None and p99 > float(t["maxP99Ms"]):
-        reasons.append(f"p99 {p99:.3f} ms > maximum {float(t['maxP99Ms']):.3f} ms")
-    if t.get("maxLost") is not None and lost > int(t["maxLost"]):
-        reasons.append(f"lost {lost} > maximum {int(t['maxLost'])}")
-    if reasons:
-        return "Fail", reasons
-    return "Pass", ["all thresholds met"] if t else ["no thresholds set"]
+    for key, flag in (("minRequestsPerSecond", "--min-rps"), ("maxP99Ms", "--max-p99")):
+        if t.get(key) is not None:
+            args += [flag, repr(float(t[key]))]
+    if t.get("maxLost") is not None:
+        args += ["--max-lost", str(int(t["maxLost"]))]
+    with tempfile.TemporaryDirectory(prefix="sluice-merge-") as tmp:
+        # One file per pod, named after it, so sluice-bench's errors name the pod.
+        for pod, text in messages:
+            (pathlib.Path(tmp) / pod).write_text(text)
+        return _run(exe, [*args, *(pod for pod, _ in messages)], cwd=tmp)
 
 
-def _ratio(a: float, b: float) -> float | None:
-    return round(a / b, 3) if b else None
-
-
-def comparison(name: str, mine: dict[str, Any] | None, other: dict[str, Any] | None) -> dict[str, Any]:
-    """comparison puts this run's numbers beside another Benchmark's, per operation and in
-    total; ratios are this/other (req/s > 1 and latency < 1 mean this one is better)."""
-    out: dict[str, Any] = {"benchmark": name}
-    if other is None:
-        out["message"] = f"Benchmark {name} does not exist"
-        return out
-    theirs = (other.get("status") or {}).get("results")
-    if not theirs:
-        out["message"] = f"Benchmark {name} has no results yet"
-        return out
-    if not mine:
-        out["message"] = "this Benchmark has no results yet"
-        return out
-    ops: dict[str, dict[str, float]] = {}
-    pairs = [("total", mine, theirs)]
-    pairs += [
-        (k, v, theirs["operations"][k])
-        for k, v in mine.get("operations", {}).items()
-        if k in (theirs.get("operations") or {})
-    ]
-    for op, a, b in pairs:
-        row: dict[str, float] = {}
-        for f in ("requestsPerSecond", "p50Ms", "p99Ms", "p999Ms"):
-            if f in a and f in b:
-                row[f] = a[f]
-                row["other" + f[0].upper() + f[1:]] = b[f]
-                r = _ratio(a[f], b[f])
-                if r is not None:
-                    row[f + "Ratio"] = r
-        ops[op] = row
-    out["operations"] = ops
-    t = ops["total"]
-    parts = [
-        f"req/s x{t['requestsPerSecondRatio']}" if "requestsPerSecondRatio" in t else "",
-        f"p99 x{t['p99MsRatio']}" if "p99MsRatio" in t else "",
-    ]
-    scen = (other.get("spec") or {}).get("scenario")
-    out["message"] = f"vs {name} ({scen}): " + ", ".join(p for p in parts if p)
-    return out
+def comparison(exe: str | None, name: str, mine: dict[str, Any] | None, other: dict[str, Any] | None) -> dict[str, Any]:
+    """comparison is status.comparison from `sluice-bench compare --status`: this run's
+    results beside those of Benchmark `name` (`other`, None when it does not exist)."""
+    if exe is None:
+        return {"benchmark": name, "message": brep.MISSING}
+    try:
+        return _run(
+            exe, ["compare", "--status"], stdin=json.dumps({"benchmark": name, "results": mine, "other": other})
+        )
+    except ResultsError as exc:
+        return {"benchmark": name, "message": str(exc)[:300]}
 
 
 def history_entry(status: dict[str, Any]) -> dict[str, Any] | None:

@@ -4,6 +4,7 @@ namespace's server, scale down safely, and report it all in status."""
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 import kopf
@@ -12,7 +13,8 @@ from .. import conditions as cond
 from .. import events, kube, metrics, probes
 from ..builders import builtin, common, thirdparty
 from ..config import Config
-from ..serverapi import ServerError, Unavailable
+from ..kube import namespace_terminating
+from ..serverapi import ServerAPI, ServerError, Unavailable
 from . import provisioning, scheduling, server, shards
 
 log = logging.getLogger(__name__)
@@ -89,8 +91,162 @@ def _provision_shard(
     return entry, uri
 
 
+def provisioned(wanted: int, prov: str, prov_error: str) -> tuple[bool, str, str]:
+    """provisioned is the Provisioned condition (status, reason, message)."""
+    if prov_error:
+        return False, "NotProvisionable", prov_error
+    return True, "Provisioned", f"{wanted} shards by {prov}"
+
+
+def registered(entries: list[dict[str, Any]], wanted: int, flavor: str) -> tuple[bool, str, str]:
+    """registered is the Registered condition after a registration that reached the server."""
+    every = all(e.get("registered") for e in entries[:wanted])
+    return (
+        every and bool(entries),
+        "Registered" if every else "ShardsNotReady",
+        f"{sum(1 for e in entries if e.get('registered'))} shard(s) registered in flavor {flavor}",
+    )
+
+
+def scaled_down(
+    blocked: list[str], staying: bool, leaving: bool, reported: bool, wanted: int
+) -> tuple[bool, str, str] | None:
+    """scaled_down is the ScaledDown condition, or None when there is nothing to say: no
+    scale-down now (leaving) and none reported before (reported)."""
+    if blocked:
+        return (
+            False,
+            "ShardsHoldQueues",
+            "drained to weight 0 but not removed: "
+            + "; ".join(blocked)
+            + ". Delete those queues (or their Queue resources) to finish scaling down",
+        )
+    if not staying and (leaving or reported):
+        return True, "Done", f"{wanted} shard(s) remain"
+    return None
+
+
+@dataclass(frozen=True)
+class Readiness:
+    """Readiness counts a Pool's wanted shards: answering, registered, and registered but
+    no longer answering (broken)."""
+
+    wanted: int
+    ready: int
+    registered: int
+    broken: int
+    provisioned: bool
+
+    @classmethod
+    def of(cls, entries: list[dict[str, Any]], wanted: int, prov_error: str) -> Readiness:
+        """of counts the first `wanted` shard entries (leaving shards follow them)."""
+        mine = entries[:wanted]
+        return cls(
+            wanted,
+            sum(1 for e in mine if e["ready"]),
+            sum(1 for e in mine if e.get("registered")),
+            sum(1 for e in mine if e.get("registered") and not e["ready"]),
+            not prov_error,
+        )
+
+    @property
+    def is_ready(self) -> bool:
+        """is_ready: every wanted shard answers and is registered, and provisioning worked."""
+        return self.ready == self.wanted and self.registered == self.wanted and self.provisioned
+
+    def message(self) -> str:
+        """message is the Ready condition's message."""
+        return f"{self.ready}/{self.wanted} shards answer, {self.registered}/{self.wanted} registered"
+
+
+def _apply_shards(
+    cfg: Config, body: dict[str, Any], prov: str, wanted: int
+) -> tuple[list[dict[str, Any]], dict[str, str], str]:
+    # Apply and probe every wanted shard: (status entries, shard name -> URI, provisioning problem).
+    ns, spec = body["metadata"]["namespace"], body["spec"]
+    external = None
+    entries: list[dict[str, Any]] = []
+    uris: dict[str, str] = {}
+    prov_error = ""
+    try:
+        if prov == "external":
+            external = provisioning.external_uris(ns, spec["external"]["secretRef"])
+            if len(external) < wanted:
+                prov_error = f"Secret lists {len(external)} URIs for {wanted} shards"
+        for i in range(wanted):
+            entry, uri = _provision_shard(cfg, body, prov, i, external)
+            entries.append(entry)
+            if uri:
+                uris[entry["name"]] = uri
+    except provisioning.NotProvisionable as exc:
+        prov_error = str(exc)
+    return entries, uris, prov_error
+
+
+def _schedulable(cfg: Config, body: dict[str, Any], wanted: int) -> tuple[bool | None, str, str]:
+    # The Schedulable condition, as the scheduler sees the shards' pods.
+    ns, name, spec = body["metadata"]["namespace"], body["metadata"]["name"], body["spec"]
+    shard_names = [common.shard_name(name, i) for i in range(wanted)]
+    placement = spec.get("placement") or {}
+    pods = scheduling.shard_pods(kube.list_objects("Pod", ns), shard_names)
+    node_class = placement.get("nodeClass", "metal")
+    class_nodes = kube.node_count(cfg.metal_label_key, node_class) if node_class != "any" else None
+    return scheduling.schedulable(pods, placement, cfg.metal_label_key, class_nodes)
+
+
+def _leaving(
+    body: dict[str, Any], status: dict[str, Any], entries: list[dict[str, Any]], wanted: int
+) -> tuple[list[int], dict[int, dict[str, Any]]]:
+    # Shards beyond `wanted` still known (status or StatefulSets): their indices, and their
+    # entries, which stay in status until they are really gone, whatever fails later.
+    ns, name = body["metadata"]["namespace"], body["metadata"]["name"]
+    old = {int(s["index"]): s for s in status.get("shards") or [] if "index" in s}
+    for e in entries:
+        # A server outage must not make registered shards look unregistered.
+        e["registered"] = bool(old.get(e["index"], {}).get("registered"))
+    statefulsets = kube.list_objects("StatefulSet", ns, f"{common.LABEL_POOL}={name}")
+    _, leaving = shards.plan(wanted, shards.known_indices(name, list(old.values()), statefulsets))
+    staying: dict[int, dict[str, Any]] = {}
+    for i in leaving:
+        staying[i] = dict(old.get(i) or {"index": i, "name": common.shard_name(name, i)})
+        staying[i]["ready"] = bool(staying[i].get("ready"))
+    return leaving, staying
+
+
+def _drain(
+    api: ServerAPI,
+    body: dict[str, Any],
+    prov: str,
+    leaving: list[int],
+    staying: dict[int, dict[str, Any]],
+    queue_crs: list[dict[str, Any]],
+    blocked: list[str],
+) -> None:
+    # Drain leaving shards; remove those that hold no queue (dropping them from staying)
+    # and add to `blocked` why the others stay: what was learned before a server failure
+    # (Unavailable, ServerError: raised) still counts.
+    ns, name = body["metadata"]["namespace"], body["metadata"]["name"]
+    for i in leaving:
+        entry = staying[i]
+        if entry.get("registered"):
+            removed, count, qnames = shards.drain(api, name, entry, queue_crs)
+        else:
+            # Never registered with the server: it cannot hold a queue.
+            removed, count, qnames = True, 0, []
+        if removed:
+            gone = shards.delete_workloads(ns, prov, entry["name"])
+            events.info(body, reason="ShardRemoved", message=f"shard {entry['name']} drained and removed: {gone}")
+            del staying[i]
+            continue
+        entry.update(queues=count, queueNames=qnames[:20])
+        which = ", ".join(qnames[:10]) or "reported by the server"
+        blocked.append(f"{entry['name']} holds {count} queue(s) ({which})")
+
+
 def reconcile(cfg: Config, body: dict[str, Any], patch: Any, logger: Any = log) -> None:
-    """reconcile converges one Pool and writes its status; safe to run any number of times."""
+    """reconcile converges one Pool and writes its status; safe to run any number of times.
+    Steps: resolve the provisioner, apply and probe the shards, check scheduling, drain
+    leaving shards, register the rest, then the conditions and status."""
     meta, spec = body["metadata"], body["spec"]
     status = dict(body.get("status") or {})
     ns, name, gen = meta["namespace"], meta["name"], meta.get("generation")
@@ -108,136 +264,55 @@ def reconcile(cfg: Config, body: dict[str, Any], patch: Any, logger: Any = log) 
     logger.debug("server objects: %s", summary)
 
     wanted = int(spec.get("shards", 1))
-    external = None
-    entries: list[dict[str, Any]] = []
-    uris: dict[str, str] = {}
-    prov_error = ""
-    try:
-        if prov == "external":
-            external = provisioning.external_uris(ns, spec["external"]["secretRef"])
-            if len(external) < wanted:
-                prov_error = f"Secret lists {len(external)} URIs for {wanted} shards"
-        for i in range(wanted):
-            entry, uri = _provision_shard(cfg, body, prov, i, external)
-            entries.append(entry)
-            if uri:
-                uris[entry["name"]] = uri
-    except provisioning.NotProvisionable as exc:
-        prov_error = str(exc)
-    if prov_error:
-        conds = cond.set_condition(conds, "Provisioned", False, "NotProvisionable", prov_error, gen)
-    else:
-        conds = cond.set_condition(conds, "Provisioned", True, "Provisioned", f"{wanted} shards by {prov}", gen)
-
-    # Scheduling, as the scheduler sees it.
-    shard_names = [common.shard_name(name, i) for i in range(wanted)]
-    placement = spec.get("placement") or {}
-    pods = scheduling.shard_pods(kube.list_objects("Pod", ns), shard_names)
-    node_class = placement.get("nodeClass", "metal")
-    class_nodes = kube.node_count(cfg.metal_label_key, node_class) if node_class != "any" else None
+    entries, uris, prov_error = _apply_shards(cfg, body, prov, wanted)
+    conds = cond.set_condition(conds, "Provisioned", *provisioned(wanted, prov, prov_error), gen)
     if prov != "external":
-        s_ok, s_reason, s_msg = scheduling.schedulable(pods, placement, cfg.metal_label_key, class_nodes)
-        conds = cond.set_condition(conds, "Schedulable", s_ok, s_reason, s_msg, gen)
+        conds = cond.set_condition(conds, "Schedulable", *_schedulable(cfg, body, wanted), gen)
 
-    # Shards leaving the Pool, then registration of the rest.
     queue_crs = [q for q in kube.list_objects("Queue", ns) if q.get("spec", {}).get("pool") == name]
-    old = {int(s["index"]): s for s in status.get("shards") or [] if "index" in s}
-    for e in entries:
-        # A server outage must not make registered shards look unregistered.
-        e["registered"] = bool(old.get(e["index"], {}).get("registered"))
-    statefulsets = kube.list_objects("StatefulSet", ns, f"{common.LABEL_POOL}={name}")
-    _, leaving = shards.plan(wanted, shards.known_indices(name, list(old.values()), statefulsets))
-    # Leaving shards stay in status until they are really gone, whatever fails below.
-    staying: dict[int, dict[str, Any]] = {}
-    for i in leaving:
-        staying[i] = dict(old.get(i) or {"index": i, "name": common.shard_name(name, i)})
-        staying[i]["ready"] = bool(staying[i].get("ready"))
+    leaving, staying = _leaving(body, status, entries, wanted)
     api = server.api(cfg, ns)
     blocked: list[str] = []
     try:
-        for i in leaving:
-            entry = staying[i]
-            if entry.get("registered"):
-                removed, count, qnames = shards.drain(api, name, entry, queue_crs)
-            else:
-                # Never registered with the server: it cannot hold a queue.
-                removed, count, qnames = True, 0, []
-            if removed:
-                gone = shards.delete_workloads(ns, prov, entry["name"])
-                events.info(body, reason="ShardRemoved", message=f"shard {entry['name']} drained and removed: {gone}")
-                del staying[i]
-                continue
-            entry.update(queues=count, queueNames=qnames[:20])
-            which = ", ".join(qnames[:10]) or "reported by the server"
-            blocked.append(f"{entry['name']} holds {count} queue(s) ({which})")
+        _drain(api, body, prov, leaving, staying, queue_crs, blocked)
         shards.register(api, name, entries + list(staying.values()), uris, int(spec.get("weight", 100)))
         detail_ok = True
-        conds = cond.set_condition(
-            conds,
-            "Registered",
-            all(e.get("registered") for e in entries[:wanted]) and bool(entries),
-            "Registered" if all(e.get("registered") for e in entries[:wanted]) else "ShardsNotReady",
-            f"{sum(1 for e in entries if e.get('registered'))} shard(s) registered in flavor {name}",
-            gen,
-        )
+        conds = cond.set_condition(conds, "Registered", *registered(entries, wanted, name), gen)
     except (Unavailable, ServerError) as exc:
         detail_ok = False
         conds = cond.set_condition(conds, "Registered", False, "ServerUnavailable", str(exc)[:400], gen)
     entries += [staying[i] for i in sorted(staying)]
-    if blocked:
-        conds = cond.set_condition(
-            conds,
-            "ScaledDown",
-            False,
-            "ShardsHoldQueues",
-            "drained to weight 0 but not removed: "
-            + "; ".join(blocked)
-            + ". Delete those queues (or their Queue resources) to finish scaling down",
-            gen,
-        )
-    elif not staying and (leaving or cond.get_condition(conds, "ScaledDown")):
-        conds = cond.set_condition(conds, "ScaledDown", True, "Done", f"{wanted} shard(s) remain", gen)
+    scaled = scaled_down(blocked, bool(staying), bool(leaving), bool(cond.get_condition(conds, "ScaledDown")), wanted)
+    if scaled:
+        conds = cond.set_condition(conds, "ScaledDown", *scaled, gen)
 
     for e in entries:
         if e.get("draining"):
             continue
         e["queues"], names = shards.queues_on_shard(None, queue_crs, name, e["name"])
         e.setdefault("queueNames", names[:20])
-    ready = sum(1 for e in entries[:wanted] if e["ready"])
-    registered = sum(1 for e in entries[:wanted] if e.get("registered"))
-    broken = sum(1 for e in entries[:wanted] if e.get("registered") and not e["ready"])
-    is_ready = ready == wanted and registered == wanted and not prov_error
-    msg = f"{ready}/{wanted} shards answer, {registered}/{wanted} registered"
-    conds = cond.set_condition(conds, "Ready", is_ready, "Ready" if is_ready else "NotReady", msg, gen)
+    r = Readiness.of(entries, wanted, prov_error)
+    conds = cond.set_condition(conds, "Ready", r.is_ready, "Ready" if r.is_ready else "NotReady", r.message(), gen)
     cond.write_status(
         patch,
         status,
         dict(
-            phase=phase_of(wanted, ready, registered, len(staying), False, broken),
+            phase=phase_of(wanted, r.ready, r.registered, len(staying), False, r.broken),
             provisioner=prov,
             provisionerReason=why,
             flavor=name,
             server=cfg.server_url(ns),
-            readyShards=f"{ready}/{wanted}",
+            readyShards=f"{r.ready}/{wanted}",
             queues=len(queue_crs),
             shards=entries,
             conditions=conds,
             observedGeneration=gen,
         ),
     )
-    metrics.POOL_READY.labels(ns, name).set(1 if is_ready else 0)
-    metrics.POOL_SHARDS_READY.labels(ns, name).set(ready)
+    metrics.POOL_READY.labels(ns, name).set(1 if r.is_ready else 0)
+    metrics.POOL_SHARDS_READY.labels(ns, name).set(r.ready)
     if not detail_ok:
         metrics.ERRORS.labels("Pool", "ServerUnavailable").inc()
-
-
-def namespace_terminating(ns: str) -> bool:
-    """namespace_terminating: during namespace deletion nothing may block."""
-    try:
-        data = kube._call("GET", f"/api/v1/namespaces/{ns}")
-    except Exception:
-        return False
-    return bool(data.get("metadata", {}).get("deletionTimestamp"))
 
 
 def delete(cfg: Config, body: dict[str, Any], patch: Any, retry: int, logger: Any = log) -> None:

@@ -1,5 +1,9 @@
 """Which provisioner runs a Pool's shards, the objects it needs per shard,
-and the URI each shard is reached at."""
+and the URI each shard is reached at. The decisions (choose_provisioner,
+shard_objects, parse_uris, uri_of, nudge_value) are pure functions of their
+arguments; the functions that read or write the cluster (external_uris,
+shard_uri, ensure_*, retire_other_redis_shape, nudge_redis_operator) fetch
+what a decision needs and hand it over."""
 
 from __future__ import annotations
 
@@ -150,7 +154,8 @@ def external_uris(namespace: str, ref: dict[str, Any]) -> list[str]:
 
 
 def parse_uris(text: str) -> list[str]:
-    """parse_uris splits a URI list on newlines and commas outside query strings."""
+    """parse_uris keeps one URI per line, skipping blank lines and # comments. Commas are not
+    separators: a URI may hold them (a MongoDB seed list, a query string)."""
     out = []
     for line in text.splitlines():
         line = line.strip()
@@ -190,24 +195,42 @@ def ensure_redis_password(cfg: Config, pool: dict[str, Any], index: int, owner: 
 
 def shard_uri(pool: dict[str, Any], provisioner: str, index: int, external: list[str] | None) -> str | None:
     """shard_uri is the URI the server is given for a shard; None while it is not known yet
-    (mongodb-community writes its connection-string Secret once the replica set is up)."""
+    (mongodb-community writes its connection-string Secret once the replica set is up).
+    It reads the Secret the URI needs; uri_of decides."""
+    meta, spec = pool["metadata"], pool["spec"]
+    ns = meta["namespace"]
+    shard = common.shard_name(meta["name"], index)
+    password = connection = None
+    if provisioner == "builtin" and spec["backend"] == "redis":
+        # The server registers the shard with this URI; the operator never
+        # logs it or writes it to status (probes.endpoint drops userinfo).
+        password = _secret_value(kube.get("Secret", ns, builtin.password_secret_name(shard)), common.PASSWORD_KEY)
+    if provisioner == "mongodb-community":
+        secret = kube.get("Secret", ns, thirdparty.mongo_connection_secret_name(shard))
+        connection = _secret_value(secret, "connectionString.standard")
+    return uri_of(pool, provisioner, index, external, password, connection)
+
+
+def uri_of(
+    pool: dict[str, Any],
+    provisioner: str,
+    index: int,
+    external: list[str] | None,
+    password: str | None = None,
+    connection: str | None = None,
+) -> str | None:
+    """uri_of is shard_uri's decision without I/O: password is a builtin Redis shard's
+    (from its Secret), connection the mongodb-community connection string (None: not yet)."""
     meta, spec = pool["metadata"], pool["spec"]
     ns = meta["namespace"]
     shard = common.shard_name(meta["name"], index)
     replicas = int(spec.get("replicas", 1))
     if provisioner == "builtin":
-        password = None
-        if spec["backend"] == "redis":
-            # The server registers the shard with this URI; the operator never
-            # logs it or writes it to status (probes.endpoint drops userinfo).
-            password = _secret_value(kube.get("Secret", ns, builtin.password_secret_name(shard)), common.PASSWORD_KEY)
         return builtin.shard_uri(spec["backend"], shard, ns, replicas, password)
     if provisioner == "redis-operator":
         return thirdparty.redis_uri(shard, ns, replicas)
     if provisioner == "mongodb-community":
-        secret = kube.get("Secret", ns, thirdparty.mongo_connection_secret_name(shard))
-        raw = _secret_value(secret, "connectionString.standard")
-        return thirdparty.mongo_data_uri(raw) if raw else None
+        return thirdparty.mongo_data_uri(connection) if connection else None
     if external is not None and index < len(external):
         return external[index]
     return None

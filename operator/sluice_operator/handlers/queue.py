@@ -16,9 +16,9 @@ import kopf
 from .. import conditions as cond
 from .. import events, kube, metrics
 from ..config import Config
+from ..kube import namespace_terminating
 from ..serverapi import ServerError, Unavailable
 from . import server, subscriptions
-from .pool import namespace_terminating
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,6 @@ import os
 import pathlib
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -21,7 +20,8 @@ from typing import Any
 import pytest
 import yaml
 
-ROOT = pathlib.Path(__file__).resolve().parents[3]
+from ..support import ROOT, free_port, unavailable
+
 KUBECONFIG = pathlib.Path(os.environ.get("KUBECONFIG") or ROOT / "build/kube/kubeconfig")
 KUBECTL = str(ROOT / "build/bin/kubectl") if (ROOT / "build/bin/kubectl").exists() else shutil.which("kubectl")
 
@@ -70,12 +70,6 @@ def condition(obj: dict[str, Any] | None, ctype: str) -> dict[str, Any]:
     return {}
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def cluster_reachable() -> bool:
     if not KUBECTL or not KUBECONFIG.exists():
         return False
@@ -85,10 +79,7 @@ def cluster_reachable() -> bool:
 @pytest.fixture(scope="session")
 def cluster() -> Iterator[None]:
     if not cluster_reachable():
-        msg = f"no control plane at {KUBECONFIG} (run make controlplane-up)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(msg)
-        pytest.skip(msg)
+        unavailable(f"no control plane at {KUBECONFIG} (run make controlplane-up)")
     kc("apply", "-f", str(ROOT / "crds"))
     for crd in ("pools", "queues", "benchmarks"):
         kc("wait", "--for=condition=Established", f"crd/{crd}.sluice.dev", "--timeout=60s")

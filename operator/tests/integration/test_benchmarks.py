@@ -18,7 +18,8 @@ from typing import Any
 
 import pytest
 
-from ..bench_pods import BENCH, run_pods
+from ..bench_pods import run_pods
+from ..support import BENCH
 from .conftest import Operator, _no_forbidden, apply, drop_namespace, get, kc, make_namespace, wait_for
 
 HOLD = "it.sluice.dev/bench-hold"

@@ -8,11 +8,8 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import os
 import pathlib
 import secrets
-import shutil
-import subprocess
 import threading
 import time
 import uuid
@@ -22,74 +19,25 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 import requests
 
-from .conftest import ROOT, Operator, apply, condition, drop_namespace, free_port, get, kc, rbac_denials, wait_for
-
-SERVER_BIN = ROOT / "build/bin/sluice-server"
-
-
-def need(path: str | None, what: str) -> str:
-    if not path or not pathlib.Path(path).exists():
-        msg = f"{what} not found"
-        if os.environ.get("CI") == "true":
-            pytest.fail(msg)
-        pytest.skip(msg)
-    return str(path)
+from ..support import Processes, server_stack
+from .conftest import Operator, apply, condition, drop_namespace, get, kc, rbac_denials, wait_for
 
 
 @pytest.fixture(scope="module")
 def stack(sa_kubeconfig: pathlib.Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
-    redis = need(shutil.which("redis-server"), "redis-server")
-    server = need(str(SERVER_BIN), "build/bin/sluice-server (make build-server)")
     tmp = tmp_path_factory.mktemp("external")
-    procs: list[subprocess.Popen] = []
-    ports = [free_port() for _ in range(3)]
-    for i, p in enumerate(ports):
-        (tmp / f"r{i}").mkdir()
-        procs.append(
-            subprocess.Popen(
-                [redis, "--port", str(p), "--bind", "127.0.0.1", "--save", "", "--dir", str(tmp / f"r{i}")],
-                stdout=subprocess.DEVNULL,
-            )
-        )
-    token = secrets.token_urlsafe(16)
-    sport = free_port()
-    procs.append(
-        subprocess.Popen(
-            [
-                server,
-                "--listen",
-                f"127.0.0.1:{sport}",
-                "--store",
-                f"redis://127.0.0.1:{ports[2]}/1",
-                "--catalog",
-                f"redis://127.0.0.1:{ports[2]}/0",
-                "--admin-token",
-                token,
-            ],
-            stdout=(tmp / "server.log").open("w"),
-            stderr=subprocess.STDOUT,
-        )
-    )
-    base = f"http://127.0.0.1:{sport}"
-    wait_for("sluice-server", lambda: _up(base), timeout=30)
+    procs = Processes()
+    try:
+        srv = server_stack(procs, tmp)
+        wait_for("sluice-server", lambda: _up(srv.base), timeout=30)
+    except BaseException:
+        procs.stop()
+        raise
+    base, token = srv.base, srv.token
     ns = f"sit-ext-{uuid.uuid4().hex[:6]}"
     kc("create", "namespace", ns)
-    apply(
-        {
-            "apiVersion": "v1",
-            "kind": "Secret",
-            "metadata": {"name": "sluice-server-admin", "namespace": ns},
-            "stringData": {"token": token},
-        }
-    )
-    apply(
-        {
-            "apiVersion": "v1",
-            "kind": "Secret",
-            "metadata": {"name": "shards", "namespace": ns},
-            "stringData": {"uris": "\n".join(f"redis://127.0.0.1:{p}/0" for p in ports[:2])},
-        }
-    )
+    for secret in srv.secrets(ns):
+        apply(secret)
     op = Operator(sa_kubeconfig, ns, tmp / "operator.log", {"SLUICE_OPERATOR_SERVER_URL_TEMPLATE": base})
     st = {"ns": ns, "base": base, "token": token, "op": op}
     yield st
@@ -101,9 +49,7 @@ def stack(sa_kubeconfig: pathlib.Path, tmp_path_factory: pytest.TempPathFactory)
         drop_namespace(ns)
     finally:
         op.stop()
-        for p in reversed(procs):
-            p.terminate()
-            p.wait(timeout=15)
+        procs.stop()
     assert not rbac_denials(op.text()), rbac_denials(op.text())
 
 

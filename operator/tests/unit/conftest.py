@@ -9,6 +9,8 @@ import pytest
 
 from sluice_operator.config import Config
 
+from ..support import BENCH, need_file
+
 
 @pytest.fixture
 def cfg() -> Config:
@@ -37,3 +39,12 @@ def make_pool(**spec: Any) -> dict[str, Any]:
 @pytest.fixture
 def pool() -> dict[str, Any]:
     return make_pool()
+
+
+@pytest.fixture
+def bench_exe(monkeypatch: pytest.MonkeyPatch) -> str:
+    """The sluice-bench binary the operator runs to merge, judge and compare results,
+    found as the operator finds it (SLUICE_OPERATOR_BENCH_BINARY)."""
+    exe = need_file(BENCH, "make build-bench")
+    monkeypatch.setenv("SLUICE_OPERATOR_BENCH_BINARY", exe)
+    return exe

@@ -3,8 +3,10 @@ store, pods and Job states are set as the kubelet and Job controller would."""
 
 from __future__ import annotations
 
+import base64
 import copy
 import json
+import zlib
 from typing import Any
 
 import pytest
@@ -16,9 +18,44 @@ from sluice_operator.handlers import benchmark_report as brep
 from sluice_operator.handlers import benchmark_results as br
 
 from .kube_double import Patch, Store
-from .test_benchmark_merge import BENCH, bits, log
 
 SETTINGS = bh.Settings(start_delay=1, unschedulable_grace=5, setup_timeout=5, interval=1)
+
+
+def bits(*seq: int) -> str:
+    """bits encodes message numbers as sluice-bench's delivery bitsets do
+    (base64 of zlib of little-endian uint64 words)."""
+    n = 0
+    for i in seq:
+        n |= 1 << i
+    raw = n.to_bytes(max(8, (n.bit_length() + 63) // 64 * 8), "little")
+    return base64.b64encode(zlib.compress(raw)).decode()
+
+
+def log(start: int, end: int, produced: dict[str, str], seen: dict[str, str], dup: int = 0, **d: Any) -> dict[str, Any]:
+    """log is one pod's termination message: a sluice-bench v1 compact summary whose
+    histograms were shed (percentiles only), with the given delivery bitsets."""
+    return {
+        "v": 1,
+        "scenario": "task-distribution",
+        "pods": 1,
+        "start": start,
+        "end": end,
+        "roles": [1, 2, 1, 2, 0, 0],
+        "ops": {
+            "post": {
+                "n": 4,
+                "ok": 3,
+                "err": {"http_503": 1},
+                "p50": 1.0,
+                "p90": 2.0,
+                "p99": 3.0,
+                "p999": 4.0,
+                "max": 5.0,
+            }
+        },
+        "d": {"produced": 0, "consumed": d.get("consumed", 0), "dup": dup, "pb": produced, "sb": seen, **d},
+    }
 
 
 @pytest.fixture
@@ -78,7 +115,7 @@ def finish_pods(store: Store, run: int, msgs: list[str]) -> None:
 
 
 def test_run_lifecycle_results_report_and_history(
-    store: Store, posted: list[tuple[str, str, str]], monkeypatch: pytest.MonkeyPatch
+    store: Store, posted: list[tuple[str, str, str]], monkeypatch: pytest.MonkeyPatch, bench_exe: str
 ) -> None:
     body = step(bench(thresholds={"maxLost": 0, "minRequestsPerSecond": 1}))
     st = body["status"]
@@ -104,17 +141,12 @@ def test_run_lifecycle_results_report_and_history(
     assert ("Normal", "Succeeded") in [(k, r) for k, r, _ in posted]
     assert br.LAST.labels("shop", "td", "task-distribution", "requests_per_second")._value.get() == 3.0
 
-    if BENCH.exists():
-        monkeypatch.setattr(brep, "binary", lambda: str(BENCH))
-        monkeypatch.setattr(brep, "pod_log", lambda ns, pod: None)
-        body = step(body)
-        cm = store.objs[("ConfigMap", "shop", "td-r1-report")]
-        assert body["status"]["reportConfigMap"] == "td-r1-report" and "report.html" in cm["data"]
-        assert any(n.endswith(".png") for n in cm["binaryData"])
-    else:
-        monkeypatch.setattr(brep, "binary", lambda: None)
-        body = step(body)
-    assert any(c["type"] == "ReportReady" for c in body["status"]["conditions"])
+    monkeypatch.setattr(brep, "pod_log", lambda ns, pod: None)
+    body = step(body)
+    cm = store.objs[("ConfigMap", "shop", "td-r1-report")]
+    assert body["status"]["reportConfigMap"] == "td-r1-report" and "report.html" in cm["data"]
+    assert any(n.endswith(".png") for n in cm["binaryData"])
+    assert any(c["type"] == "ReportReady" and c["status"] == "True" for c in body["status"]["conditions"])
 
     # A new spec starts run 2 and keeps run 1's summary.
     body["metadata"]["generation"] = 2
@@ -128,12 +160,15 @@ def test_run_lifecycle_results_report_and_history(
     assert ("Job", "shop", "td-r2") in store.objs
 
 
-def test_threshold_missed_and_pods_without_results(store: Store, posted: list[tuple[str, str, str]]) -> None:
+def test_threshold_missed_and_pods_without_results(
+    store: Store, posted: list[tuple[str, str, str]], bench_exe: str
+) -> None:
     body = step(bench(thresholds={"maxLost": 0}))
     lossy = log(0, 1000, {"A": bits(0, 1, 2)}, {"A": bits(0)}, consumed=1)
     finish_pods(store, 1, [json.dumps(lossy), json.dumps(log(0, 1000, {}, {}))])
     st = step(body)["status"]
     assert st["phase"] == "Succeeded" and st["verdict"] == "Fail" and st["verdictReasons"] == ["lost 2 > maximum 0"]
+    assert st["message"].endswith("lost 2, duplicated 0: Fail")
 
     store.objs.clear()
     body = step(bench())
@@ -142,6 +177,40 @@ def test_threshold_missed_and_pods_without_results(store: Store, posted: list[tu
     assert (st["phase"], st["reason"], st["verdict"]) == ("Failed", "NoResults", "Fail")
     assert "td-r1-0-x" in st["message"]
     assert posted[-1][:2] == ("Warning", "FailedNoResults")
+
+
+def test_results_that_cannot_be_merged_fail_the_run_naming_the_pod(
+    store: Store, posted: list[Any], bench_exe: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    body = step(bench())
+    finish_pods(store, 1, [json.dumps(log(0, 1000, {}, {})), "not json"])
+    st = step(body)["status"]
+    assert (st["phase"], st["reason"], st["verdict"]) == ("Failed", "BadResults", "Fail")
+    assert "td-r1-1-x" in st["message"] and "not a sluice-bench summary" in st["message"], st["message"]
+
+    store.objs.clear()
+    monkeypatch.setenv("SLUICE_OPERATOR_BENCH_BINARY", "/nonexistent/sluice-bench")
+    body = step(bench())
+    finish_pods(store, 1, [json.dumps(log(0, 1000, {}, {}))])
+    st = step(body)["status"]
+    assert (st["phase"], st["reason"]) == ("Failed", "BenchBinaryMissing") and "SLUICE_OPERATOR_BENCH_BINARY" in st[
+        "message"
+    ]
+
+
+def test_comparison_follows_the_other_benchmark(store: Store, posted: list[Any], bench_exe: str) -> None:
+    body = step(bench(compareTo="base"))
+    finish_pods(store, 1, [json.dumps(log(1000, 3000, {"A": bits(0)}, {"A": bits(0)}, consumed=1))])
+    st = step(body)["status"]
+    assert st["comparison"] == {"benchmark": "base", "message": "Benchmark base does not exist"}
+    other = {"kind": "Benchmark", "metadata": {"name": "base", "namespace": "shop"}, "spec": {"scenario": "s"}}
+    other["status"] = {"results": {"requestsPerSecond": 0.75, "p99Ms": st["results"]["p99Ms"] * 2}}
+    store.objs[("Benchmark", "shop", "base")] = other
+    patch = Patch()
+    bh.refresh_comparison(body, patch)
+    c = patch.status["comparison"]
+    assert c["operations"]["total"]["requestsPerSecondRatio"] == 2.0 and c["operations"]["total"]["p99MsRatio"] == 0.5
+    assert c["message"] == "vs base (s): req/s x2.0, p99 x0.5"
 
 
 def test_a_deleted_job_fails_the_run_and_a_failed_run_stops_its_job(store: Store, posted: list[Any]) -> None:

@@ -1,4 +1,5 @@
-"""Run phases from Job and pods, verdicts, comparisons, history and the report's size budget."""
+"""Run phases from Job and pods, history and the report's size budget (verdicts and
+comparisons are sluice-bench's: test_benchmark_results.py and bench-job/internal/result)."""
 
 from __future__ import annotations
 
@@ -111,34 +112,6 @@ RESULTS = {
     "lost": 0,
     "operations": {"post": {"requestsPerSecond": 600.0, "p50Ms": 2.0, "p99Ms": 20.0, "p999Ms": 30.0}},
 }
-
-
-def test_verdict_against_thresholds() -> None:
-    assert br.verdict(None, RESULTS) == ("Pass", ["no thresholds set"])
-    assert br.verdict({"minRequestsPerSecond": 900, "maxP99Ms": 25, "maxLost": 0}, RESULTS)[0] == "Pass"
-    v, why = br.verdict({"minRequestsPerSecond": 2000, "maxP99Ms": 10, "maxLost": 0}, {**RESULTS, "lost": 3})
-    assert v == "Fail" and len(why) == 3
-    assert any("2000.0" in w for w in why) and any("p99 20.000" in w for w in why) and any("lost 3" in w for w in why)
-
-
-def test_comparison_ratios_and_missing_results() -> None:
-    other = {
-        "spec": {"scenario": "task-distribution"},
-        "status": {
-            "results": {
-                "requestsPerSecond": 500.0,
-                "p99Ms": 40.0,
-                "operations": {"post": {"requestsPerSecond": 300.0, "p99Ms": 40.0}},
-            }
-        },
-    }
-    c = br.comparison("virtual", RESULTS, other)
-    assert c["operations"]["total"]["requestsPerSecondRatio"] == 2.0
-    assert c["operations"]["total"]["otherP99Ms"] == 40.0 and c["operations"]["total"]["p99MsRatio"] == 0.5
-    assert c["operations"]["post"]["requestsPerSecondRatio"] == 2.0 and "p50MsRatio" not in c["operations"]["post"]
-    assert "x2.0" in c["message"]
-    assert "does not exist" in br.comparison("nope", RESULTS, None)["message"]
-    assert "no results yet" in br.comparison("virtual", RESULTS, {"status": {}})["message"]
 
 
 def test_history_is_bounded_and_keeps_the_summary() -> None:

@@ -172,7 +172,8 @@ def test_report_measures_and_marks_faults(tmp_path: Any) -> None:
 
     from sluice_operator.handlers import benchmark_report as brep
 
-    from ..bench_pods import BENCH, run_pods
+    from ..bench_pods import run_pods
+    from ..support import BENCH
 
     logs = run_pods(tmp_path)
     start = min(json.loads(p.read_text())["start"] for p in logs)
@@ -221,7 +222,8 @@ def test_fault_bounds_are_judged_by_sluice_bench(tmp_path: Any) -> None:
 
     from sluice_operator.handlers import benchmark_report as brep
 
-    from ..bench_pods import BENCH, run_pods
+    from ..bench_pods import run_pods
+    from ..support import BENCH
 
     logs = run_pods(tmp_path)
     start = min(json.loads(p.read_text())["start"] for p in logs)

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import redis
 
-from .test_probes import free_port
+from ..support import free_port, need_program
 
 SRC = pathlib.Path(__file__).resolve().parents[3] / "e2e/images/ot-redis"
 
@@ -76,10 +76,7 @@ class Images:
 
 @pytest.fixture
 def images(tmp_path: pathlib.Path) -> Iterator[Images]:
-    if not shutil.which("redis-server"):
-        if os.environ.get("CI") == "true":
-            pytest.fail("redis-server is not installed (make deps-apt installs it)")
-        pytest.skip("redis-server not installed")
+    need_program("redis-server")
     im = Images(tmp_path)
     yield im
     im.stop()

@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import shutil
-import socket
-import subprocess
 import time
 from collections.abc import Iterator
 
@@ -13,36 +9,18 @@ import pytest
 
 from sluice_operator import probes
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from ..support import Processes, free_port, wait_port
 
 
 @pytest.fixture
 def redis_port(tmp_path) -> Iterator[int]:
-    binary = shutil.which("redis-server")
-    if not binary:
-        if os.environ.get("CI") == "true":
-            pytest.fail("redis-server is not installed (make deps-apt installs it)")
-        pytest.skip("redis-server not installed")
-    port = free_port()
-    proc = subprocess.Popen(
-        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--dir", str(tmp_path)],
-        stdout=subprocess.DEVNULL,
-    )
+    procs = Processes()
     try:
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            time.sleep(0.05)
+        port = procs.redis(tmp_path)
+        wait_port(port, 10)
         yield port
     finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+        procs.stop()
 
 
 def test_redis_ping(redis_port: int) -> None:

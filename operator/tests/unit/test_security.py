@@ -5,10 +5,7 @@ and the security context of every pod the operator builds."""
 from __future__ import annotations
 
 import json
-import shutil
-import socket
 import subprocess
-import time
 from typing import Any
 
 import pytest
@@ -17,9 +14,9 @@ from sluice_operator import probes
 from sluice_operator.builders import benchmark, builtin, common, netpol, server
 from sluice_operator.config import Config
 
+from ..support import free_port, need_program, wait_port
 from .conftest import make_pool
 from .kube_double import Store
-from .test_probes import free_port
 from .test_reconcile import cond, run_pool, store  # noqa: F401  (fixture)
 from .zaqar_double import ZaqarDouble
 
@@ -67,14 +64,7 @@ def test_builtin_catalog_and_server_share_the_catalog_password(cfg: Config) -> N
 
 @pytest.fixture
 def redis_binary() -> str:
-    binary = shutil.which("redis-server")
-    if not binary:
-        import os
-
-        if os.environ.get("CI") == "true":
-            pytest.fail("redis-server is not installed (make deps-apt installs it)")
-        pytest.skip("redis-server not installed")
-    return binary
+    return need_program("redis-server")
 
 
 def test_redis_command_really_requires_the_password(cfg: Config, tmp_path, redis_binary: str) -> None:
@@ -90,12 +80,7 @@ def test_redis_command_really_requires_the_password(cfg: Config, tmp_path, redis
         stderr=subprocess.DEVNULL,
     )
     try:
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            time.sleep(0.05)
+        wait_port(port, 10)
         ok, msg = probes.probe(f"redis://127.0.0.1:{port}/0", 2.0)
         assert not ok and "AUTH" in msg.upper(), msg
         ok, msg = probes.probe(common.redis_uri("127.0.0.1", port, 0, PW), 2.0)

@@ -22,7 +22,7 @@ from sluice_operator import kube
 from sluice_operator.handlers import subscriptions
 from sluice_operator.serverapi import ServerAPI
 
-from ..bench_pods import SERVER, free_port, need
+from ..support import SERVER, free_port, need_file
 from .kube_double import Store
 
 TOKEN = "optoken"
@@ -31,7 +31,7 @@ SECRET = "whsec-unit"
 
 @pytest.fixture
 def api() -> Iterator[ServerAPI]:
-    need(SERVER)
+    need_file(SERVER, "make build-server")
     port = free_port()
     proc = subprocess.Popen(
         [str(SERVER), "--listen", f"127.0.0.1:{port}", "--store", "memory", "--admin-token", TOKEN],
