@@ -92,8 +92,8 @@ table.params th{text-align:left}.fail{color:#b00}.pass{color:#070}</style></head
 <table><tr><th>op</th><th>requests</th><th>ok</th><th>errors</th><th>req/s</th><th>mean ms</th><th>p50</th><th>p90</th><th>p99</th><th>p99.9</th><th>max</th><th>error reasons</th></tr>
 {{range .Ops}}<tr><td>{{.Name}}</td><td>{{.Requests}}</td><td>{{.OK}}</td><td>{{.Failed}}</td><td>{{r .ReqsPerSec}}</td><td>{{f .Mean}}</td><td>{{f .P50}}</td><td>{{f .P90}}</td><td>{{f .P99}}</td><td>{{f .P999}}</td><td>{{f .Max}}</td><td class="text">{{range $k, $v := .Errors}}{{$k}}: {{$v}} {{end}}</td></tr>
 {{end}}</table>
-{{with .R.Delivery}}<h2>Delivery</h2><table><tr><th>produced</th><th>consumed</th><th>unique</th><th>lost</th><th>duplicated</th><th>e2e p50 ms</th><th>e2e p99 ms</th><th>exact</th></tr>
-<tr><td>{{.Produced}}</td><td>{{.Consumed}}</td><td>{{.Unique}}</td><td>{{.Lost}}</td><td>{{.Duplicated}}</td><td>{{f .E2E.P50}}</td><td>{{f .E2E.P99}}</td><td>{{.Exact}}</td></tr></table>{{end}}
+{{with .R.Delivery}}<h2>Delivery</h2><table><tr><th>produced</th><th>consumed</th><th>unique</th><th>lost</th><th>duplicated</th><th>redelivered</th><th>e2e p50 ms</th><th>e2e p99 ms</th><th>exact</th></tr>
+<tr><td>{{.Produced}}</td><td>{{.Consumed}}</td><td>{{.Unique}}</td><td>{{.Lost}}</td><td>{{.Duplicated}}</td><td>{{.Redelivered}}</td><td>{{f .E2E.P50}}</td><td>{{f .E2E.P99}}</td><td>{{.Exact}}</td></tr></table>{{end}}
 {{if .R.Faults}}<h2>Faults</h2><p>Times in seconds after each fault; recovery is the first whole second after the last failed request at 90 % of the rate before the fault. The plots mark each fault (dashed line) and shade its unavailability window.</p>
 <table><tr><th>fault</th><th>at (s into the run)</th><th>first error</th><th>unavailable</th><th>recovered</th><th>req/s before</th><th>failures by reason</th></tr>
 {{range .R.Faults}}<tr><td>{{.Name}}</td><td>{{since .At}}</td><td>{{opt .FirstError "none"}}</td><td>{{f .Unavailable}}</td><td>{{opt .Recovery "never"}}</td><td>{{r .BaselineRPS}}</td><td class="text">{{range $k, $v := .Errors}}{{$k}}: {{$v}} {{end}}</td></tr>

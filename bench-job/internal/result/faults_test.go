@@ -173,3 +173,29 @@ func TestVerdictBoundsFaults(t *testing.T) {
 		}
 	}
 }
+
+// TestRedeliveredSurvivesTheTerminationLog: the count reaches a Benchmark's
+// status through the compact summary and its merge.
+func TestRedeliveredSurvivesTheTerminationLog(t *testing.T) {
+	r := &Result{Scenario: "task-distribution", Pods: 1, Start: 1000, End: 3000, Ops: map[string]*OpResult{},
+		Delivery: &Delivery{Produced: 10, Consumed: 12, Unique: 10, Redelivered: 2, E2E: &OpResult{}}}
+	if err := r.Summarize(); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := r.TermLog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := Parse(raw)
+	m, err := Merge([]*Result{a, b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := StatusOf(m, nil, true); st.Results.Redelivered != 4 {
+		t.Fatalf("redelivered %d after merging two pods of 2, want 4", st.Results.Redelivered)
+	}
+}
