@@ -111,8 +111,11 @@ def test_shard_and_catalog_pods_killed(fault_pool: str) -> None:
     assert cat["firstErrorSeconds"] is None and not cat["errors"], cat
 
 
-def helm(*args: str) -> None:
+def server_tag(tag: str) -> None:
+    """server_tag upgrades the release to run sluice-server from image tag `tag`."""
     exe = os.environ.get("HELM") or os.environ.get("SLUICE_HELM") or "helm"
+    chart = str(ROOT / "charts/sluice")
+    args = ["upgrade", RELEASE, chart, "-n", RELEASE_NS, "--reuse-values", "--set", f"server.image.tag={tag}", "--wait"]
     subprocess.run([exe, *args], check=True, capture_output=True, text=True, timeout=600)
 
 
@@ -137,17 +140,7 @@ def test_rolling_upgrade_fails_no_request(fault_pool: str) -> None:
                 timeout=300,
             )
             time.sleep(8)
-            helm(
-                "upgrade",
-                RELEASE,
-                str(ROOT / "charts/sluice"),
-                "-n",
-                RELEASE_NS,
-                "--reuse-values",
-                "--set",
-                "server.image.tag=rolling",
-                "--wait",
-            )
+            server_tag("rolling")
         except BaseException as exc:  # reported by the test thread
             errors.append(exc)
 
@@ -167,15 +160,5 @@ def test_rolling_upgrade_fails_no_request(fault_pool: str) -> None:
         assert r["errors"] == 0 and r["lost"] == 0, r
     finally:
         t.join(timeout=600)
-        helm(
-            "upgrade",
-            RELEASE,
-            str(ROOT / "charts/sluice"),
-            "-n",
-            RELEASE_NS,
-            "--reuse-values",
-            "--set",
-            "server.image.tag=dev",
-            "--wait",
-        )
+        server_tag("dev")
         kc("rollout", "status", "deployment/sluice-server", "-n", ns, "--timeout=180s", check=False)
