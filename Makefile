@@ -1,6 +1,7 @@
 # sluice: one Makefile that ties the parts together. Each part keeps its own
 # targets in mk/<part>.mk and adds itself to TEST_TARGETS, APT_PACKAGES and
-# friends, so parts evolve without touching each other's rules.
+# friends, so parts evolve without touching each other's rules; what several
+# parts share is in mk/common.mk, which each of them includes explicitly.
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 .DEFAULT_GOAL := help
@@ -22,8 +23,10 @@ export SLUICE_CACHE := $(CACHE)
 APT_PACKAGES :=
 TEST_TARGETS :=
 BENCH_TARGETS :=
+# The suites test-e2e runs on the cluster it brings up (mk/cluster.mk).
+E2E_SUITES :=
 
-include $(sort $(wildcard mk/*.mk))
+include $(filter-out mk/common.mk,$(sort $(wildcard mk/*.mk)))
 
 .PHONY: help deps deps-apt test bench up down
 help: ## list the targets

@@ -2,15 +2,14 @@
 # prometheus are built from their Go modules, pinned in the small wrapper
 # modules e2e/tools/{helm,promtool}, into the cache keyed by version: the
 # first build takes minutes, later ones are free until the pin changes.
+include $(ROOT)/mk/common.mk
 
 TEST_TARGETS += test-chart
 
-# The pins live in one place each: the wrapper modules' go.mod.
-gomod_version = $(shell awk '$$1 == "$(1)" {print $$2} $$1 == "require" && $$2 == "$(1)" {print $$3}' $(2))
-HELM_VERSION  := $(call gomod_version,helm.sh/helm/v3,$(ROOT)/e2e/tools/helm/go.mod)
+# The pins live in one place each: the wrapper modules' go.mod (helm's path
+# is in common.mk: make up and make e2e run it too).
 PROM_VERSION  := $(call gomod_version,github.com/prometheus/prometheus,$(ROOT)/e2e/tools/promtool/go.mod)
 
-HELM          := $(CACHE)/helm-$(HELM_VERSION)/helm
 PROMTOOL      := $(CACHE)/prometheus-$(PROM_VERSION)/promtool
 PROMETHEUS    := $(CACHE)/prometheus-$(PROM_VERSION)/prometheus
 CHART         := $(ROOT)/charts/sluice
@@ -18,9 +17,9 @@ export SLUICE_HELM := $(HELM)
 export SLUICE_PROMTOOL := $(PROMTOOL)
 export SLUICE_PROMETHEUS := $(PROMETHEUS)
 
-# The operator's own RBAC manifest, when it has one: the chart's ClusterRole
-# rules are a copy of it.
-OPERATOR_RBAC := $(firstword $(wildcard $(ROOT)/operator/deploy/rbac.yaml $(ROOT)/operator/deploy/rbac/*.yaml))
+# The operator's own RBAC manifest: the chart's ClusterRole rules are a copy
+# of it.
+OPERATOR_RBAC := $(ROOT)/operator/deploy/rbac.yaml
 
 .PHONY: helm promtool prometheus chart-tools chart-sync chart-docs test-chart test-chart-cluster chart-cluster-suite
 deps: chart-tools
@@ -71,7 +70,7 @@ chart-sync: ## copy crds/ (and the operator's RBAC manifest) into the chart
 	@mkdir -p $(CHART)/files/crds
 	rm -f $(CHART)/files/crds/*.yaml
 	cp $(ROOT)/crds/*.yaml $(CHART)/files/crds/
-	$(if $(OPERATOR_RBAC),cp $(OPERATOR_RBAC) $(CHART)/files/operator-rbac.yaml,@echo "operator has no RBAC manifest yet: keeping the chart's files/operator-rbac.yaml")
+	cp $(OPERATOR_RBAC) $(CHART)/files/operator-rbac.yaml
 
 chart-docs: ## regenerate the values table in charts/sluice/README.md from values.yaml
 	cd e2e/chart && $(GO) run ./cmd/valuesdoc $(CHART)

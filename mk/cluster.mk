@@ -7,13 +7,12 @@ APT_PACKAGES += etcd-server containerd runc containernetworking-plugins iptables
                 buildah conntrack iproute2 debootstrap mmdebstrap curl openssl util-linux \
                 procps gcc libc6-dev ca-certificates python3-venv
 
+include $(ROOT)/mk/common.mk
+
 TEST_TARGETS += test-e2e
 
 CLUSTER ?= local
-KUBECONFIG_PATH := $(BUILD)/kube$(if $(filter-out 0,$(SLUICE_INSTANCE)),-$(SLUICE_INSTANCE))/kubeconfig
-KUBECTL := $(BIN)/kubectl
 E2E_CLUSTER := $(ROOT)/e2e/cluster
-KIND_VERSION := v0.30.0
 # The full local cluster runs the real redis-operator as a host process
 # (e2e/cluster/redis-operator.sh); REDIS_OPERATOR=0 leaves it out.
 REDIS_OPERATOR ?= 1
@@ -80,10 +79,9 @@ endif
 smoke-images: deps-apt
 	@e2e/images/build.sh server bench redis
 
-# The whole path, as CI runs it: the cluster is torn down even when a step fails.
+# The whole path, as CI runs it: the cluster is torn down even when a step
+# fails. The suites it runs on the cluster are this part's smoke test and
+# the end-to-end suites of the parts that add themselves to E2E_SUITES
+# (up.mk: e2e), in that order.
 test-e2e: deps-apt ## cluster-up, e2e-smoke, e2e (chart-installed operator, real pods), cluster-down
-	@rc=0; $(MAKE) --no-print-directory cluster-up CLUSTER=$(CLUSTER) && \
-	  $(MAKE) --no-print-directory e2e-smoke CLUSTER=$(CLUSTER) && \
-	  $(MAKE) --no-print-directory e2e CLUSTER=$(CLUSTER) || rc=$$?; \
-	$(MAKE) --no-print-directory cluster-down CLUSTER=$(CLUSTER) || { [ $$rc -ne 0 ] || rc=1; }; \
-	exit $$rc
+	@$(call with-teardown,$(MAKE) --no-print-directory cluster-up CLUSTER=$(CLUSTER),$(MAKE) --no-print-directory e2e-smoke $(E2E_SUITES) CLUSTER=$(CLUSTER),$(MAKE) --no-print-directory cluster-down CLUSTER=$(CLUSTER))

@@ -1,12 +1,12 @@
 # Compatibility with OpenStack Zaqar: the unchanged python-zaqarclient and
 # zaqar-bench against sluice-server, and sluice-server vs the real Zaqar
 # 23.0.1 side by side (make bench-server). See docs/compat.md.
+include $(ROOT)/mk/common.mk
+
 APT_PACKAGES  += redis-server wrk gcc
 TEST_TARGETS  += test-compat
 BENCH_TARGETS += bench-server bench-auth
 
-COMPAT_VENV := $(BUILD)/venv-compat
-COMPAT_PY   := $(COMPAT_VENV)/bin/python
 COMPAT_REQ  := $(ROOT)/e2e/compat/requirements.txt
 # The stamp is keyed by the requirements file, so editing a pin reinstalls
 # and a second run with the same pins costs nothing.

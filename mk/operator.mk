@@ -1,9 +1,9 @@
 # sluice-operator (Python/Kopf, operator/) and the CRDs (crds/).
+include $(ROOT)/mk/common.mk
+
 APT_PACKAGES  += redis-server
 TEST_TARGETS  += test-operator
 
-OPERATOR_VENV := $(BUILD)/venv-operator
-OPERATOR_PY   := $(OPERATOR_VENV)/bin/python
 # The venv is rebuilt when the pinned requirements change.
 OPERATOR_STAMP := $(OPERATOR_VENV)/.stamp-$(shell cat $(ROOT)/operator/requirements*.txt $(ROOT)/operator/pyproject.toml 2>/dev/null | md5sum | cut -c1-12)
 
@@ -46,19 +46,6 @@ test-controlplane: deps-apt venv-operator build-server build-bench helm mongodb-
 	  $(MAKE) --no-print-directory operator-integration-suite || rc=$$?; \
 	  $(MAKE) --no-print-directory chart-cluster-suite || rc=$$?; \
 	  exit $$rc)
-
-# with-controlplane CMD: run CMD against the running cluster when there is one;
-# else bring the control-plane-only cluster up for it and down after, whatever
-# CMD's outcome.
-define with-controlplane
-if $(KUBECTL) --kubeconfig $(KUBECONFIG_PATH) get --raw /readyz >/dev/null 2>&1; then \
-  echo "==> using the running cluster at $(KUBECONFIG_PATH)"; $(1); \
-else \
-  rc=0; $(MAKE) --no-print-directory controlplane-up && ( $(1) ) || rc=$$?; \
-  $(MAKE) --no-print-directory controlplane-down || { [ $$rc -ne 0 ] || rc=1; }; \
-  exit $$rc; \
-fi
-endef
 
 run-operator: venv-operator ## run the operator locally against the cluster (build/kube/kubeconfig)
 	KUBECONFIG=$(KUBECONFIG_PATH) $(OPERATOR_VENV)/bin/sluice-operator

@@ -47,3 +47,15 @@ fuzz: fuzz-model fuzz-server ## the long runs: the model-based differential test
 
 run-server: build-server ## run sluice-server on 127.0.0.1:8888 with the memory store
 	$(BIN)/sluice-server --listen 127.0.0.1:8888 --store memory
+
+# Where a request's CPU goes (docs/benchmarks.md): server, redis-server and
+# client CPU per 1,000 requests at a fixed offered rate, Redis commandstats
+# and memory per message, pprof tops. BENCH_PROFILE_ARGS passes options,
+# e.g. "--baseline build/bench-profile-before.json" for a before/after table.
+BENCH_TARGETS += bench-profile
+APT_PACKAGES  += wrk
+BENCH_PROFILE_ARGS ?=
+.PHONY: bench-profile
+bench-profile: deps-apt build-server ## CPU per request by process, Redis cost per call and per message, pprof tops (fixed rate, loopback)
+	GO=$(GO) $(PYTHON) e2e/bench/bench_profile.py --server $(BIN)/sluice-server --json $(BUILD)/bench-profile.json \
+	  --write-doc $(ROOT)/docs/benchmarks.md $(BENCH_PROFILE_ARGS)

@@ -17,12 +17,11 @@ import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+# free_port comes from the one test-support module of the repository.
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "e2e" / "testsupport"))
+from harness import free_port  # noqa: E402
 
 
 def children_cpu():

@@ -26,7 +26,7 @@ import urllib.request
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "compat"))
+sys.path.insert(0, str(HERE.parent / "testsupport"))
 sys.path.insert(0, str(HERE.parent / "keystone"))
 
 from bench_server import machine, run_wrk  # noqa: E402

@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Callable
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "compat"))
+sys.path.insert(0, str(HERE.parent / "testsupport"))
 sys.path.insert(0, str(HERE.parent / "zaqar"))
 
 from harness import BIN, Process, ProcessError, RedisServer, SluiceServer, process_tree, rss_kib  # noqa: E402

@@ -133,7 +133,7 @@ func installMonitoringCRDs(t *testing.T) bool {
 		if err != nil {
 			msg += " " + err.Error()
 		}
-		if os.Getenv("CI") == "true" {
+		if inCI() {
 			t.Fatal(msg)
 		}
 		t.Log(msg)

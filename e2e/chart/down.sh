@@ -8,7 +8,7 @@ cd "$root"
 : "${MAKE:=make}" "${HELM:?HELM must name the helm binary}"
 state=$root/build/up
 cluster=$(cat "$state/cluster" 2>/dev/null || echo local)
-kubeconfig=$root/build/kube/kubeconfig
+kubeconfig=${KUBECONFIG_PATH:?set by make (mk/common.mk)}
 [[ -f $kubeconfig ]] && export KUBECONFIG=$kubeconfig
 kubectl=$root/build/bin/kubectl
 [[ -x $kubectl ]] || kubectl=$(command -v kubectl || true)

@@ -10,7 +10,7 @@ cd "$root"
 : "${MAKE:=make}" "${HELM:?HELM must name the helm binary}"
 release=sluice
 release_ns=sluice-system
-export KUBECONFIG=${KUBECONFIG_PATH:-$root/build/kube/kubeconfig}
+export KUBECONFIG=${KUBECONFIG_PATH:?set by make (mk/common.mk)}
 k() { "$root/build/bin/kubectl" --request-timeout=30s "$@"; }
 t0=$SECONDS
 say() { printf '==> [%4ds] %s\n' $((SECONDS - t0)) "$*"; }

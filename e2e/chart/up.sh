@@ -22,7 +22,6 @@ step() {
   printf '\n==> [%d/8] %s\n' "$step_n" "$*"
 }
 fail() { printf '\nmake up: FAILED at step %d: %s\n' "$step_n" "$*" >&2; exit 1; }
-has_target() { "$MAKE" -n "$1" >/dev/null 2>&1; }
 
 step "cluster"
 if [[ -n ${CLUSTER:-} ]]; then
@@ -34,10 +33,9 @@ else
 fi
 echo "$cluster" >"$state/cluster"
 echo "    cluster: $cluster ($([[ $cluster == kind ]] && echo 'Docker is available' || echo 'no Docker engine: the repository builds and runs a real single-node Kubernetes'))"
-has_target cluster-up || fail "there is no 'make cluster-up' yet (local cluster, e2e/cluster): nothing to install into"
 "$MAKE" --no-print-directory cluster-up CLUSTER="$cluster"
 
-kubeconfig=${KUBECONFIG_PATH:-$root/build/kube/kubeconfig}
+kubeconfig=${KUBECONFIG_PATH:?set by make (mk/common.mk)}
 if [[ -f $kubeconfig ]]; then export KUBECONFIG=$kubeconfig; fi
 kubectl=$root/build/bin/kubectl
 [[ -x $kubectl ]] || kubectl=$(command -v kubectl || true)
@@ -47,7 +45,6 @@ k get nodes -o wide >/dev/null || fail "the cluster's apiserver does not answer 
 k get nodes -L sluice.dev/node-class | sed 's/^/    /'
 
 step "images"
-has_target images || fail "there is no 'make images' yet (sluice-server, sluice-bench, operator and Redis images)"
 "$MAKE" --no-print-directory images CLUSTER="$cluster"
 
 step "helm install $release (charts/sluice) into $release_ns"

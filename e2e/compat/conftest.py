@@ -19,21 +19,13 @@ import pytest
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent / "testsupport"))
 sys.path.insert(0, str(HERE.parent / "zaqar"))
 
-from harness import BIN, RedisServer, SluiceServer, in_ci  # noqa: E402
+from harness import BIN, RedisServer, SluiceServer, need  # noqa: E402
 
 TARGETS = [t.strip() for t in os.environ.get("COMPAT_TARGETS", "memory,redis").split(",")
            if t.strip()]
-
-
-def need(ok: object, why: str) -> None:
-    """Fail under CI, skip (saying why) on a workstation."""
-    if ok:
-        return
-    if in_ci():
-        pytest.fail(f"CI=true and {why}", pytrace=False)
-    pytest.skip(why)
 
 
 @pytest.fixture(scope="session")

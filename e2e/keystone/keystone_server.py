@@ -18,7 +18,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "compat"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "testsupport"))
 from harness import ROOT, Process, ProcessError  # noqa: E402
 
 VENV = Path(os.environ.get("KEYSTONE_VENV", ROOT / "build" / "venv-keystone"))

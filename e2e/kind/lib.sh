@@ -3,7 +3,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 BUILD=${SLUICE_BUILD:-$ROOT/build}
 BIN=$BUILD/bin
-KUBECONFIG_PATH=$BUILD/kube/kubeconfig
+KUBECONFIG_PATH=${KUBECONFIG_PATH:?set by make (mk/common.mk)}
 KIND_VERSION=${KIND_VERSION:-v0.30.0}
 CLUSTER_NAME=sluice
 kind_bin() {

@@ -4,7 +4,5 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 BUILD=${SLUICE_BUILD:-$ROOT/build}
 KUBECTL=${KUBECTL:-$BUILD/bin/kubectl}
 [[ -x $KUBECTL ]] || KUBECTL=kubectl
-sfx=""
-[[ ${SLUICE_INSTANCE:-0} == 0 ]] || sfx="-$SLUICE_INSTANCE"
-export KUBECONFIG=${KUBECONFIG:-$BUILD/kube$sfx/kubeconfig}
+export KUBECONFIG=${KUBECONFIG:-${KUBECONFIG_PATH:?set by make (mk/common.mk)}}
 k() { "$KUBECTL" "$@"; }

@@ -23,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "compat"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "testsupport"))
 from harness import Process, ProcessError, RedisServer, process_tree  # noqa: E402
 
 CONF_TEMPLATE = """\

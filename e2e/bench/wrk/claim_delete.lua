@@ -7,6 +7,7 @@
 local c = dofile((os.getenv("WRK_LUA_DIR") or ".") .. "/common.lua")
 
 c.headers()
+c.pace()
 local claim_path = "/v2/queues/" .. c.queue .. "/claims?limit=1"
 local claim_body = '{"ttl":60,"grace":60}'
 

@@ -31,6 +31,16 @@ function M.post_body(size, batch)
   return '{"messages":[' .. table.concat(parts, ",") .. ']}'
 end
 
+-- pace makes every connection wait DELAY_MS between requests (wrk's delay
+-- hook), for a fixed offered rate instead of saturation (make
+-- bench-profile); unset, requests go back to back.
+function M.pace()
+  local ms = tonumber(os.getenv("DELAY_MS") or "0")
+  if ms > 0 then
+    delay = function() return ms end
+  end
+end
+
 local threads = {}
 
 function M.setup(thread)

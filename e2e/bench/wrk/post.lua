@@ -6,6 +6,7 @@ local size = tonumber(os.getenv("MSG_SIZE") or "1024")
 local batch = tonumber(os.getenv("BATCH") or "1")
 
 c.headers()
+c.pace()
 wrk.method = "POST"
 wrk.path = "/v2/queues/" .. c.queue .. "/messages"
 wrk.body = c.post_body(size, batch)

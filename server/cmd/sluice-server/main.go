@@ -1,5 +1,6 @@
 // Command sluice-server serves the OpenStack Zaqar v2 messaging API over a
-// storage driver chosen by URI (memory, redis://...).
+// storage driver chosen by URI (memory, redis://..., mongodb://...):
+// flags -> config.Validate -> app.Run.
 package main
 
 import (
@@ -9,10 +10,10 @@ import (
 	"os/signal"
 	"syscall"
 
-	"sluice.dev/server/internal/api"
+	"sluice.dev/server/internal/app"
 	"sluice.dev/server/internal/config"
-	_ "sluice.dev/server/internal/storage/memory"
-	_ "sluice.dev/server/internal/storage/redis"
+	"sluice.dev/server/internal/logging"
+	"sluice.dev/server/internal/profiling"
 )
 
 func main() { os.Exit(run()) }
@@ -33,11 +34,20 @@ func run() int {
 		fmt.Fprintln(os.Stdout, "configuration OK")
 		return 0
 	}
-	log, closer := api.NewLogger(os.Stderr, opts.LogLevel)
+	log, closer := logging.New(os.Stderr, opts.LogLevel)
 	defer closer.Close()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	if err := api.Run(ctx, opts, log, nil); err != nil {
+	if opts.PprofAddr != "" {
+		wait, err := profiling.Serve(ctx, opts.PprofAddr, log)
+		if err != nil {
+			log.Error("pprof-addr", "error", err.Error())
+			return 1
+		}
+		// Deferred after stop, so it runs first: end the context, then wait.
+		defer func() { stop(); wait() }()
+	}
+	if err := app.Run(ctx, opts, log, nil); err != nil {
 		log.Error("sluice-server stopped", "error", err.Error())
 		return 1
 	}

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"sluice.dev/server/internal/logging"
 )
 
 // discardWriter is a minimal ResponseWriter so benchmarks measure the server.
@@ -58,7 +60,7 @@ func (nopCloser) Close() error { return nil }
 
 // BenchmarkAccessLogLine is the cost of one request's JSON log line.
 func BenchmarkAccessLogLine(b *testing.B) {
-	log, closer := NewLogger(io.Discard, "info")
+	log, closer := logging.New(io.Discard, "info")
 	defer closer.Close()
 	s := &Server{log: log}
 	b.ReportAllocs()

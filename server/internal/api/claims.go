@@ -58,7 +58,7 @@ func (s *Server) createClaim(w http.ResponseWriter, r *http.Request, c *Call) {
 		return
 	}
 	base := queuePath(c.queue)
-	now := time.Now()
+	now := s.clock.Now()
 	b := append(c.w.out[:0], `{"messages":[`...)
 	for i := range cl.Messages {
 		if i > 0 {
@@ -83,7 +83,7 @@ func (s *Server) getClaim(w http.ResponseWriter, r *http.Request, c *Call) {
 		return
 	}
 	base := queuePath(c.queue)
-	now := time.Now()
+	now := s.clock.Now()
 	b := append(c.w.out[:0], `{"age":`...)
 	b = appendInt(b, age(now, cl.Created))
 	b = append(b, `,"ttl":`...)

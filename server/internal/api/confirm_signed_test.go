@@ -36,7 +36,7 @@ func TestConfirmationCarriesSignedURL(t *testing.T) {
 		o.Tokens = map[string]string{"tok-p1": "p1"}
 	})
 	ctx, cancel := context.WithCancel(context.Background())
-	stop, err := s.startDeliveries(ctx)
+	stop, err := s.StartDeliveries(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,10 +6,10 @@ import (
 	"sluice.dev/server/internal/notify"
 )
 
-// startDeliveries runs the notification engine of this replica over the
+// StartDeliveries runs the notification engine of this replica over the
 // server's (routed, instrumented) driver, woken by every post it serves.
 // The returned function stops it and waits for its sends in flight.
-func (s *Server) startDeliveries(ctx context.Context) (stop func(), err error) {
+func (s *Server) StartDeliveries(ctx context.Context) (stop func(), err error) {
 	if !s.opts.Deliveries {
 		return func() {}, nil
 	}

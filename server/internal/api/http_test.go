@@ -22,7 +22,12 @@ type testServer struct {
 
 func startServer(t *testing.T, edit func(*config.Options)) *testServer {
 	t.Helper()
-	s := newTestServer(t, edit)
+	return serve(t, newTestServer(t, edit))
+}
+
+// serve answers with s on a free loopback port until the test ends.
+func serve(t *testing.T, s *Server) *testServer {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -197,7 +197,7 @@ func (s *Server) listMessages(w http.ResponseWriter, r *http.Request, c *Call) {
 		return
 	}
 	base := c.base()
-	now := time.Now()
+	now := s.clock.Now()
 	b = append(b, `{"messages":[`...)
 	for i := range msgs {
 		if i > 0 {
@@ -235,7 +235,7 @@ func (s *Server) getMessages(w http.ResponseWriter, c *Call, ids []string) {
 		return
 	}
 	base := c.base()
-	now := time.Now()
+	now := s.clock.Now()
 	b := append(c.w.out[:0], `{"messages":[`...)
 	for i := range msgs {
 		if i > 0 {
@@ -260,7 +260,7 @@ func (s *Server) getMessage(w http.ResponseWriter, r *http.Request, c *Call) {
 		s.fail(w, storageErr(err, "Message could not be retrieved.", messageMissing(id, c)))
 		return
 	}
-	b := appendMessage(c.w.out[:0], c.base(), &m, time.Now())
+	b := appendMessage(c.w.out[:0], c.base(), &m, s.clock.Now())
 	c.w.out = b
 	writeRaw(w, http.StatusOK, b)
 }
@@ -316,7 +316,7 @@ func (s *Server) deleteMessages(w http.ResponseWriter, r *http.Request, c *Call)
 		s.fail(w, storageErr(err, "Messages could not be popped.", ""))
 		return
 	}
-	now := time.Now()
+	now := s.clock.Now()
 	b := append(c.w.out[:0], `{"messages":[`...)
 	for i := range msgs {
 		m := &msgs[i]

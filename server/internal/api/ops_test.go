@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -209,16 +208,7 @@ func (downClaims) Delete(context.Context, storage.QueueRef, string) error { retu
 func TestStorageUnavailable(t *testing.T) {
 	opts := config.Defaults()
 	opts.AccessLog = false
-	s := New(opts, downDriver{}, nil, nil)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(ctx, ln, nil) }()
-	defer func() { cancel(); <-done }()
-	ts := &testServer{Server: s, base: "http://" + ln.Addr().String(), t: t}
+	ts := serve(t, New(opts, downDriver{}, nil, nil))
 	cases := []struct{ method, path, body, desc string }{
 		{"PUT", "/v2/queues/demo", "", "Queue could not be created."},
 		{"POST", "/v2/queues/demo/messages", `{"messages":[{"body":1}]}`, "Messages could not be enqueued."},
@@ -303,66 +293,6 @@ func TestGracefulShutdown(t *testing.T) {
 	if _, err := http.Get(base + "/"); err == nil {
 		t.Error("listener still open after shutdown")
 	}
-}
-
-// TestRun drives the whole command path: open the store by URI, serve on a
-// free port, answer with metrics for HTTP and storage, stop on cancel.
-func TestRun(t *testing.T) {
-	opts := config.Defaults()
-	opts.Listen = "127.0.0.1:0"
-	opts.DrainDelay = 0
-	opts.AccessLog = true
-	var logs strings.Builder
-	log, closer := NewLogger(&lockedWriter{w: &logs}, "info")
-	ctx, cancel := context.WithCancel(context.Background())
-	addr := make(chan net.Addr, 1)
-	done := make(chan error, 1)
-	go func() { done <- Run(ctx, opts, log, func(a net.Addr) { addr <- a }) }()
-	var base string
-	select {
-	case a := <-addr:
-		base = "http://" + a.String()
-	case err := <-done:
-		t.Fatalf("run: %v", err)
-	}
-	ts := &testServer{base: base, t: t}
-	ts.must(201, "POST", "/v2/queues/q/messages", std(), `{"messages":[{"body":1}]}`)
-	body := ts.must(200, "GET", "/metrics", hdr{}, "").body
-	for _, want := range []string{
-		`sluice_storage_op_duration_seconds_count{driver="memory",op="messages.post"} 1`,
-		`sluice_storage_up 1`,
-		`sluice_queue_messages{state="free"} 1`,
-	} {
-		if !strings.Contains(body, want) {
-			t.Errorf("metrics lack %s", want)
-		}
-	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	closer.Close()
-	out := logs.String()
-	if !strings.Contains(out, `"msg":"request","status":201,"method":"POST","route":"/v2/queues/{queue_name}/messages"`) ||
-		!strings.Contains(out, `"request_id":"req-`) {
-		t.Errorf("access log:\n%s", out)
-	}
-	bad := opts
-	bad.Store = "nosuch://x"
-	if err := Run(context.Background(), bad, log, nil); err == nil {
-		t.Error("unknown store scheme accepted")
-	}
-}
-
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }
 
 func TestVersionsAndHome(t *testing.T) {

@@ -2,7 +2,6 @@ package api
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,47 +9,16 @@ import (
 	"net/url"
 	"sort"
 
-	"sluice.dev/server/internal/config"
 	"sluice.dev/server/internal/storage"
 	"sluice.dev/server/internal/storage/catalog"
-	_ "sluice.dev/server/internal/storage/mongo" // pool URIs may be mongodb://
 	"sluice.dev/server/internal/storage/pooling"
 )
 
-// With --catalog set, the server routes every queue through the pooled
-// driver (the configured store stays the default for queues that live
-// there) and serves the admin API for pools and flavors. Without it these
-// routes do not exist (404), as in Zaqar with pooling disabled.
-func init() { Extend(mountPooling) }
-
-func mountPooling(s *Server) error {
-	if s.opts.Catalog == "" {
-		return nil
-	}
-	var cat *catalog.Catalog
-	err := openWithRetry(context.Background(), s.log, "open catalog "+config.RedactURI(s.opts.Catalog), s.opts.StartTimeout,
-		func(ctx context.Context) error {
-			st, err := catalog.OpenStore(ctx, s.opts.Catalog)
-			if err != nil {
-				return err
-			}
-			if cat, err = catalog.New(ctx, st, catalog.Options{Logger: s.log}); err != nil {
-				st.Close()
-				return fmt.Errorf("load: %w", err)
-			}
-			return nil
-		})
-	if err != nil {
-		return err
-	}
-	s.EnablePooling(cat)
-	return nil
-}
-
 // EnablePooling puts the pooled driver over cat in front of the server's
-// store and mounts the pools and flavors routes.
+// store and mounts the pools and flavors routes (the admin API). Pools are
+// opened with the server's clock.
 func (s *Server) EnablePooling(cat *catalog.Catalog) *pooling.Driver {
-	pd := pooling.New(cat, s.drv, storage.Options{Events: s.m}, s.log)
+	pd := pooling.New(cat, s.drv, storage.Options{Events: s.m, Clock: s.clock}, s.log)
 	s.drv = pd
 	a := &admin{s: s, cat: cat, pd: pd}
 	s.locate = cat.Locate

@@ -2,11 +2,11 @@ package api
 
 import (
 	"context"
-	"net"
 	"strings"
 	"testing"
 
 	"sluice.dev/server/internal/config"
+	"sluice.dev/server/internal/storage/catalog"
 	_ "sluice.dev/server/internal/storage/redis"
 	"sluice.dev/server/internal/testutil"
 )
@@ -15,22 +15,18 @@ import (
 func startPooledServer(t *testing.T, catalogURI string) *testServer {
 	t.Helper()
 	s := newTestServer(t, func(o *config.Options) { o.Catalog = catalogURI })
-	if err := mountPooling(s); err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	// As the process wiring (app) does with --catalog set.
+	st, err := catalog.OpenStore(context.Background(), catalogURI)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(ctx, ln, nil) }()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-		s.drv.Close()
-	})
-	return &testServer{Server: s, base: "http://" + ln.Addr().String(), t: t}
+	cat, err := catalog.New(context.Background(), st, catalog.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.EnablePooling(cat)
+	t.Cleanup(func() { s.drv.Close() }) // after the server stops (cleanups run last first)
+	return serve(t, s)
 }
 
 func TestPoolsAndFlavorsAPI(t *testing.T) {

@@ -256,7 +256,7 @@ func (s *Server) queueStats(w http.ResponseWriter, r *http.Request, c *Call) {
 	b = append(b, `,"total":`...)
 	b = appendInt(b, int64(st.Total))
 	if st.Total > 0 && st.Newest != nil && st.Oldest != nil {
-		now := time.Now()
+		now := s.clock.Now()
 		base := c.base()
 		b = append(b, `,"newest":`...)
 		b = appendStatMessage(b, base, st.Newest, now)

@@ -22,10 +22,12 @@ import (
 // Server answers the Zaqar v2 API over one storage driver.
 type Server struct {
 	opts config.Options
-	drv  storage.Driver // what handlers call (instrumented under Run)
-	raw  storage.Driver // the driver as opened, for extensions
+	drv  storage.Driver // what handlers call (instrumented, routed with pooling)
 	log  *slog.Logger
-	m    *metrics.Metrics
+	// clock is the drivers' clock: message and claim ages are measured on
+	// the time the store decides expiry by.
+	clock storage.Clock
+	m     *metrics.Metrics
 
 	mux       *http.ServeMux
 	mu        sync.Mutex
@@ -75,6 +77,7 @@ func New(opts config.Options, drv storage.Driver, log *slog.Logger, m *metrics.M
 		m:            m,
 		mux:          http.NewServeMux(),
 		routes:       map[string]*route{},
+		clock:        storage.SystemClock{},
 		cache:        newSettingsCache(opts.MetadataCacheTTL),
 		boundCalls:   opts.Store != "memory" || opts.Catalog != "",
 		retryAfter:   int((opts.RetryAfter + time.Second - 1) / time.Second),
@@ -99,15 +102,9 @@ func New(opts config.Options, drv storage.Driver, log *slog.Logger, m *metrics.M
 	return s
 }
 
-// Driver is the storage driver as opened, without the metrics wrapper;
-// extensions (the admin API for pools) type-assert it to reach what they
-// manage.
-func (s *Server) Driver() storage.Driver {
-	if s.raw != nil {
-		return s.raw
-	}
-	return s.drv
-}
+// SetClock makes the server measure ages on c, the clock its driver was
+// opened with (the wall clock unless set).
+func (s *Server) SetClock(c storage.Clock) { s.clock = c }
 
 // Options are the server's options.
 func (s *Server) Options() config.Options { return s.opts }

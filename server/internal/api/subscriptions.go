@@ -236,7 +236,7 @@ func (s *Server) listSubscriptions(w http.ResponseWriter, r *http.Request, c *Ca
 		Subscriptions []subscriptionJSON `json:"subscriptions"`
 		Links         []linkJSON         `json:"links"`
 	}{Subscriptions: []subscriptionJSON{}, Links: []linkJSON{}}
-	now := time.Now()
+	now := s.clock.Now()
 	for _, sub := range subs {
 		out.Subscriptions = append(out.Subscriptions, showSubscription(c.queue, sub, now))
 	}
@@ -256,7 +256,7 @@ func (s *Server) getSubscription(w http.ResponseWriter, r *http.Request, c *Call
 		s.fail(w, storageErr(err, "Subscription could not be retrieved.", subscriptionMissing(id)))
 		return
 	}
-	WriteJSON(w, http.StatusOK, showSubscription(c.queue, sub, time.Now()))
+	WriteJSON(w, http.StatusOK, showSubscription(c.queue, sub, s.clock.Now()))
 }
 
 // patchSubscription: PATCH /v2/queues/{q}/subscriptions/{id} -> 204. A

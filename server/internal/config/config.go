@@ -29,6 +29,10 @@ type Options struct {
 	AccessLog bool
 	// Metrics serves Prometheus metrics on /metrics.
 	Metrics bool
+	// PprofAddr serves Go's net/http/pprof on this loopback address (for
+	// make bench-profile); empty, the default, serves nothing. It is its
+	// own listener so profiles never share the API's port or its auth.
+	PprofAddr string
 
 	// Tokens binds static bearer tokens to projects. Empty: no authentication
 	// (Zaqar's noauth mode: X-Project-ID names the project).
@@ -170,6 +174,9 @@ func (o *Options) Validate() error {
 	if _, _, err := net.SplitHostPort(o.Listen); err != nil {
 		bad("listen: %q is not host:port: %v", o.Listen, err)
 	}
+	if o.PprofAddr != "" && !loopbackAddr(o.PprofAddr) {
+		bad("pprof-addr: %q must be a loopback host:port (127.0.0.1:6060, [::1]:6060, localhost:6060)", o.PprofAddr)
+	}
 	if strings.TrimSpace(o.Store) == "" {
 		bad("store: must not be empty (memory, redis://host:6379/0, ...)")
 	}
@@ -301,4 +308,19 @@ func (o *Options) SignedURLKey() ([]byte, error) {
 		return nil, fmt.Errorf("signed-url-secret-file: %s is empty", o.SignedURLSecretFile)
 	}
 	return b, nil
+}
+
+// loopbackAddr reports whether addr is host:port with a loopback host:
+// profiles expose internals and cost CPU, so they are never served on a
+// routable address.
+func loopbackAddr(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

@@ -156,8 +156,8 @@ func ferretTail(s string) string {
 // skips it elsewhere, saying why.
 func ferretMissing(t testing.TB, why string) {
 	t.Helper()
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("%s (CI=true: required)", why)
+	if InCI() {
+		t.Fatalf("%s (CI is set: required)", why)
 	}
 	t.Skipf("skipping: %s", why)
 }

@@ -39,22 +39,23 @@ type Redis struct {
 	mu   sync.Mutex
 	cmd  *exec.Cmd
 	done chan struct{}
-	logs *syncBuffer
+	logs *SyncBuffer
 }
 
-// syncBuffer is a bytes.Buffer the process writes while a test reads it.
-type syncBuffer struct {
+// SyncBuffer is a bytes.Buffer one goroutine (a process, a logger) writes
+// while a test reads it.
+type SyncBuffer struct {
 	mu  sync.Mutex
 	buf bytes.Buffer
 }
 
-func (b *syncBuffer) Write(p []byte) (int, error) {
+func (b *SyncBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.Write(p)
 }
 
-func (b *syncBuffer) String() string {
+func (b *SyncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
@@ -166,7 +167,7 @@ func (r *Redis) start() error {
 
 func (r *Redis) launch(bin string, args []string) error {
 	cmd := exec.Command(bin, args...)
-	r.logs = &syncBuffer{}
+	r.logs = &SyncBuffer{}
 	cmd.Stdout, cmd.Stderr = r.logs, r.logs
 	// Own process group: a signal to the test binary's group (Ctrl-C) must
 	// not race with our orderly shutdown, and we never signal anyone else.
@@ -195,7 +196,8 @@ func (r *Redis) launch(bin string, args []string) error {
 	return fmt.Errorf("%s did not answer PING on %s within 10s: %s", filepath.Base(bin), addr, r.logs.String())
 }
 
-// ping sends one RESP PING and expects +PONG.
+// ping sends one RESP PING and expects +PONG, or NOAUTH from a server that
+// requires a password (it answers, which is all start-up waits for).
 func ping(addr string) error {
 	c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
 	if err != nil {
@@ -210,7 +212,7 @@ func ping(addr string) error {
 	if err != nil {
 		return err
 	}
-	if line != "+PONG\r\n" {
+	if line != "+PONG\r\n" && !strings.HasPrefix(line, "-NOAUTH") {
 		return fmt.Errorf("PING answered %q", line)
 	}
 	return nil

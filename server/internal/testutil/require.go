@@ -7,15 +7,17 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"strconv"
+	"strings"
 	"testing"
 )
 
-// InCI reports whether the tests run under CI (CI=true), where a missing
-// dependency is a failure rather than a reason to skip.
+// InCI reports whether the tests run under CI, where a missing dependency
+// is a failure rather than a reason to skip: CI set to a non-empty value
+// other than 0 or false (any case), the one meaning of CI across the
+// project's test support (Go and Python alike).
 func InCI() bool {
-	ci, _ := strconv.ParseBool(os.Getenv("CI"))
-	return ci
+	v := strings.ToLower(strings.TrimSpace(os.Getenv("CI")))
+	return v != "" && v != "0" && v != "false"
 }
 
 // RequireBinary returns the path of an executable, or ends the test: it

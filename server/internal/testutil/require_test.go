@@ -28,6 +28,10 @@ func TestRequireBinary(t *testing.T) {
 		{"missing under CI", "sluice-no-such-binary", "true", true, false, false},
 		{"missing elsewhere", "sluice-no-such-binary", "", false, true, false},
 		{"missing with CI=false", "sluice-no-such-binary", "false", false, true, false},
+		{"missing with CI=0", "sluice-no-such-binary", "0", false, true, false},
+		{"missing with CI=FALSE", "sluice-no-such-binary", "FALSE", false, true, false},
+		{"missing with CI=1", "sluice-no-such-binary", "1", true, false, false},
+		{"missing with CI=yes", "sluice-no-such-binary", "yes", true, false, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -3,6 +3,7 @@ package testutil
 import (
 	"fmt"
 	"net"
+	"net/url"
 	"strconv"
 	"testing"
 )
@@ -12,6 +13,20 @@ import (
 // timeouts, so failover tests finish in seconds. Its URL field holds the
 // Sentinel store URI form: redis://127.0.0.1:port?master=<masterName>.
 func StartSentinel(t testing.TB, master *Redis, masterName string) *Redis {
+	t.Helper()
+	return startSentinel(t, master, masterName, "")
+}
+
+// StartSentinelAuth is StartSentinel with the Sentinel itself requiring
+// password (requirepass); URL carries it as sentinel_password.
+func StartSentinelAuth(t testing.TB, master *Redis, masterName, password string) *Redis {
+	t.Helper()
+	s := startSentinel(t, master, masterName, "requirepass "+password+"\n")
+	s.URL += "&sentinel_password=" + url.QueryEscape(password)
+	return s
+}
+
+func startSentinel(t testing.TB, master *Redis, masterName, extraConf string) *Redis {
 	t.Helper()
 	s := &Redis{
 		bin: RequireBinary(t, "redis-server", "the Debian package redis-server (make deps-apt)"),
@@ -23,8 +38,8 @@ func StartSentinel(t testing.TB, master *Redis, masterName string) *Redis {
 		conf := fmt.Sprintf("port %d\nbind 127.0.0.1\nprotected-mode no\ndir %s\nlogfile \"\"\n"+
 			"sentinel monitor %s 127.0.0.1 %d 1\n"+
 			"sentinel down-after-milliseconds %[3]s 1000\n"+
-			"sentinel failover-timeout %[3]s 5000\n",
-			s.Port, s.Dir, masterName, master.Port)
+			"sentinel failover-timeout %[3]s 5000\n%[5]s",
+			s.Port, s.Dir, masterName, master.Port, extraConf)
 		path, err := writeFile(s.Dir, "sentinel.conf", conf)
 		if err != nil {
 			t.Fatalf("writing sentinel config: %v", err)

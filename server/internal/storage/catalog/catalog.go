@@ -90,7 +90,7 @@ func OpenStore(ctx context.Context, uri string) (Store, error) {
 	}
 	switch u.Scheme {
 	case "redis", "rediss":
-		return openRedis(ctx, uri)
+		return openRedis(ctx, u)
 	case "mongodb", "mongodb+srv":
 		return openMongo(ctx, u)
 	}

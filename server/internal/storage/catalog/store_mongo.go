@@ -7,15 +7,14 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
-	"time"
 
 	"github.com/google/uuid"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
-	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
 
 	"sluice.dev/server/internal/storage"
+	mongodrv "sluice.dev/server/internal/storage/mongo"
 )
 
 // mongoStore keeps the catalog in four collections. Placement is an insert
@@ -46,17 +45,9 @@ type placementDoc struct {
 
 func openMongo(ctx context.Context, u *url.URL) (Store, error) {
 	const op = "catalog.open"
-	co := options.Client().ApplyURI(u.String())
-	if err := co.Validate(); err != nil {
-		return nil, storage.E(op, storage.Invalid, err)
-	}
-	if !u.Query().Has("w") {
-		co.SetWriteConcern(writeconcern.Majority())
-	}
-	if !u.Query().Has("serverSelectionTimeoutMS") {
-		co.SetServerSelectionTimeout(3 * time.Second)
-	}
-	client, err := mongo.Connect(co)
+	// The store driver's client builder: the same URI gets the same
+	// timeouts and write concern as catalog and as pool.
+	client, err := mongodrv.Connect(u)
 	if err != nil {
 		return nil, storage.E(op, storage.Invalid, err)
 	}

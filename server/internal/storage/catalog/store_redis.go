@@ -2,14 +2,11 @@ package catalog
 
 import (
 	"context"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"net/url"
 	"sort"
-	"strconv"
 	"strings"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -31,63 +28,28 @@ var allKeys = []string{kPools, kPoolFlavor, kFlavors, kPlacement, kCounts, kVers
 
 type redisStore struct{ c redis.UniversalClient }
 
-// newRedisClient understands redis://[:pass@]host:port/db and the Sentinel
-// form redis://h1:26379,h2:26379?master=name[&db=N].
-func newRedisClient(uri string) (redis.UniversalClient, error) {
-	u, err := url.Parse(uri)
+// openRedis opens the catalog with the store driver's client builder, so a
+// URI behaves the same as catalog and as pool (redisdrv.NewClient has the
+// forms: plain, rediss:// with tls_ca_file, Sentinel with its own auth).
+func openRedis(ctx context.Context, u *url.URL) (Store, error) {
+	s, err := newRedisStore(u)
 	if err != nil {
 		return nil, err
 	}
-	q := u.Query()
-	// tls_ca_file is the store drivers' option (one meaning for every URI
-	// sluice opens); go-redis does not know it, so it is taken out here.
-	var rootCAs *x509.CertPool
-	if ca := q.Get("tls_ca_file"); ca != "" {
-		if u.Scheme != "rediss" {
-			return nil, fmt.Errorf("option tls_ca_file needs the rediss:// scheme")
-		}
-		if rootCAs, err = redisdrv.CAPool(ca); err != nil {
-			return nil, err
-		}
-		q.Del("tls_ca_file")
-		u.RawQuery = q.Encode()
-		uri = u.String()
-	}
-	if master := q.Get("master"); master != "" {
-		o := &redis.FailoverOptions{MasterName: master, SentinelAddrs: strings.Split(u.Host, ",")}
-		if u.User != nil {
-			o.Password, _ = u.User.Password()
-		}
-		if db := q.Get("db"); db != "" {
-			if o.DB, err = strconv.Atoi(db); err != nil {
-				return nil, fmt.Errorf("db=%q: %v", db, err)
-			}
-		}
-		o.DialTimeout = 2 * time.Second
-		return redis.NewFailoverClient(o), nil
-	}
-	o, err := redis.ParseURL(uri)
-	if err != nil {
-		return nil, err
-	}
-	if rootCAs != nil {
-		o.TLSConfig.RootCAs = rootCAs
-	}
-	o.DialTimeout = 2 * time.Second
-	return redis.NewClient(o), nil
-}
-
-func openRedis(ctx context.Context, uri string) (Store, error) {
-	c, err := newRedisClient(uri)
-	if err != nil {
-		return nil, storage.E("catalog.open", storage.Invalid, err)
-	}
-	s := &redisStore{c: c}
 	if err := s.Ping(ctx); err != nil {
-		c.Close()
+		s.Close()
 		return nil, err
 	}
 	return s, nil
+}
+
+// newRedisStore builds the store without dialling.
+func newRedisStore(u *url.URL) (*redisStore, error) {
+	c, err := redisdrv.NewClient(u)
+	if err != nil {
+		return nil, storage.E("catalog.open", storage.Invalid, err)
+	}
+	return &redisStore{c: c}, nil
 }
 
 func rerr(op string, err error) error {

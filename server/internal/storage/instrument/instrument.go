@@ -70,10 +70,10 @@ var opNames = [nOps]string{
 	storage.OpMessageDelete, storage.OpMessageDeleteMany, storage.OpMessagePop,
 	storage.OpClaimCreate, storage.OpClaimGet, storage.OpClaimUpdate, storage.OpClaimDelete,
 	"ping", "depth",
-	"subscriptions.create", "subscriptions.get", "subscriptions.list", "subscriptions.update",
-	"subscriptions.confirm", "subscriptions.delete", "subscriptions.purge",
-	"deliveries.lease", "deliveries.ack", "deliveries.retry", "deliveries.fail", "deliveries.release",
-	"deliveries.stats", "deliveries.pending",
+	storage.OpSubscriptionCreate, storage.OpSubscriptionGet, storage.OpSubscriptionList, storage.OpSubscriptionUpdate,
+	storage.OpSubscriptionConfirm, storage.OpSubscriptionDelete, storage.OpSubscriptionPurge,
+	storage.OpDeliveryLease, storage.OpDeliveryAck, storage.OpDeliveryRetry, storage.OpDeliveryFail, storage.OpDeliveryRelease,
+	storage.OpDeliveryStats, storage.OpDeliveryPending,
 }
 
 var kinds = []storage.Kind{storage.Internal, storage.NotFound, storage.Conflict, storage.Invalid,

@@ -27,7 +27,7 @@ func (n *notifier) counter(ref storage.QueueRef, sub string) (*storage.Subscript
 
 func (s deliveryStore) Lease(_ context.Context, limit int, hold time.Duration) ([]storage.Delivery, error) {
 	if limit <= 0 || hold <= 0 {
-		return nil, storage.E("deliveries.lease", storage.Invalid, "limit and hold must be positive")
+		return nil, storage.E(storage.OpDeliveryLease, storage.Invalid, "limit and hold must be positive")
 	}
 	n, now := s.d.notif, s.d.clock.Now()
 	n.mu.Lock()

@@ -142,7 +142,7 @@ type subscriptionStore struct{ d *Driver }
 
 func (s subscriptionStore) Create(_ context.Context, ref storage.QueueRef, sub storage.Subscription) (string, bool, error) {
 	if sub.TTL <= 0 {
-		return "", false, storage.E("subscriptions.create", storage.Invalid, "subscription ttl must be positive")
+		return "", false, storage.E(storage.OpSubscriptionCreate, storage.Invalid, "subscription ttl must be positive")
 	}
 	n, now := s.d.notif, s.d.clock.Now()
 	n.mu.Lock()
@@ -169,7 +169,7 @@ func (s subscriptionStore) Get(_ context.Context, ref storage.QueueRef, id strin
 	defer n.mu.Unlock()
 	sub := n.live(ref, id, s.d.clock.Now())
 	if sub == nil {
-		return storage.Subscription{}, storage.E("subscriptions.get", storage.NotFound, "no such subscription")
+		return storage.Subscription{}, storage.E(storage.OpSubscriptionGet, storage.NotFound, "no such subscription")
 	}
 	out := *sub
 	out.Options = sub.Options.Clone()
@@ -178,7 +178,7 @@ func (s subscriptionStore) Get(_ context.Context, ref storage.QueueRef, id strin
 
 func (s subscriptionStore) List(_ context.Context, ref storage.QueueRef, opts storage.ListSubscriptionsOptions) ([]storage.Subscription, string, error) {
 	if opts.Limit <= 0 {
-		return nil, "", storage.E("subscriptions.list", storage.Invalid, "limit must be positive")
+		return nil, "", storage.E(storage.OpSubscriptionList, storage.Invalid, "limit must be positive")
 	}
 	n, now := s.d.notif, s.d.clock.Now()
 	n.mu.Lock()
@@ -209,19 +209,19 @@ func (s subscriptionStore) Update(_ context.Context, ref storage.QueueRef, id st
 	defer n.mu.Unlock()
 	sub := n.live(ref, id, now)
 	if sub == nil {
-		return storage.E("subscriptions.update", storage.NotFound, "no such subscription")
+		return storage.E(storage.OpSubscriptionUpdate, storage.NotFound, "no such subscription")
 	}
 	if u.Subscriber != nil && *u.Subscriber != sub.Subscriber {
 		for other := range n.subs[ref] {
 			if o := n.live(ref, other, now); o != nil && o.Subscriber == *u.Subscriber {
-				return storage.E("subscriptions.update", storage.Conflict, "the queue already has this subscriber")
+				return storage.E(storage.OpSubscriptionUpdate, storage.Conflict, "the queue already has this subscriber")
 			}
 		}
 		sub.Subscriber = *u.Subscriber
 	}
 	if u.TTL != nil {
 		if *u.TTL <= 0 {
-			return storage.E("subscriptions.update", storage.Invalid, "subscription ttl must be positive")
+			return storage.E(storage.OpSubscriptionUpdate, storage.Invalid, "subscription ttl must be positive")
 		}
 		sub.TTL, sub.Expires = *u.TTL, now.Add(*u.TTL)
 	}
@@ -237,7 +237,7 @@ func (s subscriptionStore) Confirm(_ context.Context, ref storage.QueueRef, id s
 	defer n.mu.Unlock()
 	sub := n.live(ref, id, s.d.clock.Now())
 	if sub == nil {
-		return storage.E("subscriptions.confirm", storage.NotFound, "no such subscription")
+		return storage.E(storage.OpSubscriptionConfirm, storage.NotFound, "no such subscription")
 	}
 	sub.Confirmed = confirmed
 	return nil

@@ -89,7 +89,7 @@ func (d *Driver) count(ctx context.Context, p, q, sid, c, errText string, now in
 }
 
 func (s deliveryStore) Lease(ctx context.Context, limit int, hold time.Duration) ([]storage.Delivery, error) {
-	const op = "mongo.deliveries.lease"
+	const op = storage.OpDeliveryLease
 	if limit <= 0 || hold <= 0 {
 		return nil, storage.E(op, storage.Invalid, "limit and hold must be positive")
 	}
@@ -172,11 +172,11 @@ func (s deliveryStore) settle(ctx context.Context, op string, dl storage.Deliver
 }
 
 func (s deliveryStore) Ack(ctx context.Context, dl storage.Delivery) error {
-	return s.settle(ctx, "mongo.deliveries.ack", dl, "d", "")
+	return s.settle(ctx, storage.OpDeliveryAck, dl, "d", "")
 }
 
 func (s deliveryStore) Fail(ctx context.Context, dl storage.Delivery, errText string) error {
-	return s.settle(ctx, "mongo.deliveries.fail", dl, "f", errText)
+	return s.settle(ctx, storage.OpDeliveryFail, dl, "f", errText)
 }
 
 func (s deliveryStore) Release(ctx context.Context, dl storage.Delivery, at time.Time) error {
@@ -184,11 +184,11 @@ func (s deliveryStore) Release(ctx context.Context, dl storage.Delivery, at time
 		append(queueFilter(dl.Queue), bson.E{Key: "_id", Value: dl.ID()}, bson.E{Key: "l", Value: dl.Lease}),
 		bson.D{{Key: "$set", Value: bson.D{{Key: "n", Value: at.UnixMilli()}, {Key: "l", Value: ""}}},
 			{Key: "$inc", Value: bson.D{{Key: "v", Value: 1}}}})
-	return wrap("mongo.deliveries.release", err)
+	return wrap(storage.OpDeliveryRelease, err)
 }
 
 func (s deliveryStore) Retry(ctx context.Context, dl storage.Delivery, at time.Time, errText string) error {
-	const op = "mongo.deliveries.retry"
+	const op = storage.OpDeliveryRetry
 	now := s.d.now()
 	res, err := s.d.deliveries.UpdateOne(ctx,
 		append(queueFilter(dl.Queue), bson.E{Key: "_id", Value: dl.ID()}, bson.E{Key: "l", Value: dl.Lease}),
@@ -231,7 +231,7 @@ func msOrZero(ms int64) time.Time {
 }
 
 func (s deliveryStore) Stats(ctx context.Context, q storage.QueueRef) (storage.DeliveryStats, error) {
-	const op = "mongo.deliveries.stats"
+	const op = storage.OpDeliveryStats
 	now := s.d.now()
 	var st storage.DeliveryStats
 	var sd statsDoc
@@ -262,5 +262,5 @@ func (s deliveryStore) Stats(ctx context.Context, q storage.QueueRef) (storage.D
 
 func (s deliveryStore) Pending(ctx context.Context) (int64, error) {
 	n, err := s.d.deliveries.CountDocuments(ctx, bson.M{"e": bson.M{"$gt": s.d.now()}})
-	return n, wrap("mongo.deliveries.pending", err)
+	return n, wrap(storage.OpDeliveryPending, err)
 }

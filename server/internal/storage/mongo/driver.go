@@ -24,7 +24,6 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
-	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
 
 	"sluice.dev/server/internal/storage"
 )
@@ -80,27 +79,12 @@ type Driver struct {
 	posts   atomic.Int64 // post calls, to pace the cleanup of expired messages
 }
 
-// Open connects to uri, creates the indexes and detects what the server can
-// do. Without a w= option in the URI writes use w=majority.
+// Open connects to uri (see ClientOptions for the defaults), creates the
+// indexes and detects what the server can do.
 func Open(ctx context.Context, uri *url.URL, opts storage.Options) (storage.Driver, error) {
 	opts = opts.WithDefaults()
 	const op = "mongo.open"
-	q := uri.Query()
-	co := options.Client().ApplyURI(uri.String())
-	if co.Validate() != nil {
-		return nil, storage.E(op, storage.Invalid, co.Validate())
-	}
-	if !q.Has("w") {
-		co.SetWriteConcern(writeconcern.Majority())
-	}
-	// A pool that is down must turn into a quick 503, not a 30 s hang.
-	if !q.Has("serverSelectionTimeoutMS") {
-		co.SetServerSelectionTimeout(3 * time.Second)
-	}
-	if !q.Has("connectTimeoutMS") {
-		co.SetConnectTimeout(3 * time.Second)
-	}
-	client, err := mongo.Connect(co)
+	client, err := Connect(uri)
 	if err != nil {
 		return nil, storage.E(op, storage.Invalid, err)
 	}

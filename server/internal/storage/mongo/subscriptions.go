@@ -53,7 +53,7 @@ func deliverable(q storage.QueueRef, now int64) bson.D {
 type subscriptionStore struct{ d *Driver }
 
 func (s subscriptionStore) Create(ctx context.Context, q storage.QueueRef, sub storage.Subscription) (string, bool, error) {
-	const op = "mongo.subscriptions.create"
+	const op = storage.OpSubscriptionCreate
 	if sub.TTL <= 0 {
 		return "", false, storage.E(op, storage.Invalid, "subscription ttl must be positive")
 	}
@@ -91,7 +91,7 @@ func (s subscriptionStore) Create(ctx context.Context, q storage.QueueRef, sub s
 }
 
 func (s subscriptionStore) Get(ctx context.Context, q storage.QueueRef, id string) (storage.Subscription, error) {
-	const op = "mongo.subscriptions.get"
+	const op = storage.OpSubscriptionGet
 	var doc subDoc
 	err := s.d.subs.FindOne(ctx, append(subFilter(q, s.d.now()), bson.E{Key: "_id", Value: id})).Decode(&doc)
 	if errors.Is(err, mongo.ErrNoDocuments) {
@@ -108,7 +108,7 @@ func (s subscriptionStore) Get(ctx context.Context, q storage.QueueRef, id strin
 }
 
 func (s subscriptionStore) List(ctx context.Context, q storage.QueueRef, o storage.ListSubscriptionsOptions) ([]storage.Subscription, string, error) {
-	const op = "mongo.subscriptions.list"
+	const op = storage.OpSubscriptionList
 	if o.Limit <= 0 {
 		return nil, "", storage.E(op, storage.Invalid, "limit must be positive")
 	}
@@ -141,7 +141,7 @@ func (s subscriptionStore) List(ctx context.Context, q storage.QueueRef, o stora
 }
 
 func (s subscriptionStore) Update(ctx context.Context, q storage.QueueRef, id string, u storage.SubscriptionUpdate) error {
-	const op = "mongo.subscriptions.update"
+	const op = storage.OpSubscriptionUpdate
 	now := s.d.now()
 	set := bson.D{}
 	if u.Subscriber != nil {
@@ -194,7 +194,7 @@ func (s subscriptionStore) Update(ctx context.Context, q storage.QueueRef, id st
 }
 
 func (s subscriptionStore) Confirm(ctx context.Context, q storage.QueueRef, id string, confirmed bool) error {
-	const op = "mongo.subscriptions.confirm"
+	const op = storage.OpSubscriptionConfirm
 	res, err := s.d.subs.UpdateOne(ctx, append(subFilter(q, s.d.now()), bson.E{Key: "_id", Value: id}),
 		bson.D{{Key: "$set", Value: bson.D{{Key: "c", Value: confirmed}}}})
 	if err != nil {
@@ -210,7 +210,7 @@ func (s subscriptionStore) Delete(ctx context.Context, q storage.QueueRef, id st
 	if id == "" || strings.ContainsAny(id, ".$") {
 		return nil // no subscription has such an id
 	}
-	return wrap("mongo.subscriptions.delete", s.drop(ctx, q, id))
+	return wrap(storage.OpSubscriptionDelete, s.drop(ctx, q, id))
 }
 
 // drop deletes a subscription, its pending deliveries and its counters.
@@ -226,7 +226,7 @@ func (s subscriptionStore) drop(ctx context.Context, q storage.QueueRef, id stri
 }
 
 func (s subscriptionStore) Purge(ctx context.Context, q storage.QueueRef) error {
-	return wrap("mongo.subscriptions.purge", s.d.dropNotifications(ctx, q))
+	return wrap(storage.OpSubscriptionPurge, s.d.dropNotifications(ctx, q))
 }
 
 // dropNotifications removes every subscription, delivery and delivery

@@ -15,4 +15,5 @@ for _, id in ipairs(ids) do
 end
 redis.call('DEL', ck)
 redis.call('ZREM', CL, cid)
+if #ids > 0 then refresh_ttl(RDY, now) end
 return {lapsed}

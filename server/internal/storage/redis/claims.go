@@ -13,7 +13,7 @@ type claimStore struct{ d *Driver }
 var (
 	//go:embed claim_create.lua
 	claimCreateSrc string
-	claimCreate    = register(claimCreateSrc)
+	claimCreate    = register("claim_create", claimCreateSrc)
 )
 
 func (s claimStore) Create(ctx context.Context, q storage.QueueRef, opts storage.ClaimOptions) (storage.Claim, error) {
@@ -28,7 +28,7 @@ func (s claimStore) Create(ctx context.Context, q storage.QueueRef, opts storage
 	if maxcc > 0 {
 		keys[1] = scope(storage.QueueRef{Project: q.Project, Name: dlq})
 	}
-	res, err := claimCreate.Run(ctx, s.d.c, keys, now, id, opts.TTL.Milliseconds(), opts.Grace.Milliseconds(),
+	res, err := claimCreate.Run(ctx, s.d.fc, keys, now, id, opts.TTL.Milliseconds(), opts.Grace.Milliseconds(),
 		opts.Limit, maxcc, dlq, dlTTL, keys[1]).Slice()
 	if err != nil {
 		return storage.Claim{}, wrap(storage.OpClaimCreate, err)
@@ -49,14 +49,14 @@ func (s claimStore) Create(ctx context.Context, q storage.QueueRef, opts storage
 var (
 	//go:embed claim_get.lua
 	claimGetSrc string
-	claimGet    = register(claimGetSrc)
+	claimGet    = register("claim_get", claimGetSrc)
 )
 
 func (s claimStore) Get(ctx context.Context, q storage.QueueRef, id string) (storage.Claim, error) {
 	if id == "" {
 		return storage.Claim{}, storage.E(storage.OpClaimGet, storage.NotFound, storage.ErrNoClaim)
 	}
-	res, err := claimGet.Run(ctx, s.d.c, []string{scope(q)}, s.d.nowMS(), id).Slice()
+	res, err := claimGet.Run(ctx, s.d.fc, []string{scope(q)}, s.d.nowMS(), id).Slice()
 	if err != nil {
 		return storage.Claim{}, wrap(storage.OpClaimGet, err)
 	}
@@ -74,14 +74,14 @@ func (s claimStore) Get(ctx context.Context, q storage.QueueRef, id string) (sto
 var (
 	//go:embed claim_update.lua
 	claimUpdateSrc string
-	claimUpdate    = register(claimUpdateSrc)
+	claimUpdate    = register("claim_update", claimUpdateSrc)
 )
 
 func (s claimStore) Update(ctx context.Context, q storage.QueueRef, id string, ttl, grace time.Duration) error {
 	if id == "" {
 		return storage.E(storage.OpClaimUpdate, storage.NotFound, storage.ErrNoClaim)
 	}
-	res, err := claimUpdate.Run(ctx, s.d.c, []string{scope(q)}, s.d.nowMS(), id, ttl.Milliseconds(), grace.Milliseconds()).Slice()
+	res, err := claimUpdate.Run(ctx, s.d.fc, []string{scope(q)}, s.d.nowMS(), id, ttl.Milliseconds(), grace.Milliseconds()).Slice()
 	if err != nil {
 		return wrap(storage.OpClaimUpdate, err)
 	}
@@ -98,14 +98,14 @@ func (s claimStore) Update(ctx context.Context, q storage.QueueRef, id string, t
 var (
 	//go:embed claim_release.lua
 	claimReleaseSrc string
-	claimRelease    = register(claimReleaseSrc)
+	claimRelease    = register("claim_release", claimReleaseSrc)
 )
 
 func (s claimStore) Delete(ctx context.Context, q storage.QueueRef, id string) error {
 	if id == "" {
 		return nil
 	}
-	res, err := claimRelease.Run(ctx, s.d.c, []string{scope(q)}, s.d.nowMS(), id).Slice()
+	res, err := claimRelease.Run(ctx, s.d.fc, []string{scope(q)}, s.d.nowMS(), id).Slice()
 	if err != nil {
 		return wrap(storage.OpClaimDelete, err)
 	}

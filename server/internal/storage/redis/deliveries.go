@@ -20,13 +20,13 @@ type deliveryStore struct{ d *Driver }
 var (
 	//go:embed dlv_lease.lua
 	dlvLeaseSrc string
-	dlvLease    = register(dlvLeaseSrc)
+	dlvLease    = register("dlv_lease", dlvLeaseSrc)
 	//go:embed dlv_settle.lua
 	dlvSettleSrc string
-	dlvSettle    = register(dlvSettleSrc)
+	dlvSettle    = register("dlv_settle", dlvSettleSrc)
 	//go:embed dlv_stats.lua
 	dlvStatsSrc string
-	dlvStats    = register(dlvStatsSrc)
+	dlvStats    = register("dlv_stats", dlvStatsSrc)
 )
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
@@ -50,12 +50,12 @@ func parseScope(s string) (storage.QueueRef, bool) {
 }
 
 func (s deliveryStore) Lease(ctx context.Context, limit int, hold time.Duration) ([]storage.Delivery, error) {
-	const op = "deliveries.lease"
+	const op = storage.OpDeliveryLease
 	if limit <= 0 || hold <= 0 {
 		return nil, storage.E(op, storage.Invalid, "limit and hold must be positive")
 	}
 	token := storage.NewID()
-	res, err := dlvLease.Run(ctx, s.d.c, []string{dueKey}, s.d.nowMS(), limit, hold.Milliseconds(), token).Slice()
+	res, err := dlvLease.Run(ctx, s.d.fc, []string{dueKey}, s.d.nowMS(), limit, hold.Milliseconds(), token).Slice()
 	if err != nil {
 		return nil, wrap(op, err)
 	}
@@ -79,29 +79,29 @@ func (s deliveryStore) Lease(ctx context.Context, limit int, hold time.Duration)
 }
 
 func (s deliveryStore) settle(ctx context.Context, op, mode string, d storage.Delivery, at time.Time, errText string) error {
-	return wrap(op, dlvSettle.Run(ctx, s.d.c, []string{scope(d.Queue)}, mode, s.d.nowMS(),
+	return wrap(op, dlvSettle.Run(ctx, s.d.fc, []string{scope(d.Queue)}, mode, s.d.nowMS(),
 		d.MessageID, d.SubscriptionID, d.Lease, at.UnixMilli(), errText).Err())
 }
 
 func (s deliveryStore) Ack(ctx context.Context, d storage.Delivery) error {
-	return s.settle(ctx, "deliveries.ack", "ack", d, time.Time{}, "")
+	return s.settle(ctx, storage.OpDeliveryAck, "ack", d, time.Time{}, "")
 }
 
 func (s deliveryStore) Retry(ctx context.Context, d storage.Delivery, at time.Time, errText string) error {
-	return s.settle(ctx, "deliveries.retry", "retry", d, at, errText)
+	return s.settle(ctx, storage.OpDeliveryRetry, "retry", d, at, errText)
 }
 
 func (s deliveryStore) Release(ctx context.Context, d storage.Delivery, at time.Time) error {
-	return s.settle(ctx, "deliveries.release", "release", d, at, "")
+	return s.settle(ctx, storage.OpDeliveryRelease, "release", d, at, "")
 }
 
 func (s deliveryStore) Fail(ctx context.Context, d storage.Delivery, errText string) error {
-	return s.settle(ctx, "deliveries.fail", "fail", d, time.Time{}, errText)
+	return s.settle(ctx, storage.OpDeliveryFail, "fail", d, time.Time{}, errText)
 }
 
 func (s deliveryStore) Stats(ctx context.Context, q storage.QueueRef) (storage.DeliveryStats, error) {
-	const op = "deliveries.stats"
-	res, err := dlvStats.Run(ctx, s.d.c, []string{scope(q)}, s.d.nowMS()).Slice()
+	const op = storage.OpDeliveryStats
+	res, err := dlvStats.Run(ctx, s.d.fc, []string{scope(q)}, s.d.nowMS()).Slice()
 	if err != nil {
 		return storage.DeliveryStats{}, wrap(op, err)
 	}
@@ -131,5 +131,5 @@ func (s deliveryStore) Stats(ctx context.Context, q storage.QueueRef) (storage.D
 // ones whose message expired that the next lease will give up.
 func (s deliveryStore) Pending(ctx context.Context) (int64, error) {
 	n, err := s.d.c.ZCard(ctx, dueKey).Result()
-	return n, wrap("deliveries.pending", err)
+	return n, wrap(storage.OpDeliveryPending, err)
 }

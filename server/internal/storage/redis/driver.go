@@ -33,6 +33,7 @@ func init() {
 // storage.DepthReporter and storage.Inspector.
 type Driver struct {
 	c      *goredis.Client
+	fc     functionCaller // what scripts run through: c, with group commit
 	clock  storage.Clock
 	events storage.Events
 }
@@ -41,12 +42,13 @@ type Driver struct {
 // for the forms, Sentinel included). It does not wait for Redis: a server
 // may start before its Redis does and answers 503 until it is reachable.
 func Open(ctx context.Context, u *url.URL, opts storage.Options) (*Driver, error) {
-	cfg, err := parseURI(u)
+	c, err := NewClient(u)
 	if err != nil {
 		return nil, storage.E("redis.open", storage.Invalid, err)
 	}
 	opts = opts.WithDefaults()
-	d := &Driver{c: cfg.client(), clock: opts.Clock, events: opts.Events}
+	d := &Driver{c: c, clock: opts.Clock, events: opts.Events}
+	d.fc = newGroupCommit(d.c, groupSenders, groupMaxBatch)
 	preload(ctx, d.c)
 	return d, nil
 }

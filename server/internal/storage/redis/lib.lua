@@ -1,17 +1,31 @@
--- Shared prelude of every sluice script; scripts.go prepends it to each.
--- KEYS[1] is the queue's key prefix: every key of one queue starts with it
--- (see keys.go), so a script only ever needs that prefix to find them.
+-- The prelude of the sluice function library (scripts.go loads it once,
+-- with every script as a function of it). Each function first calls
+-- bind(KEYS): KEYS[1] is the queue's key prefix, every key of one queue
+-- starts with it (see keys.go), so a script only ever needs that prefix to
+-- find them. The key names are library-level locals that bind rebinds:
+-- Redis runs one function at a time, to the end, so no call sees another's.
 -- Times are integer milliseconds from the server's injected clock (ARGV),
 -- never Redis' own TIME, so tests can move time and replicas replay the
 -- same effects.
-local P = KEYS[1]
-local Q = P .. ':q'         -- hash: m = metadata JSON, s = last seq, x = index keys' keepalive horizon
-local IDS = P .. ':ids'     -- zset id -> seq: every message, in posting order
-local EXP = P .. ':exp'     -- zset id -> expiry
-local RDY = P .. ':rdy'     -- zset id -> seq: free, visible messages (what claims and pops take)
-local DLY = P .. ':dly'     -- zset id -> end of delay
-local CL = P .. ':cl'       -- zset claim id -> claim expiry
-local HELD = P .. ':held'   -- zset id -> expiry of the claim holding it
+local P         -- the queue's key prefix
+local Q         -- hash: m = metadata JSON, s = last seq, x = index keys' keepalive horizon
+local IDS       -- zset id -> seq: every message, in posting order
+local EXP       -- zset id -> expiry
+local RDY       -- zset id -> seq: free, visible messages (what claims and pops take)
+local DLY       -- zset id -> end of delay
+local CL        -- zset claim id -> claim expiry
+local HELD      -- zset id -> expiry of the claim holding it
+-- Subscriptions and deliveries: see below.
+local SX, SD, SI, SN, DA, DS
+
+local function bind(keys)
+  P = keys[1]
+  Q, IDS, EXP, RDY = P .. ':q', P .. ':ids', P .. ':exp', P .. ':rdy'
+  DLY, CL, HELD = P .. ':dly', P .. ':cl', P .. ':held'
+  SX, SD, SI, SN = P .. ':sx', P .. ':sd', P .. ':si', P .. ':sn'
+  DA, DS = P .. ':da', P .. ':ds'
+end
+
 -- Work one call may spend on cleanup; what is left waits for the next call
 -- (reads filter by time meanwhile, so nothing expired is ever returned).
 local BUDGET = 500
@@ -56,6 +70,15 @@ local function keepalive(p, now, e, ...)
   end
 end
 
+-- refresh_ttl gives an index key of this queue the keepalive horizon when
+-- it has no TTL (a caller just created it).
+local function refresh_ttl(key, now)
+  if redis.call('PTTL', key) == -1 then
+    local x = tonumber(redis.call('HGET', Q, 'x') or '0')
+    if x > now then redis.call('PEXPIRE', key, x - now) end
+  end
+end
+
 -- expire drops messages whose time is up.
 local function expire(now)
   local dead = redis.call('ZRANGEBYSCORE', EXP, '-inf', now, 'LIMIT', 0, BUDGET)
@@ -89,6 +112,9 @@ local function advance(now)
     if s then redis.call('ZADD', RDY, s, id) end
   end
   if #due > 0 then redis.call('ZREM', DLY, unpack(due)) end
+  -- Freed and due messages may have created :rdy afresh, without the TTL
+  -- every index carries.
+  if #held + #due > 0 then refresh_ttl(RDY, now) end
 
   expire(now)
   return #lapsed
@@ -132,8 +158,6 @@ end
 -- "<message id>.<id>" -> "attempts|lease token"), :ds (hash of counters).
 -- DUE is shared by every queue: "<scope>|<message id>|<id>" -> next
 -- attempt, what leases take.
-local SX, SD, SI, SN = P .. ':sx', P .. ':sd', P .. ':si', P .. ':sn'
-local DA, DS = P .. ':da', P .. ':ds'
 local DUE = 's:due'
 local function skey(id) return P .. ':s:' .. id end
 local function nkey(mid) return P .. ':n:' .. mid end

@@ -13,7 +13,7 @@ type messageStore struct{ d *Driver }
 var (
 	//go:embed post.lua
 	postSrc    string
-	postScript = register(postSrc)
+	postScript = register("post", postSrc)
 )
 
 func (s messageStore) Post(ctx context.Context, q storage.QueueRef, clientID string, msgs []storage.NewMessage) ([]string, error) {
@@ -27,7 +27,7 @@ func (s messageStore) Post(ctx context.Context, q storage.QueueRef, clientID str
 		// The body goes out as []byte: go-redis writes it without a copy.
 		args = append(args, ids[i], ttl, m.Delay.Milliseconds(), []byte(m.Body))
 	}
-	res, err := postScript.Run(ctx, s.d.c, keys, args...).Slice()
+	res, err := postScript.Run(ctx, s.d.fc, keys, args...).Slice()
 	if err != nil {
 		return nil, wrap(storage.OpMessagePost, err)
 	}
@@ -40,7 +40,7 @@ func (s messageStore) Post(ctx context.Context, q storage.QueueRef, clientID str
 var (
 	//go:embed list.lua
 	listSrc    string
-	listScript = register(listSrc)
+	listScript = register("list", listSrc)
 )
 
 func flag(b bool) string {
@@ -59,7 +59,7 @@ func (s messageStore) List(ctx context.Context, q storage.QueueRef, opts storage
 		}
 		marker = opts.Marker
 	}
-	res, err := listScript.Run(ctx, s.d.c, []string{scope(q)}, s.d.nowMS(), marker, opts.Limit, opts.ClientID,
+	res, err := listScript.Run(ctx, s.d.fc, []string{scope(q)}, s.d.nowMS(), marker, opts.Limit, opts.ClientID,
 		flag(opts.Echo), flag(opts.IncludeClaimed), flag(opts.IncludeDelayed)).Slice()
 	if err != nil {
 		return nil, "", wrap(storage.OpMessageList, err)
@@ -73,7 +73,7 @@ func (s messageStore) List(ctx context.Context, q storage.QueueRef, opts storage
 var (
 	//go:embed get.lua
 	getSrc    string
-	getScript = register(getSrc)
+	getScript = register("get", getSrc)
 )
 
 func (s messageStore) Get(ctx context.Context, q storage.QueueRef, id string) (storage.Message, error) {
@@ -98,7 +98,7 @@ func (s messageStore) GetMany(ctx context.Context, q storage.QueueRef, ids []str
 	if len(args) == 1 {
 		return nil, nil
 	}
-	res, err := getScript.Run(ctx, s.d.c, []string{scope(q)}, args...).Slice()
+	res, err := getScript.Run(ctx, s.d.fc, []string{scope(q)}, args...).Slice()
 	if err != nil {
 		return nil, wrap(storage.OpMessageGet, err)
 	}
@@ -108,14 +108,14 @@ func (s messageStore) GetMany(ctx context.Context, q storage.QueueRef, ids []str
 var (
 	//go:embed delete.lua
 	deleteSrc    string
-	deleteScript = register(deleteSrc)
+	deleteScript = register("delete", deleteSrc)
 )
 
 func (s messageStore) Delete(ctx context.Context, q storage.QueueRef, id, claimID string) error {
 	if id == "" {
 		return nil
 	}
-	res, err := deleteScript.Run(ctx, s.d.c, []string{scope(q)}, s.d.nowMS(), id, claimID).Slice()
+	res, err := deleteScript.Run(ctx, s.d.fc, []string{scope(q)}, s.d.nowMS(), id, claimID).Slice()
 	if err != nil {
 		return wrap(storage.OpMessageDelete, err)
 	}
@@ -135,7 +135,7 @@ func (s messageStore) Delete(ctx context.Context, q storage.QueueRef, id, claimI
 var (
 	//go:embed delete_many.lua
 	deleteManySrc    string
-	deleteManyScript = register(deleteManySrc)
+	deleteManyScript = register("delete_many", deleteManySrc)
 )
 
 func (s messageStore) DeleteMany(ctx context.Context, q storage.QueueRef, ids []string, claimID string) error {
@@ -149,7 +149,7 @@ func (s messageStore) DeleteMany(ctx context.Context, q storage.QueueRef, ids []
 	if len(args) == 2 {
 		return nil
 	}
-	res, err := deleteManyScript.Run(ctx, s.d.c, []string{scope(q)}, args...).Slice()
+	res, err := deleteManyScript.Run(ctx, s.d.fc, []string{scope(q)}, args...).Slice()
 	if err != nil {
 		return wrap(storage.OpMessageDeleteMany, err)
 	}
@@ -162,11 +162,11 @@ func (s messageStore) DeleteMany(ctx context.Context, q storage.QueueRef, ids []
 var (
 	//go:embed pop.lua
 	popSrc    string
-	popScript = register(popSrc)
+	popScript = register("pop", popSrc)
 )
 
 func (s messageStore) Pop(ctx context.Context, q storage.QueueRef, limit int) ([]storage.Message, error) {
-	res, err := popScript.Run(ctx, s.d.c, []string{scope(q)}, s.d.nowMS(), limit).Slice()
+	res, err := popScript.Run(ctx, s.d.fc, []string{scope(q)}, s.d.nowMS(), limit).Slice()
 	if err != nil {
 		return nil, wrap(storage.OpMessagePop, err)
 	}

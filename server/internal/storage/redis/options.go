@@ -33,7 +33,8 @@ const (
 // Options: dial_timeout, read_timeout, write_timeout (Go durations such as
 // 500ms, or seconds), pool_size, master, sentinel_password, sentinel_username,
 // and with rediss:// tls_ca_file (a PEM bundle to trust instead of the system
-// roots: a private CA mounted from a Secret).
+// roots: a private CA mounted from a Secret). db=N is accepted in place of
+// the path (the catalog's documented Sentinel form); the two must agree.
 type clientConfig struct {
 	addrs            []string
 	master           string
@@ -89,18 +90,23 @@ func parseURI(u *url.URL) (clientConfig, error) {
 	if len(cfg.addrs) > 1 && cfg.master == "" {
 		return cfg, fmt.Errorf("several hosts are only meaningful for Sentinel: add ?master=<name>")
 	}
-	if p := strings.Trim(u.Path, "/"); p != "" {
-		db, err := strconv.Atoi(p)
-		if err != nil || db < 0 {
-			return cfg, fmt.Errorf("database %q is not a non-negative number", p)
+	path := strings.Trim(u.Path, "/")
+	if path != "" {
+		var err error
+		if cfg.db, err = parseDB(path); err != nil {
+			return cfg, err
 		}
-		cfg.db = db
 	}
 	for key, vals := range q {
 		v := vals[0]
 		var err error
 		switch key {
 		case "master":
+		case "db":
+			db := cfg.db
+			if cfg.db, err = parseDB(v); err == nil && path != "" && db != cfg.db {
+				err = fmt.Errorf("the path names database %d", db)
+			}
 		case "sentinel_password":
 			cfg.sentinelPassword = v
 		case "sentinel_username":
@@ -144,6 +150,15 @@ func CAPool(path string) (*x509.CertPool, error) {
 	return pool, nil
 }
 
+// parseDB reads a database number.
+func parseDB(s string) (int, error) {
+	db, err := strconv.Atoi(s)
+	if err != nil || db < 0 {
+		return 0, fmt.Errorf("database %q is not a non-negative number", s)
+	}
+	return db, nil
+}
+
 // parseDuration takes "500ms", "2s" or a bare number of seconds.
 func parseDuration(s string) (time.Duration, error) {
 	if secs, err := strconv.ParseFloat(s, 64); err == nil {
@@ -157,6 +172,18 @@ func parseDuration(s string) (time.Duration, error) {
 		err = fmt.Errorf("must be positive")
 	}
 	return d, err
+}
+
+// NewClient is the one way sluice opens a Redis URI: the store driver and
+// the pooling catalog both call it, so a URI means the same client options
+// (timeouts, no command retries, Sentinel auth, TLS and tls_ca_file)
+// whichever role it plays. See clientConfig for the forms.
+func NewClient(u *url.URL) (*goredis.Client, error) {
+	cfg, err := parseURI(u)
+	if err != nil {
+		return nil, err
+	}
+	return cfg.client(), nil
 }
 
 // client builds the go-redis client: a failover client (which asks the

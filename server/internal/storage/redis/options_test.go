@@ -38,6 +38,12 @@ func TestParseURI(t *testing.T) {
 		{"redis://:pw@s1,s2:5000/2?master=m&sentinel_password=sp", with(func(c *clientConfig) {
 			c.addrs, c.master, c.password, c.db, c.sentinelPassword = []string{"s1:26379", "s2:5000"}, "m", "pw", 2, "sp"
 		}), false},
+		{"redis://s1,s2?master=m&db=4", with(func(c *clientConfig) {
+			c.addrs, c.master, c.db = []string{"s1:26379", "s2:26379"}, "m", 4
+		}), false},
+		{"redis://h/5?db=5", with(func(c *clientConfig) { c.addrs, c.db = []string{"h:6379"}, 5 }), false},
+		{"redis://h/5?db=6", clientConfig{}, true},
+		{"redis://h?db=-1", clientConfig{}, true},
 		{"redis://h/x", clientConfig{}, true},
 		{"redis://h/-1", clientConfig{}, true},
 		{"redis://h1,h2", clientConfig{}, true},

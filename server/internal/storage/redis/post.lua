@@ -2,18 +2,45 @@
 -- ARGV: now, client id, queue name, scope, then per message: id, ttl ms,
 -- delay ms, body. All messages are written in this one script, so a batch
 -- is stored whole or (on error before the first write) not at all.
--- Posting only runs the expiry step of advance (which keeps the indexes of
--- a queue nobody reads from bounded); claim bookkeeping waits for the calls
--- that need it, keeping the hottest script short. A delivery of every
--- message to every deliverable live subscription is recorded here too, so
--- an acknowledged post always has its notifications. Returns {0}.
+-- A delivery of every message to every deliverable live subscription is
+-- recorded here too, so an acknowledged post always has its notifications.
+-- Returns {0}.
+--
+-- The hottest script, so it spends as few commands as it can: one HMGET and
+-- one HSET of the queue hash serve the queue's creation (as ensure), the
+-- sequence and the keepalive horizon (as keepalive, which would read it
+-- again); only the indexes it wrote are checked for a TTL; and the expiry
+-- step, which keeps the indexes of a queue nobody reads from bounded, runs
+-- when the sequence crosses a multiple of 16: it drops up to BUDGET (500)
+-- messages each time, far more than 16 sequence numbers add. Claim
+-- bookkeeping waits for the calls that need it.
 local now = tonumber(ARGV[1])
-expire(now)
-ensure(Q, KEYS[2], KEYS[3], ARGV[3], ARGV[4], '{}')
 local n = (#ARGV - 4) / 4
-local seq = redis.call('HINCRBY', Q, 's', n) - n
+local qh = redis.call('HMGET', Q, 'm', 's', 'x')
+local seq = tonumber(qh[2] or '0')
+if math.floor((seq + n) / 16) > math.floor(seq / 16) then expire(now) end
 local client = ARGV[2]
+
+-- The horizon first, so the queue hash is written once.
 local maxe = 0
+for i = 0, n - 1 do
+  local e = now + tonumber(ARGV[6 + i * 4])
+  if e > maxe then maxe = e end
+end
+local x = tonumber(qh[3] or '0')
+local renew = maxe > x
+local qf = {'s', seq + n}
+if renew then
+  x = maxe + SLACK
+  qf[#qf + 1], qf[#qf + 2] = 'x', x
+end
+if not qh[1] then
+  qf[#qf + 1], qf[#qf + 2] = 'm', '{}'
+  redis.call('ZADD', KEYS[2], 0, ARGV[3])
+  redis.call('SADD', KEYS[3], ARGV[4])
+end
+redis.call('HSET', Q, unpack(qf))
+
 -- Index entries are collected and added with one ZADD per index, so a
 -- batch costs one call per message plus a few, not four per message.
 local ids, exps, rdy, dly = {}, {}, {}, {}
@@ -40,11 +67,29 @@ for i = 0, n - 1 do
   ids[#ids + 1] = id
   exps[#exps + 1] = e
   exps[#exps + 1] = id
-  if e > maxe then maxe = e end
 end
 redis.call('ZADD', IDS, unpack(ids))
 redis.call('ZADD', EXP, unpack(exps))
-if #rdy > 0 then redis.call('ZADD', RDY, unpack(rdy)) end
-if #dly > 0 then redis.call('ZADD', DLY, unpack(dly)) end
-keepalive(P, now, maxe, IDS, EXP, RDY, DLY)
+local written = {IDS, EXP}
+if #rdy > 0 then
+  redis.call('ZADD', RDY, unpack(rdy))
+  written[#written + 1] = RDY
+end
+if #dly > 0 then
+  redis.call('ZADD', DLY, unpack(dly))
+  written[#written + 1] = DLY
+end
+-- As keepalive: a new horizon goes to every index; otherwise only an index
+-- this call may just have created (a fresh key has no TTL) gets it.
+if renew then
+  for _, suffix in ipairs(INDEXES) do
+    redis.call('PEXPIRE', P .. suffix, x - now)
+  end
+else
+  for _, key in ipairs(written) do
+    if redis.call('PTTL', key) == -1 then
+      redis.call('PEXPIRE', key, x - now)
+    end
+  end
+end
 return {0}

@@ -15,7 +15,7 @@ type queueStore struct{ d *Driver }
 var (
 	//go:embed queue_create.lua
 	queueCreateSrc string
-	queueCreate    = register(queueCreateSrc)
+	queueCreate    = register("queue_create", queueCreateSrc)
 )
 
 func encodeMeta(op string, meta storage.Metadata) (string, error) {
@@ -51,7 +51,7 @@ func (s queueStore) Create(ctx context.Context, q storage.QueueRef, meta storage
 		return false, err
 	}
 	keys := queueKeys(q)
-	n, err := queueCreate.Run(ctx, s.d.c, keys, js, q.Name, keys[0]).Int64()
+	n, err := queueCreate.Run(ctx, s.d.fc, keys, js, q.Name, keys[0]).Int64()
 	return n == 1, wrap(storage.OpQueueCreate, err)
 }
 
@@ -74,7 +74,7 @@ func (s queueStore) GetMetadata(ctx context.Context, q storage.QueueRef) (storag
 var (
 	//go:embed queue_set_metadata.lua
 	queueSetMetadataSrc string
-	queueSetMetadata    = register(queueSetMetadataSrc)
+	queueSetMetadata    = register("queue_set_metadata", queueSetMetadataSrc)
 )
 
 func (s queueStore) SetMetadata(ctx context.Context, q storage.QueueRef, meta storage.Metadata) error {
@@ -83,13 +83,13 @@ func (s queueStore) SetMetadata(ctx context.Context, q storage.QueueRef, meta st
 		return err
 	}
 	keys := queueKeys(q)
-	return wrap(storage.OpQueueSetMetadata, queueSetMetadata.Run(ctx, s.d.c, keys, js, q.Name, keys[0]).Err())
+	return wrap(storage.OpQueueSetMetadata, queueSetMetadata.Run(ctx, s.d.fc, keys, js, q.Name, keys[0]).Err())
 }
 
 var (
 	//go:embed queue_swap_metadata.lua
 	queueSwapMetadataSrc string
-	queueSwapMetadata    = register(queueSwapMetadataSrc)
+	queueSwapMetadata    = register("queue_swap_metadata", queueSwapMetadataSrc)
 )
 
 // UpdateMetadata is an optimistic read-modify-write: the new metadata is
@@ -106,7 +106,7 @@ func (s queueStore) UpdateMetadata(ctx context.Context, q storage.QueueRef, upda
 			return js, err == nil, wrap(op, err)
 		},
 		Swap: func(ctx context.Context, prev, next string) (bool, bool, error) {
-			n, err := queueSwapMetadata.Run(ctx, s.d.c, []string{key}, prev, next).Int64()
+			n, err := queueSwapMetadata.Run(ctx, s.d.fc, []string{key}, prev, next).Int64()
 			return n == 1, n >= 0, wrap(op, err)
 		},
 		Decode: func(raw string) (storage.Metadata, error) { return decodeMeta(op, raw) },
@@ -117,24 +117,24 @@ func (s queueStore) UpdateMetadata(ctx context.Context, q storage.QueueRef, upda
 var (
 	//go:embed queue_delete.lua
 	queueDeleteSrc string
-	queueDelete    = register(queueDeleteSrc)
+	queueDelete    = register("queue_delete", queueDeleteSrc)
 )
 
 func (s queueStore) Delete(ctx context.Context, q storage.QueueRef) error {
 	keys := queueKeys(q)
-	return wrap(storage.OpQueueDelete, queueDelete.Run(ctx, s.d.c, keys, q.Name, keys[0], "0").Err())
+	return wrap(storage.OpQueueDelete, queueDelete.Run(ctx, s.d.fc, keys, q.Name, keys[0], "0").Err())
 }
 
 // Purge runs the delete script in its keep-the-queue mode.
 func (s queueStore) Purge(ctx context.Context, q storage.QueueRef) error {
 	keys := queueKeys(q)
-	return wrap(storage.OpQueuePurge, queueDelete.Run(ctx, s.d.c, keys, q.Name, keys[0], "1").Err())
+	return wrap(storage.OpQueuePurge, queueDelete.Run(ctx, s.d.fc, keys, q.Name, keys[0], "1").Err())
 }
 
 var (
 	//go:embed queue_list.lua
 	queueListSrc string
-	queueList    = register(queueListSrc)
+	queueList    = register("queue_list", queueListSrc)
 )
 
 func (s queueStore) List(ctx context.Context, project string, opts storage.ListQueuesOptions) ([]storage.QueueInfo, error) {
@@ -148,7 +148,7 @@ func (s queueStore) List(ctx context.Context, project string, opts storage.ListQ
 	out := make([]storage.QueueInfo, 0, min(opts.Limit, 100))
 	marker := opts.Marker
 	for len(out) < opts.Limit {
-		res, err := queueList.Run(ctx, s.d.c, []string{indexKey(project)},
+		res, err := queueList.Run(ctx, s.d.fc, []string{indexKey(project)},
 			marker, opts.Limit-len(out), opts.Name, detailed, projectPrefix(project)).StringSlice()
 		if err != nil {
 			return nil, wrap(storage.OpQueueList, err)
@@ -176,11 +176,11 @@ func (s queueStore) List(ctx context.Context, project string, opts storage.ListQ
 var (
 	//go:embed queue_stats.lua
 	queueStatsSrc string
-	queueStats    = register(queueStatsSrc)
+	queueStats    = register("queue_stats", queueStatsSrc)
 )
 
 func (s queueStore) Stats(ctx context.Context, q storage.QueueRef) (storage.QueueStats, error) {
-	res, err := queueStats.Run(ctx, s.d.c, []string{scope(q)}, s.d.nowMS()).Slice()
+	res, err := queueStats.Run(ctx, s.d.fc, []string{scope(q)}, s.d.nowMS()).Slice()
 	if err != nil {
 		return storage.QueueStats{}, wrap(storage.OpQueueStats, err)
 	}

@@ -2,7 +2,12 @@ package redis
 
 import (
 	"context"
+	"crypto/sha1"
 	_ "embed"
+	"encoding/hex"
+	"errors"
+	"strings"
+	"sync"
 
 	goredis "github.com/redis/go-redis/v9"
 )
@@ -10,38 +15,106 @@ import (
 //go:embed lib.lua
 var libSrc string
 
-// script is one Lua script with the shared prelude. go-redis runs it with
-// EVALSHA and falls back to EVAL once after a Redis restart flushed the
-// script cache, so each call is one round trip in the steady state.
-type script struct{ *goredis.Script }
+// Every script runs as a Redis 7 function of one library that holds the
+// shared prelude (lib.lua) once and every script as a function of it. The
+// library is compiled when loaded, not per call: an EVALSHA of prelude plus
+// script re-ran the whole prelude (two dozen closures, the key names) on
+// every call. A function without the no-writes flag is refused up front
+// when Redis is out of memory, instead of failing at some write halfway
+// through, as the "#!lua" shebang did for scripts: a script that stopped
+// halfway would break the all-or-nothing promise of a batch post, since
+// Redis does not roll scripts back.
+//
+// The library's name carries a hash of its code, so servers of different
+// versions sharing one Redis (a rolling upgrade) each call their own
+// functions. Functions are replicated and persisted like data; a Redis
+// that lost them (restarted without persistence, a fresh replica promoted)
+// answers "Function not found", and the call loads the library and runs
+// again: nothing ran the first time, so the retry cannot apply twice.
 
-// newScript builds a script from the prelude and src. The "#!lua" shebang
-// (Redis 7) makes Redis refuse a writing script up front when it is out of
-// memory, instead of failing at some write halfway through: a script that
-// stopped halfway would break the all-or-nothing promise of a batch post,
-// since Redis does not roll scripts back.
-func newScript(src string) script {
-	return script{goredis.NewScript("#!lua\n" + libSrc + "\n" + src)}
+// script is one function of the library.
+type script struct {
+	name string // the .lua file's base name
+	src  string
+	fn   string // the function's name in Redis, set by buildLibrary
 }
 
-// allScripts is filled by the files that declare scripts, so Open can load
-// them ahead of the first request.
-var allScripts []script
+// allScripts is filled by the files that declare scripts (package
+// initialisation), before the library is first built.
+var allScripts []*script
 
-func register(src string) script {
-	s := newScript(src)
+func register(name, src string) *script {
+	s := &script{name: name, src: src}
 	allScripts = append(allScripts, s)
 	return s
 }
 
-// preload loads every script into the server's cache so the first
-// requests need no EVAL fallback. It gives up at the first error (Redis not
-// up yet: scripts are loaded on first use anyway), so an unreachable Redis
-// costs one dial timeout at start, not one per script.
-func preload(ctx context.Context, c goredis.Scripter) {
-	for _, s := range allScripts {
-		if s.Load(ctx, c).Err() != nil {
-			return
-		}
+var library struct {
+	once sync.Once
+	code string
+}
+
+// libraryCode returns the FUNCTION LOAD text, built once.
+func libraryCode() string {
+	library.once.Do(func() { library.code = buildLibrary(allScripts) })
+	return library.code
+}
+
+// buildLibrary names the library and its functions after a hash of all the
+// code and wraps each script in a function that first binds the queue's key
+// names (lib.lua's bind) to its KEYS.
+func buildLibrary(scripts []*script) string {
+	h := sha1.New()
+	h.Write([]byte(libSrc))
+	for _, s := range scripts {
+		h.Write([]byte{0})
+		h.Write([]byte(s.name))
+		h.Write([]byte{0})
+		h.Write([]byte(s.src))
 	}
+	name := "sluice_" + hex.EncodeToString(h.Sum(nil))[:12]
+	var b strings.Builder
+	b.WriteString("#!lua name=" + name + "\n")
+	b.WriteString(libSrc)
+	for _, s := range scripts {
+		s.fn = name + "_" + s.name
+		b.WriteString("\nredis.register_function('" + s.fn + "', function(KEYS, ARGV)\nbind(KEYS)\n")
+		b.WriteString(s.src)
+		b.WriteString("\nend)\n")
+	}
+	return b.String()
+}
+
+// functionCaller is what scripts need of a client (*goredis.Client).
+type functionCaller interface {
+	FCall(ctx context.Context, function string, keys []string, args ...any) *goredis.Cmd
+	FunctionLoadReplace(ctx context.Context, code string) *goredis.StringCmd
+}
+
+// Run calls the script's function, loading the library first when Redis
+// does not have it.
+func (s *script) Run(ctx context.Context, c functionCaller, keys []string, args ...any) *goredis.Cmd {
+	code := libraryCode()
+	cmd := c.FCall(ctx, s.fn, keys, args...)
+	if missingFunction(cmd.Err()) {
+		if err := c.FunctionLoadReplace(ctx, code).Err(); err != nil {
+			cmd.SetErr(err)
+			return cmd
+		}
+		cmd = c.FCall(ctx, s.fn, keys, args...)
+	}
+	return cmd
+}
+
+// missingFunction recognises FCALL's answer for a function Redis does not
+// have (Redis 7: "ERR Function not found").
+func missingFunction(err error) bool {
+	var rerr goredis.Error
+	return errors.As(err, &rerr) && strings.Contains(rerr.Error(), "Function not found")
+}
+
+// preload loads the library so the first requests need no retry. An
+// unreachable Redis is not an error here (the first call loads it).
+func preload(ctx context.Context, c functionCaller) {
+	_ = c.FunctionLoadReplace(ctx, libraryCode()).Err()
 }

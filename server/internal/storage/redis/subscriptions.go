@@ -17,23 +17,23 @@ type subscriptionStore struct{ d *Driver }
 var (
 	//go:embed sub_create.lua
 	subCreateSrc string
-	subCreate    = register(subCreateSrc)
+	subCreate    = register("sub_create", subCreateSrc)
 	//go:embed sub_list.lua
 	subListSrc string
-	subList    = register(subListSrc)
+	subList    = register("sub_list", subListSrc)
 	//go:embed sub_update.lua
 	subUpdateSrc string
-	subUpdate    = register(subUpdateSrc)
+	subUpdate    = register("sub_update", subUpdateSrc)
 	//go:embed sub_confirm.lua
 	subConfirmSrc string
-	subConfirm    = register(subConfirmSrc)
+	subConfirm    = register("sub_confirm", subConfirmSrc)
 	//go:embed sub_delete.lua
 	subDeleteSrc string
-	subDelete    = register(subDeleteSrc)
+	subDelete    = register("sub_delete", subDeleteSrc)
 )
 
 func (s subscriptionStore) Create(ctx context.Context, q storage.QueueRef, sub storage.Subscription) (string, bool, error) {
-	const op = "subscriptions.create"
+	const op = storage.OpSubscriptionCreate
 	if sub.TTL <= 0 {
 		return "", false, storage.E(op, storage.Invalid, "subscription ttl must be positive")
 	}
@@ -41,7 +41,7 @@ func (s subscriptionStore) Create(ctx context.Context, q storage.QueueRef, sub s
 	if err != nil {
 		return "", false, err
 	}
-	res, err := subCreate.Run(ctx, s.d.c, []string{scope(q)}, s.d.nowMS(), storage.NewSubscriptionID(),
+	res, err := subCreate.Run(ctx, s.d.fc, []string{scope(q)}, s.d.nowMS(), storage.NewSubscriptionID(),
 		sub.Subscriber, sub.TTL.Milliseconds(), opts, flag(sub.NeedsConfirmation)).Slice()
 	if err != nil {
 		return "", false, wrap(op, err)
@@ -71,7 +71,7 @@ func parseSubscription(op string, v any) (storage.Subscription, error) {
 }
 
 func (s subscriptionStore) Get(ctx context.Context, q storage.QueueRef, id string) (storage.Subscription, error) {
-	const op = "subscriptions.get"
+	const op = storage.OpSubscriptionGet
 	h, err := s.d.c.HMGet(ctx, scope(q)+":s:"+id, "s", "t", "o", "e", "c", "n").Result()
 	if err != nil {
 		return storage.Subscription{}, wrap(op, err)
@@ -83,11 +83,11 @@ func (s subscriptionStore) Get(ctx context.Context, q storage.QueueRef, id strin
 }
 
 func (s subscriptionStore) List(ctx context.Context, q storage.QueueRef, opts storage.ListSubscriptionsOptions) ([]storage.Subscription, string, error) {
-	const op = "subscriptions.list"
+	const op = storage.OpSubscriptionList
 	if opts.Limit <= 0 {
 		return nil, "", storage.E(op, storage.Invalid, "limit must be positive")
 	}
-	res, err := subList.Run(ctx, s.d.c, []string{scope(q)}, s.d.nowMS(), opts.Marker, opts.Limit+1).Slice()
+	res, err := subList.Run(ctx, s.d.fc, []string{scope(q)}, s.d.nowMS(), opts.Marker, opts.Limit+1).Slice()
 	if err != nil {
 		return nil, "", wrap(op, err)
 	}
@@ -108,7 +108,7 @@ func (s subscriptionStore) List(ctx context.Context, q storage.QueueRef, opts st
 }
 
 func (s subscriptionStore) Update(ctx context.Context, q storage.QueueRef, id string, u storage.SubscriptionUpdate) error {
-	const op = "subscriptions.update"
+	const op = storage.OpSubscriptionUpdate
 	var sub, ttl, opts string
 	if u.Subscriber != nil {
 		sub = *u.Subscriber
@@ -125,7 +125,7 @@ func (s subscriptionStore) Update(ctx context.Context, q storage.QueueRef, id st
 			return err
 		}
 	}
-	n, err := subUpdate.Run(ctx, s.d.c, []string{scope(q)}, s.d.nowMS(), id,
+	n, err := subUpdate.Run(ctx, s.d.fc, []string{scope(q)}, s.d.nowMS(), id,
 		flag(u.Subscriber != nil), sub, flag(u.TTL != nil), ttl, flag(u.Options != nil), opts).Int64()
 	if err != nil {
 		return wrap(op, err)
@@ -140,8 +140,8 @@ func (s subscriptionStore) Update(ctx context.Context, q storage.QueueRef, id st
 }
 
 func (s subscriptionStore) Confirm(ctx context.Context, q storage.QueueRef, id string, confirmed bool) error {
-	const op = "subscriptions.confirm"
-	n, err := subConfirm.Run(ctx, s.d.c, []string{scope(q)}, s.d.nowMS(), id, flag(confirmed)).Int64()
+	const op = storage.OpSubscriptionConfirm
+	n, err := subConfirm.Run(ctx, s.d.fc, []string{scope(q)}, s.d.nowMS(), id, flag(confirmed)).Int64()
 	if err != nil {
 		return wrap(op, err)
 	}
@@ -155,9 +155,9 @@ func (s subscriptionStore) Delete(ctx context.Context, q storage.QueueRef, id st
 	if id == "" {
 		return nil
 	}
-	return wrap("subscriptions.delete", subDelete.Run(ctx, s.d.c, []string{scope(q)}, id).Err())
+	return wrap(storage.OpSubscriptionDelete, subDelete.Run(ctx, s.d.fc, []string{scope(q)}, id).Err())
 }
 
 func (s subscriptionStore) Purge(ctx context.Context, q storage.QueueRef) error {
-	return wrap("subscriptions.purge", subDelete.Run(ctx, s.d.c, []string{scope(q)}, "").Err())
+	return wrap(storage.OpSubscriptionPurge, subDelete.Run(ctx, s.d.fc, []string{scope(q)}, "").Err())
 }

@@ -11,6 +11,34 @@ var errorKindCases = []testCase{
 	{"Errors/SameKindAndReason", testErrorKinds},
 }
 
+// testErrorOps: a refusal names its operation from storage's one table
+// (ops.go), whichever driver reports it, so logs and conditions read alike.
+func testErrorOps(e *env) {
+	q := e.queue("errops")
+	const unknown = "00000000-0000-4000-8000-000000000000"
+	ss := e.d.Subscriptions()
+	cases := []struct {
+		op  string
+		err error
+	}{
+		{storage.OpMessageGet, func() error { _, err := e.d.Messages().Get(e.ctx, q, unknown); return err }()},
+		{storage.OpClaimGet, func() error { _, err := e.d.Claims().Get(e.ctx, q, unknown); return err }()},
+		{storage.OpSubscriptionGet, func() error { _, err := ss.Get(e.ctx, q, unknown); return err }()},
+		{storage.OpSubscriptionUpdate, ss.Update(e.ctx, q, unknown, storage.SubscriptionUpdate{})},
+		{storage.OpSubscriptionConfirm, ss.Confirm(e.ctx, q, unknown, true)},
+	}
+	for _, tc := range cases {
+		var se *storage.Error
+		if !errors.As(tc.err, &se) {
+			e.t.Errorf("%s: %v is not a *storage.Error", tc.op, tc.err)
+			continue
+		}
+		if se.Op != tc.op {
+			e.t.Errorf("%s: the error names op %q", tc.op, se.Op)
+		}
+	}
+}
+
 // testErrorKinds: each refused operation gives the same kind and the same
 // reason on every driver, so the API answers it with the same status and
 // wording whichever backend holds the queue.
@@ -57,4 +85,5 @@ func testErrorKinds(e *env) {
 	if st := e.stats(q); st.Total != 3 {
 		e.t.Errorf("refused deletes removed messages: %+v", st)
 	}
+	testErrorOps(e)
 }

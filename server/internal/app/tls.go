@@ -1,4 +1,4 @@
-package api
+package app
 
 import (
 	"crypto/tls"
@@ -9,6 +9,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"sluice.dev/server/internal/config"
 )
 
 // certReloader hands the TLS stack the certificate in certFile/keyFile and
@@ -93,17 +95,16 @@ func (r *certReloader) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, e
 }
 
 // listenTLS wraps ln in TLS when the options name a certificate.
-func (s *Server) listenTLS(ln net.Listener) (net.Listener, error) {
-	t := s.opts.TLS
+func listenTLS(ln net.Listener, t config.TLSOptions, log *slog.Logger) (net.Listener, error) {
 	if !t.Enabled() {
 		return ln, nil
 	}
-	r, err := newCertReloader(t.CertFile, t.KeyFile, s.log)
+	r, err := newCertReloader(t.CertFile, t.KeyFile, log)
 	if err != nil {
 		ln.Close()
 		return nil, err
 	}
-	s.log.Info("serving HTTPS", "cert", t.CertFile)
+	log.Info("serving HTTPS", "cert", t.CertFile)
 	return tls.NewListener(ln, &tls.Config{
 		MinVersion:     tls.VersionTLS12,
 		GetCertificate: r.GetCertificate,

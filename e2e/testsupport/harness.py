@@ -1,8 +1,12 @@
-"""Real processes for the compatibility tests and the server benchmark.
+"""Test support for every Python suite and benchmark under e2e/ (compat,
+bench, keystone, zaqar) and bench-job's scripts: free loopback ports, the
+one definition of "running under CI" with "fail under CI, else skip", and
+harnesses for the real processes they start.
 
 Everything listens on 127.0.0.1 on a port picked free at start, logs to a
 file in a caller-owned directory, and is stopped by the object that started
 it (never by name): other people's redis-servers run on the same machine.
+Scripts outside this directory put it on sys.path and `import harness`.
 """
 
 from __future__ import annotations
@@ -42,7 +46,21 @@ def _die_with_parent(sig: int):
 
 
 def in_ci() -> bool:
-    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
+    """CI is set to a non-empty value other than 0 or false (any case): the
+    one meaning of CI across the project's test support."""
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false")
+
+
+def need(ok: object, why: str) -> None:
+    """Go on when ok; else fail the test under CI (a dependency CI must
+    have) and skip it elsewhere, saying why."""
+    if ok:
+        return
+    import pytest
+
+    if in_ci():
+        pytest.fail(f"CI={os.environ.get('CI')} and {why}", pytrace=False)
+    pytest.skip(why)
 
 
 class ProcessError(RuntimeError):

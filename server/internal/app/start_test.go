@@ -1,4 +1,4 @@
-package api
+package app
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"sluice.dev/server/internal/storage"
 )
 
 func TestOpenWithRetryWaitsForALateDependency(t *testing.T) {
@@ -47,5 +49,19 @@ func TestOpenWithRetryStopsWhenCancelled(t *testing.T) {
 		func(ctx context.Context) error { return ctx.Err() })
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("err=%v, want context.Canceled", err)
+	}
+}
+
+// TestOpenWithRetryDoesNotRetryInvalid: a bad URI fails at once, with its
+// reason, instead of after the whole start-up budget.
+func TestOpenWithRetryDoesNotRetryInvalid(t *testing.T) {
+	calls := 0
+	err := openWithRetry(context.Background(), slog.New(slog.NewTextHandler(io.Discard, nil)), "open store", time.Minute,
+		func(context.Context) error {
+			calls++
+			return storage.E("storage.open", storage.Invalid, `no storage driver for scheme "nosuch"`)
+		})
+	if calls != 1 || !storage.Is(err, storage.Invalid) || !strings.Contains(err.Error(), "open store") {
+		t.Fatalf("err=%v after %d calls, want the Invalid error after one", err, calls)
 	}
 }

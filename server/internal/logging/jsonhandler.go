@@ -1,4 +1,4 @@
-package api
+package logging
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"sluice.dev/server/internal/jsontext"
 )
 
 // jsonHandler is a slog.Handler writing the same JSON lines as
@@ -38,7 +40,7 @@ func (h *jsonHandler) Handle(_ context.Context, r slog.Record) error {
 	b = append(b, `","level":"`...)
 	b = append(b, r.Level.String()...)
 	b = append(b, `","msg":`...)
-	b = appendString(b, r.Message)
+	b = jsontext.AppendString(b, r.Message)
 	b = append(b, h.pre...)
 	r.Attrs(func(a slog.Attr) bool {
 		b = h.appendAttr(b, h.prefix, a)
@@ -69,11 +71,11 @@ func (h *jsonHandler) appendAttr(b []byte, prefix string, a slog.Attr) []byte {
 		return b
 	}
 	b = append(b, ',')
-	b = appendString(b, prefix+a.Key)
+	b = jsontext.AppendString(b, prefix+a.Key)
 	b = append(b, ':')
 	switch v.Kind() {
 	case slog.KindString:
-		b = appendString(b, v.String())
+		b = jsontext.AppendString(b, v.String())
 	case slog.KindInt64:
 		b = strconv.AppendInt(b, v.Int64(), 10)
 	case slog.KindUint64:
@@ -91,12 +93,12 @@ func (h *jsonHandler) appendAttr(b []byte, prefix string, a slog.Attr) []byte {
 	default:
 		any := v.Any()
 		if err, ok := any.(error); ok {
-			b = appendString(b, err.Error())
+			b = jsontext.AppendString(b, err.Error())
 			break
 		}
 		out, err := json.Marshal(any)
 		if err != nil {
-			b = appendString(b, err.Error())
+			b = jsontext.AppendString(b, err.Error())
 			break
 		}
 		b = append(b, out...)

@@ -1,4 +1,4 @@
-package api
+package app
 
 import (
 	"context"
@@ -28,16 +28,16 @@ func TestRunPooledDepth(t *testing.T) {
 	go func() {
 		done <- Run(ctx, opts, slog.New(slog.NewTextHandler(io.Discard, nil)), func(a net.Addr) { addr <- a })
 	}()
-	var ts *testServer
+	var ts client
 	select {
 	case a := <-addr:
-		ts = &testServer{base: "http://" + a.String(), t: t}
+		ts = client{t: t, base: "http://" + a.String()}
 	case err := <-done:
 		t.Fatalf("run: %v", err)
 	}
-	ts.must(201, "PUT", "/v2/pools/p1", std("X-Roles", "admin"), `{"weight":100,"uri":"`+pool.URL+`"}`)
-	ts.must(201, "POST", "/v2/queues/pooled/messages", std(), `{"messages":[{"body":1},{"body":2}]}`)
-	body := ts.must(200, "GET", "/metrics", hdr{}, "").body
+	ts.must(201, "PUT", "/v2/pools/p1", `{"weight":100,"uri":"`+pool.URL+`"}`, "X-Roles", "admin")
+	ts.must(201, "POST", "/v2/queues/pooled/messages", `{"messages":[{"body":1},{"body":2}]}`)
+	body := ts.must(200, "GET", "/metrics", "")
 	for _, want := range []string{`sluice_storage_up 1`, `sluice_queue_messages{state="free"} 2`} {
 		if !strings.Contains(body, want) {
 			t.Errorf("metrics lack %s", want)

@@ -1,4 +1,7 @@
-package api
+// Package logging builds sluice-server's logger: JSON lines (the fields
+// slog.JSONHandler writes) through a buffered writer, cheap enough for one
+// access-log line per request.
+package logging
 
 import (
 	"bufio"
@@ -8,10 +11,10 @@ import (
 	"time"
 )
 
-// NewLogger returns the JSON logger sluice-server writes with. Lines go
+// New returns the JSON logger sluice-server writes with. Lines go
 // through a buffer flushed every 100 ms and on Close, so the per-request
 // access log costs no system call per request.
-func NewLogger(w io.Writer, level string) (*slog.Logger, io.Closer) {
+func New(w io.Writer, level string) (*slog.Logger, io.Closer) {
 	bw := &bufferedWriter{w: bufio.NewWriterSize(w, 64<<10), done: make(chan struct{})}
 	go bw.flushLoop()
 	var lv slog.Level
