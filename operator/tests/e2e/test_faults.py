@@ -72,7 +72,8 @@ def test_server_and_operator_pods_killed(fault_pool: str) -> None:
     f, op = st["faults"]
     print(f"\nserver pod killed: {figures(f)}\noperator pod killed: {figures(op)}")
     assert f["unavailableSeconds"] < 10, f
-    assert op["firstErrorSeconds"] is None and not op["errors"], op
+    # A null figure (nothing failed) may arrive as an absent field.
+    assert op.get("firstErrorSeconds") is None and not op.get("errors"), op
 
 
 def test_shard_and_catalog_pods_killed(fault_pool: str) -> None:
@@ -105,10 +106,10 @@ def test_shard_and_catalog_pods_killed(fault_pool: str) -> None:
     errors = f.get("errors") or {}
     print(f"\nshard pod killed: {figures(f)}\ncatalog pod killed: {figures(cat)}")
     assert not any(k.startswith("http_5") and k != "http_503" for k in errors), errors
-    assert f["recoverySeconds"] is not None, f
+    assert f.get("recoverySeconds") is not None, f
     # The queues are placed: the servers route them from their cache while
     # the catalog restarts.
-    assert cat["firstErrorSeconds"] is None and not cat["errors"], cat
+    assert cat.get("firstErrorSeconds") is None and not cat.get("errors"), cat
 
 
 def server_tag(tag: str) -> None:
