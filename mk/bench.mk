@@ -1,9 +1,10 @@
 # sluice-bench: the load generator (Go module in bench-job/). See
 # docs/sluice-bench.md. Tests run against a real sluice-server (memory and a
-# real redis-server); the benchmark compares it with zaqar-bench.
+# real redis-server); the benchmark compares it with zaqar-bench. The report
+# test opens report.html in headless Chromium.
 include $(ROOT)/mk/common.mk
 
-APT_PACKAGES  += redis-server
+APT_PACKAGES  += redis-server chromium-headless-shell fonts-dejavu-core
 TEST_TARGETS  += test-bench
 BENCH_TARGETS += bench-generator
 

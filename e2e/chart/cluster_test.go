@@ -252,8 +252,9 @@ func TestClusterInstallUpgradeUninstall(t *testing.T) {
 	}
 }
 
-// TestClusterExamplesValid: examples/ (what `make up` applies) passes the
-// CRDs' schemas and validation rules on a real apiserver.
+// TestClusterExamplesValid: examples/ (what `make up` applies, and the
+// ones in its subfolders) passes the CRDs' schemas and validation rules on a
+// real apiserver.
 func TestClusterExamplesValid(t *testing.T) {
 	if _, err := kubectl(t, "", "get", "crd", "pools.sluice.dev"); err != nil {
 		if out, err := kubectl(t, "", "apply", "-f", filepath.Join(root(t), "crds")); err != nil {
@@ -265,6 +266,9 @@ func TestClusterExamplesValid(t *testing.T) {
 	}
 	ns := tempNamespace(t, "chart-examples")
 	files, _ := filepath.Glob(filepath.Join(root(t), "examples", "*.yaml"))
+	// Examples `make up` does not apply (examples/chaos) must be valid too.
+	more, _ := filepath.Glob(filepath.Join(root(t), "examples", "*", "*.yaml"))
+	files = append(files, more...)
 	if len(files) == 0 {
 		t.Fatal("examples/ is empty")
 	}

@@ -130,6 +130,46 @@ def delete(kind: str, namespace: str, name: str) -> bool:
         raise
 
 
+def delete_pod(namespace: str, name: str, grace_seconds: int | None = None) -> bool:
+    """delete_pod deletes a pod, with its own grace period or the one given
+    (0: SIGKILL at once); False when it was already gone."""
+    body: dict[str, Any] = {} if grace_seconds is None else {"gracePeriodSeconds": grace_seconds}
+    try:
+        _call("DELETE", path("Pod", namespace, name), body=body)
+        return True
+    except ApiException as exc:
+        if exc.status == 404:
+            return False
+        raise
+
+
+def patch_status(kind: str, namespace: str, name: str, status: dict[str, Any]) -> dict[str, Any]:
+    """patch_status merges fields into an object's status subresource at once
+    (for what must be recorded before the handler returns)."""
+    return _call(
+        "PATCH",
+        path(kind, namespace, name) + "/status",
+        body={"status": status},
+        content_type="application/merge-patch+json",
+    )
+
+
+def evict(namespace: str, name: str) -> None:
+    """evict asks for a pod's eviction, which honours PodDisruptionBudgets."""
+    body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": namespace}}
+    _call("POST", path("Pod", namespace, name) + "/eviction", body=body)
+
+
+def cordon(node: str, unschedulable: bool) -> None:
+    """cordon marks a node (un)schedulable."""
+    _call(
+        "PATCH",
+        f"/api/v1/nodes/{node}",
+        body={"spec": {"unschedulable": unschedulable}},
+        content_type="application/merge-patch+json",
+    )
+
+
 def patch(kind: str, namespace: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
     """patch applies a JSON merge patch."""
     return _call("PATCH", path(kind, namespace, name), body=body, content_type="application/merge-patch+json")

@@ -18,11 +18,12 @@ import (
 func cmdReport(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("sluice-bench report", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	faultsFile := fs.String("faults", "", `JSON list of the faults injected during the run, [{"name":..., "at_unix_ms":...}]: measured and marked on the plots`)
 	if err := fs.Parse(args); err != nil {
 		return usageError{err}
 	}
 	if fs.NArg() != 1 {
-		return usageError{fmt.Errorf("usage: sluice-bench report RUN_DIR (or a summary.json)")}
+		return usageError{fmt.Errorf("usage: sluice-bench report [--faults FILE] RUN_DIR (or a summary.json)")}
 	}
 	dir := fs.Arg(0)
 	res, err := result.Load(dir)
@@ -34,6 +35,13 @@ func cmdReport(args []string, stdout, stderr io.Writer) error {
 	}
 	if err := res.Summarize(); err != nil {
 		return err
+	}
+	if *faultsFile != "" {
+		faults, err := result.LoadFaults(*faultsFile)
+		if err != nil {
+			return usageError{err}
+		}
+		res.Faults = result.AnalyzeFaults(res, faults)
 	}
 	paths, err := report.Render(dir, res)
 	if err != nil {
@@ -96,6 +104,9 @@ func cmdMerge(args []string, stdout, stderr io.Writer) (int, error) {
 	minRPS := fs.Float64("min-rps", 0, "threshold: minimum req/s")
 	maxP99 := fs.Float64("max-p99", 0, "threshold: maximum p99 ms")
 	maxLost := fs.Int64("max-lost", -1, "threshold: maximum lost messages")
+	faultsFile := fs.String("faults", "", `JSON list of the faults injected during the run, [{"name":..., "at_unix_ms":...}]: each is measured into "faults"`)
+	maxUnavail := fs.Float64("max-unavailable", -1, "threshold: maximum unavailability window of any fault, seconds")
+	maxRecovery := fs.Float64("max-recovery", -1, "threshold: maximum time to recover from any fault, seconds")
 	status := fs.Bool("status", false, "print what a Benchmark resource shows (results, verdict, verdictReasons, message) instead of the summary")
 	ownQueues := fs.Bool("own-queues", false, "every input used queues of its own (--pod-index): delivery counts add up exactly without bitsets")
 	if err := fs.Parse(args); err != nil {
@@ -116,9 +127,22 @@ func cmdMerge(args []string, stdout, stderr io.Writer) (int, error) {
 	if err != nil {
 		return exitFailure, err
 	}
+	if *faultsFile != "" {
+		faults, err := result.LoadFaults(*faultsFile)
+		if err != nil {
+			return exitUsage, usageError{err}
+		}
+		merged.Faults = result.AnalyzeFaults(merged, faults)
+	}
 	v := &result.Verdict{MinRPS: *minRPS, MaxP99: *maxP99}
 	if *maxLost >= 0 {
 		v.MaxLost = maxLost
+	}
+	if *maxUnavail >= 0 {
+		v.MaxUnavailable = maxUnavail
+	}
+	if *maxRecovery >= 0 {
+		v.MaxRecovery = maxRecovery
 	}
 	if *status {
 		// Only the given thresholds judge the run, never ones the pods carried.

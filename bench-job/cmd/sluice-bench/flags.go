@@ -28,6 +28,7 @@ type runFlags struct {
 	maxLost                         int64
 	clientID, projectID, token      string
 	timeout, drain                  time.Duration
+	claimTTL, claimGrace            int
 	msgSize, largeSize              int
 	requests                        int64
 	sweep, path                     string
@@ -94,6 +95,8 @@ func newRunFlags(name string) *runFlags {
 	fs.StringVar(&f.token, "token", "", "auth token, sent as X-Auth-Token and Authorization: Bearer")
 	fs.DurationVar(&f.timeout, "timeout", 30*time.Second, "per-request timeout (until response headers)")
 	fs.DurationVar(&f.drain, "drain", 30*time.Second, "how long consumers may drain the queues after the run (delivery check)")
+	fs.IntVar(&f.claimTTL, "claim-ttl", 300, "claim ttl in seconds (a claim whose answer was lost comes back after it: runs with faults want it short)")
+	fs.IntVar(&f.claimGrace, "claim-grace", 200, "claim grace in seconds")
 	fs.IntVar(&f.msgSize, "message-size", 0, "message body size in bytes (instead of -m)")
 	fs.IntVar(&f.largeSize, "large-message-size", 0, "fairness: size of the large messages")
 	fs.Int64Var(&f.requests, "requests", 0, "stop producers after this many requests in total (0 = time only)")

@@ -54,6 +54,34 @@ func TestReportWritesPlotsAndHTML(t *testing.T) {
 		t.Error("report.html is not self-contained")
 	}
 
+	// Faults injected during the run are measured and shown; a malformed
+	// fault list is a usage error, not a report without them.
+	sum, err := result.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	faults := filepath.Join(t.TempDir(), "faults.json")
+	os.WriteFile(faults, []byte(`[{"name":"delete server pod","at_unix_ms":`+strconv.FormatInt(sum.Start+1000, 10)+`}]`), 0o644)
+	mustRun(t, "report", "--faults", faults, dir)
+	if html, _ := os.ReadFile(filepath.Join(dir, "report.html")); !strings.Contains(string(html), "delete server pod") {
+		t.Error("report.html does not list the fault")
+	}
+	// A fault one second before a two-second run ends leaves no whole
+	// second to recover in: a recovery bound is missed (exit 99).
+	code, out, errs := cli(t, "merge", "--faults", faults, "--max-recovery", "60", dir)
+	merged, err := result.Parse([]byte(out))
+	if code != 99 || err != nil {
+		t.Fatalf("merge --faults: exit %d, %v\n%s", code, err, errs)
+	}
+	if len(merged.Faults) != 1 || merged.Faults[0].Name != "delete server pod" || merged.Verdict.Pass ||
+		!strings.Contains(strings.Join(merged.Verdict.Failures, ";"), "never recovered") {
+		t.Errorf("merge --faults: faults %+v verdict %+v", merged.Faults, merged.Verdict)
+	}
+	os.WriteFile(faults, []byte(`[{"name":"x","at":1}]`), 0o644)
+	if code, _, errs := cli(t, "report", "--faults", faults, dir); code != 2 || !strings.Contains(errs, "faults") {
+		t.Errorf("bad fault list: exit %d, stderr %q", code, errs)
+	}
+
 	// A sweep gets its per-step plot too.
 	sweep := filepath.Join(t.TempDir(), "flood")
 	mustRun(t, "run", "--scenario", "flood", "-s", url, "-t", "1", "--sweep", "1,3", "-q", "fl", "--out", sweep)

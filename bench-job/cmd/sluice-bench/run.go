@@ -113,6 +113,8 @@ func (f *runFlags) config() (*load.Config, *result.Verdict, error) {
 	over("qno", &p.NumQueues, f.qno)
 	over("message-size", &p.MessageSize, f.msgSize)
 	over("large-message-size", &p.LargeSize, f.largeSize)
+	over("claim-ttl", &p.ClaimTTL, f.claimTTL)
+	over("claim-grace", &p.ClaimGrace, f.claimGrace)
 	if set["q"] {
 		p.QueuePrefix = f.prefix
 	}

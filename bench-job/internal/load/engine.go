@@ -74,6 +74,12 @@ type run struct {
 	notes   *metrics.Notifications // notifications: ack and arrival times
 	live    []*metrics.Op          // what the progress line sums
 	liveMu  sync.Mutex
+
+	claimBody []byte
+	// doubtUntil (unix ns): a claim whose answer was lost, or a delete that
+	// failed, leaves messages claimed that come back when the claim
+	// expires; the drain waits until then so they are counted, not lost.
+	doubtUntil atomic.Int64
 }
 
 // Run executes the configured scenario and returns its summarized result.
@@ -91,7 +97,7 @@ func Run(ctx context.Context, cfg *Config) (*result.Result, error) {
 		return nil, err
 	}
 	defer cl.Close()
-	r := &run{cfg: cfg, cl: cl}
+	r := &run{cfg: cfg, cl: cl, claimBody: claimBody(p)}
 	if p.Requests > 0 {
 		r.bounded = true
 		r.budget.Store(p.Requests)
@@ -241,4 +247,33 @@ func (r *run) take() bool {
 		return true
 	}
 	return r.budget.Add(-1) >= 0
+}
+
+// claimBody is the claim request of a run: zaqar-bench's 300 s ttl and 200 s
+// grace unless the parameters say otherwise.
+func claimBody(p result.Params) []byte {
+	ttl, grace := p.ClaimTTL, p.ClaimGrace
+	if ttl <= 0 {
+		ttl = 300
+	}
+	if grace <= 0 {
+		grace = 200
+	}
+	return []byte(fmt.Sprintf(`{"ttl": %d, "grace": %d}`, ttl, grace))
+}
+
+// doubt notes at t that messages may be held by a claim nobody will
+// delete: they return ClaimTTL (plus a margin) later.
+func (r *run) doubt(t time.Time) {
+	ttl := r.cfg.Params.ClaimTTL
+	if ttl <= 0 {
+		ttl = 300
+	}
+	until := t.Add(time.Duration(ttl)*time.Second + 2*time.Second).UnixNano()
+	for {
+		cur := r.doubtUntil.Load()
+		if until <= cur || r.doubtUntil.CompareAndSwap(cur, until) {
+			return
+		}
+	}
 }

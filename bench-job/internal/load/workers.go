@@ -164,16 +164,17 @@ type listed struct {
 	} `json:"links"`
 }
 
-var claimBody = []byte(`{"ttl": 300, "grace": 200}`)
-
 // claimOnce claims a batch from q and deletes it message by message
 // (zaqar-bench's consumer). It returns how many messages were claimed.
 func (r *run) claimOnce(s *zaqar.Session, o *ops, q *queue, resp *listed) int {
 	start := time.Now()
-	st, err := s.Do("POST", q.claim, claimBody)
+	st, err := s.Do("POST", q.claim, r.claimBody)
 	end := time.Now()
 	r.samples.add("claim", start, end, st)
 	if !record(o.claim, start, end, st, err, 201, 204) {
+		if err != nil || st >= 500 {
+			r.doubt(end) // the claim may have been made, its answer lost
+		}
 		backoff(err)
 		return 0
 	}
@@ -197,7 +198,13 @@ func (r *run) claimOnce(s *zaqar.Session, o *ops, q *queue, resp *listed) int {
 		start := time.Now()
 		st, err := s.Do("DELETE", r.cl.Href(resp.Messages[i].Href), nil)
 		end := time.Now()
-		record(o.del, start, end, st, err, 204)
+		if !record(o.del, start, end, st, err, 204) {
+			// Still claimed: it comes back when the claim expires.
+			if t := resp.Messages[i].Body.SB; t != nil && r.del != nil {
+				r.del.Undeleted(t.O, t.N)
+			}
+			r.doubt(end)
+		}
 		r.samples.add("delete", start, end, st)
 		backoff(err)
 	}

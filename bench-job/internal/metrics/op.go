@@ -45,6 +45,30 @@ type Point struct {
 	P999 float64 `json:"p99_9_ms"`
 	Max  float64 `json:"max_ms"`
 	Hist string  `json:"hist,omitempty"`
+
+	// The second's failures by reason (zaqar.Reason), and when the first
+	// and last of them finished (unix ms): a fault's unavailability window
+	// is measured from these, finer than the one-second series.
+	Kinds    map[string]int64 `json:"kinds,omitempty"`
+	ErrFirst int64            `json:"err_first_ms,omitempty"`
+	ErrLast  int64            `json:"err_last_ms,omitempty"`
+}
+
+// AddFailures folds another window's failures of the same second into p.
+func (p *Point) AddFailures(kinds map[string]int64, first, last int64) {
+	if len(kinds) == 0 {
+		return
+	}
+	if p.Kinds == nil {
+		p.Kinds = map[string]int64{}
+	}
+	for k, v := range kinds {
+		p.Kinds[k] += v
+	}
+	if p.ErrFirst == 0 || first < p.ErrFirst {
+		p.ErrFirst = first
+	}
+	p.ErrLast = max(p.ErrLast, last)
 }
 
 // Op accumulates one operation (post, claim, delete, list, get). A mutex
@@ -58,6 +82,9 @@ type Op struct {
 	win      *hdr.Histogram
 	winSec   int64
 	winErr   int64
+	winKinds map[string]int64
+	winFirst int64 // unix ms of the window's first and last failure
+	winLast  int64
 	series   []Point
 	requests int64
 	ok       int64
@@ -89,6 +116,13 @@ func (o *Op) Failure(end time.Time, reason string) {
 	o.requests++
 	o.winErr++
 	o.errs[reason]++
+	ms := end.UnixMilli()
+	if o.winKinds == nil {
+		o.winKinds = map[string]int64{}
+		o.winFirst = ms
+	}
+	o.winKinds[reason]++
+	o.winFirst, o.winLast = min(o.winFirst, ms), max(o.winLast, ms)
 	o.mu.Unlock()
 }
 
@@ -119,12 +153,13 @@ func (o *Op) flush() {
 		return
 	}
 	p := PointFrom(o.winSec, o.win, o.winErr)
+	p.AddFailures(o.winKinds, o.winFirst, o.winLast)
 	if enc, err := o.win.Encode(hdr.V2CompressedEncodingCookieBase); err == nil {
 		p.Hist = string(enc)
 	}
 	o.series = append(o.series, p)
 	o.win.Reset()
-	o.winErr = 0
+	o.winErr, o.winKinds, o.winFirst, o.winLast = 0, nil, 0, 0
 }
 
 // PointFrom summarises one window's histogram.

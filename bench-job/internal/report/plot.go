@@ -10,6 +10,7 @@ import (
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
 
+	"sluice.dev/bench/internal/metrics"
 	"sluice.dev/bench/internal/result"
 )
 
@@ -38,24 +39,19 @@ func Plots(res *result.Result) ([]Figure, error) {
 		return nil
 	}
 	names := result.OpNames(res.Ops)
-	startSec := float64(res.Start / 1000)
 
-	tp := newPlot("Throughput", "elapsed (s)", "successful req/s")
+	tp := newPlot("Throughput (whole seconds only)", "elapsed (s)", "successful req/s")
 	lat := newPlot("Latency p50 (dashed) and p99", "elapsed (s)", "ms")
 	for i, n := range names {
 		s := res.Ops[n].Series
 		if len(s) == 0 {
 			continue
 		}
-		rps, p50, p99 := make(plotter.XYs, len(s)), make(plotter.XYs, len(s)), make(plotter.XYs, len(s))
-		for j, pt := range s {
-			x := float64(pt.T) - startSec + 1
-			rps[j] = plotter.XY{X: x, Y: float64(pt.N)}
-			p50[j] = plotter.XY{X: x, Y: pt.P50}
-			p99[j] = plotter.XY{X: x, Y: pt.P99}
-		}
-		if err := line(tp, rps, i, n, false); err != nil {
-			return nil, err
+		rps, p50, p99 := seriesXYs(res, s)
+		if len(rps) > 0 {
+			if err := line(tp, rps, i, n, false); err != nil {
+				return nil, err
+			}
 		}
 		if err := line(lat, p99, i, n+" p99", false); err != nil {
 			return nil, err
@@ -63,6 +59,10 @@ func Plots(res *result.Result) ([]Figure, error) {
 		if err := line(lat, p50, i, n+" p50", true); err != nil {
 			return nil, err
 		}
+	}
+	for _, b := range faultBands(res) {
+		tp.Add(b)
+		lat.Add(b)
 	}
 	if err := add("throughput.png", "Throughput over time", tp); err != nil {
 		return nil, err
@@ -83,16 +83,7 @@ func Plots(res *result.Result) ([]Figure, error) {
 		if h.TotalCount() == 0 {
 			continue
 		}
-		var xys plotter.XYs
-		for _, b := range h.CumulativeDistribution() {
-			if b.ValueAt > 0 {
-				xys = append(xys, plotter.XY{X: float64(b.ValueAt) / 1000, Y: b.Quantile / 100})
-			}
-		}
-		if len(xys) == 0 {
-			continue
-		}
-		if err := line(cdf, xys, i, n, false); err != nil {
+		if err := line(cdf, cdfPoints(h), i, n, false); err != nil {
 			return nil, err
 		}
 		plotted++
@@ -147,4 +138,27 @@ func line(p *plot.Plot, xys plotter.XYs, i int, name string, dashed bool) error 
 	p.Add(l)
 	p.Legend.Add(name, l)
 	return nil
+}
+
+// seriesXYs turns an operation's per-second points into the throughput,
+// p50 and p99 curves, x in seconds since the load phase began, each point
+// at the end of its second (a first, partial second ends before x = 1).
+func seriesXYs(res *result.Result, s []metrics.Point) (rps, p50, p99 plotter.XYs) {
+	for _, pt := range s {
+		x := float64((pt.T+1)*1000-res.Start) / 1000
+		// A second the load phase covers only in part would be drawn as
+		// a collapse of throughput; its latencies are still true.
+		if fullSecond(res, pt.T) {
+			rps = append(rps, plotter.XY{X: x, Y: float64(pt.N)})
+		}
+		p50 = append(p50, plotter.XY{X: x, Y: pt.P50})
+		p99 = append(p99, plotter.XY{X: x, Y: pt.P99})
+	}
+	return rps, p50, p99
+}
+
+// fullSecond says whether the load phase [Start, End) covers all of unix
+// second t.
+func fullSecond(res *result.Result, t int64) bool {
+	return t*1000 >= res.Start && (t+1)*1000 <= res.End
 }

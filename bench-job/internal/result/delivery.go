@@ -11,15 +11,18 @@ import (
 // shared queues; without them (a truncated termination log) the counts are
 // the pods' own and Exact is false.
 type Delivery struct {
-	Produced   int64     `json:"produced"`        // posts acknowledged with 201
-	Consumed   int64     `json:"consumed"`        // claimed messages, duplicates included
-	Unique     int64     `json:"unique_consumed"` // distinct produced messages claimed
-	Lost       int64     `json:"lost"`            // acknowledged but never claimed
-	Duplicated int64     `json:"duplicated"`      // claimed more than once
-	Unacked    int64     `json:"unacknowledged_delivered"`
-	Foreign    int64     `json:"foreign"` // claimed messages from other runs
-	Exact      bool      `json:"exact"`
-	E2E        *OpResult `json:"e2e_post_to_claim"`
+	Produced   int64 `json:"produced"`        // posts acknowledged with 201
+	Consumed   int64 `json:"consumed"`        // claimed messages, duplicates included
+	Unique     int64 `json:"unique_consumed"` // distinct produced messages claimed
+	Lost       int64 `json:"lost"`            // acknowledged but never claimed
+	Duplicated int64 `json:"duplicated"`      // claimed more than once (redeliveries apart)
+	// Redelivered: claimed again after their delete failed and their claim
+	// expired (at-least-once delivery; a fault's cost, not a defect).
+	Redelivered int64     `json:"redelivered"`
+	Unacked     int64     `json:"unacknowledged_delivered"`
+	Foreign     int64     `json:"foreign"` // claimed messages from other runs
+	Exact       bool      `json:"exact"`
+	E2E         *OpResult `json:"e2e_post_to_claim"`
 
 	ProducedBits map[string]string `json:"produced_bitsets,omitempty"`
 	SeenBits     map[string]string `json:"seen_bitsets,omitempty"`
@@ -27,7 +30,7 @@ type Delivery struct {
 
 // DeliveryFrom converts a tracker snapshot.
 func DeliveryFrom(s metrics.DeliverySnapshot) *Delivery {
-	d := &Delivery{Consumed: s.Consumed, Duplicated: s.Duplicated, Exact: true,
+	d := &Delivery{Consumed: s.Consumed, Duplicated: s.Duplicated, Redelivered: s.Redelivered, Exact: true,
 		ProducedBits: map[string]string{s.Origin: s.Produced.Encode()}, SeenBits: map[string]string{},
 		E2E: &OpResult{Requests: s.E2E.TotalCount(), OK: s.E2E.TotalCount(), h: s.E2E}}
 	for o, b := range s.Seen {
@@ -91,6 +94,7 @@ func (d *Delivery) summarize() error {
 func (d *Delivery) merge(o *Delivery) error {
 	d.Consumed += o.Consumed
 	d.Duplicated += o.Duplicated
+	d.Redelivered += o.Redelivered
 	if err := mergeOp(d.E2E, o.E2E); err != nil {
 		return err
 	}

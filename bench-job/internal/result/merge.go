@@ -139,6 +139,7 @@ func addCounts(d, o map[string]int64) map[string]int64 {
 func mergeSeries(a, b []metrics.Point) ([]metrics.Point, error) {
 	byT := map[int64]*hdr.Histogram{}
 	errs := map[int64]int64{}
+	fails := map[int64]*metrics.Point{} // failures by kind and their first/last time
 	for _, s := range [][]metrics.Point{a, b} {
 		for _, p := range s {
 			h := byT[p.T]
@@ -154,11 +155,20 @@ func mergeSeries(a, b []metrics.Point) ([]metrics.Point, error) {
 				h.Merge(ph)
 			}
 			errs[p.T] += p.Err
+			if len(p.Kinds) > 0 {
+				if fails[p.T] == nil {
+					fails[p.T] = &metrics.Point{}
+				}
+				fails[p.T].AddFailures(p.Kinds, p.ErrFirst, p.ErrLast)
+			}
 		}
 	}
 	out := make([]metrics.Point, 0, len(byT))
 	for t, h := range byT {
 		p := metrics.PointFrom(t, h, errs[t])
+		if f := fails[t]; f != nil {
+			p.AddFailures(f.Kinds, f.ErrFirst, f.ErrLast)
+		}
 		if enc, err := h.Encode(hdr.V2CompressedEncodingCookieBase); err == nil {
 			p.Hist = string(enc)
 		}

@@ -32,6 +32,7 @@ type Result struct {
 	Dropped  int64                `json:"dropped"` // open loop: arrivals with no free worker
 	Steps    []*Step              `json:"steps,omitempty"`
 	Verdict  *Verdict             `json:"thresholds,omitempty"`
+	Faults   []FaultResult        `json:"faults,omitempty"` // per injected fault (AnalyzeFaults)
 	// Truncated lists what the termination logs behind this result had to
 	// shed to fit in 4 KB (their trunc field): where histograms were shed,
 	// percentiles are approximations; where bitsets were, delivery counts

@@ -27,6 +27,7 @@ type StatusResults struct {
 	Consumed          int64               `json:"consumed"`
 	Lost              int64               `json:"lost"`
 	Duplicated        int64               `json:"duplicated"`
+	Redelivered       int64               `json:"redelivered"` // claimed again after a failed delete (not duplicates)
 	Exact             bool                `json:"exact"`
 	Pods              int                 `json:"pods"`
 	DurationSeconds   float64             `json:"durationSeconds"`
@@ -68,6 +69,7 @@ func StatusOf(r *Result, v *Verdict, ownQueues bool) Status {
 	}
 	if d := r.Delivery; d != nil {
 		res.Produced, res.Consumed, res.Lost, res.Duplicated = d.Produced, d.Consumed, d.Lost, d.Duplicated
+		res.Redelivered = d.Redelivered
 		res.Exact = d.Exact || ownQueues
 	}
 	for name, o := range r.Ops {

@@ -55,6 +55,7 @@ type CompactDelivery struct {
 	U       int64             `json:"unique"`
 	Lost    int64             `json:"lost"`
 	Dup     int64             `json:"dup"`
+	Redel   int64             `json:"redelivered,omitempty"`
 	Unacked int64             `json:"unacked"`
 	Foreign int64             `json:"foreign"`
 	PB      map[string]string `json:"pb,omitempty"`
@@ -147,7 +148,7 @@ func (r *Result) compact(drop []string) *Compact {
 		c.Ops[n] = op
 	}
 	if d := r.Delivery; d != nil {
-		c.D = &CompactDelivery{P: d.Produced, C: d.Consumed, U: d.Unique, Lost: d.Lost, Dup: d.Duplicated,
+		c.D = &CompactDelivery{P: d.Produced, C: d.Consumed, U: d.Unique, Lost: d.Lost, Dup: d.Duplicated, Redel: d.Redelivered,
 			Unacked: d.Unacked, Foreign: d.Foreign, E2E: compactOp(d.E2E, !has("e2e_hist"), has("hist2"))}
 		if !has("bitsets") {
 			c.D.PB, c.D.SB = d.ProducedBits, d.SeenBits
@@ -178,7 +179,7 @@ func FromCompact(c *Compact) *Result {
 		r.Ops[n] = fromCompactOp(o)
 	}
 	if d := c.D; d != nil {
-		r.Delivery = &Delivery{Produced: d.P, Consumed: d.C, Unique: d.U, Lost: d.Lost, Duplicated: d.Dup,
+		r.Delivery = &Delivery{Produced: d.P, Consumed: d.C, Unique: d.U, Lost: d.Lost, Duplicated: d.Dup, Redelivered: d.Redel,
 			Unacked: d.Unacked, Foreign: d.Foreign, ProducedBits: d.PB, SeenBits: d.SB, E2E: fromCompactOp(d.E2E)}
 	}
 	for _, s := range c.Steps {

@@ -7,15 +7,21 @@ import "fmt"
 // wording of a missed threshold: the Benchmark resource's verdictReasons
 // are these lines.
 type Verdict struct {
-	MinRPS   float64  `json:"min_rps,omitempty"`
-	MaxP99   float64  `json:"max_p99_ms,omitempty"`
-	MaxLost  *int64   `json:"max_lost,omitempty"`
-	Pass     bool     `json:"pass"`
-	Failures []string `json:"failures,omitempty"`
+	MinRPS  float64 `json:"min_rps,omitempty"`
+	MaxP99  float64 `json:"max_p99_ms,omitempty"`
+	MaxLost *int64  `json:"max_lost,omitempty"`
+	// MaxUnavailable bounds every fault's unavailability window (seconds);
+	// MaxRecovery its time to recovery (a fault never recovered from fails).
+	MaxUnavailable *float64 `json:"max_unavailable_s,omitempty"`
+	MaxRecovery    *float64 `json:"max_recovery_s,omitempty"`
+	Pass           bool     `json:"pass"`
+	Failures       []string `json:"failures,omitempty"`
 }
 
 // Any reports whether any threshold is set.
-func (v *Verdict) Any() bool { return v != nil && (v.MinRPS > 0 || v.MaxP99 > 0 || v.MaxLost != nil) }
+func (v *Verdict) Any() bool {
+	return v != nil && (v.MinRPS > 0 || v.MaxP99 > 0 || v.MaxLost != nil || v.MaxUnavailable != nil || v.MaxRecovery != nil)
+}
 
 // Check evaluates the thresholds against a summarized result: req/s over
 // all operations, the worst operation's p99, and lost messages.
@@ -38,6 +44,18 @@ func (v *Verdict) Check(r *Result) {
 		}
 		if lost > *v.MaxLost {
 			fail("lost %d > maximum %d", lost, *v.MaxLost)
+		}
+	}
+	for _, f := range r.Faults {
+		if v.MaxUnavailable != nil && f.Unavailable > *v.MaxUnavailable {
+			fail("%s: unavailable %.3f s > maximum %.3f s", f.Name, f.Unavailable, *v.MaxUnavailable)
+		}
+		if v.MaxRecovery != nil && (f.Recovery == nil || *f.Recovery > *v.MaxRecovery) {
+			got := "never recovered"
+			if f.Recovery != nil {
+				got = fmt.Sprintf("recovery %.3f s", *f.Recovery)
+			}
+			fail("%s: %s > maximum %.3f s", f.Name, got, *v.MaxRecovery)
 		}
 	}
 	r.Verdict = v

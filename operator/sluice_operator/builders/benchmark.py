@@ -35,6 +35,12 @@ PRESET_QUEUES = {"point-to-point": 1, "flood": 1, "packing": 1, "fairness": 1, "
 PRESET_DEFAULT_SECONDS = 10
 # Queue setup, the drain after the load (30 s) and pod start-up.
 DEADLINE_MARGIN = 180
+# A run with faults claims for the shortest ttl a server takes, so messages
+# held by a claim whose answer a fault lost come back within the run's drain,
+# which waits for them (the drain ends as soon as the queues are empty when
+# nothing is in doubt).
+FAULT_CLAIM_SECONDS = 60
+FAULT_DRAIN_SECONDS = FAULT_CLAIM_SECONDS + 60
 
 
 def _short(name: str, suffix: str, limit: int = 63) -> str:
@@ -92,7 +98,8 @@ def deadline(spec: dict[str, Any], start_delay: int) -> int:
     """deadline is spec.activeDeadlineSeconds, else the load time plus a margin."""
     if spec.get("activeDeadlineSeconds"):
         return int(spec["activeDeadlineSeconds"])
-    return load_seconds(spec) + start_delay + DEADLINE_MARGIN
+    extra = FAULT_DRAIN_SECONDS if spec.get("faults") else 0
+    return load_seconds(spec) + start_delay + DEADLINE_MARGIN + extra
 
 
 def bench_args(cfg: Config, body: dict[str, Any], run: int, start_at: str) -> list[str]:
@@ -124,6 +131,9 @@ def bench_args(cfg: Config, body: dict[str, Any], run: int, start_at: str) -> li
     if spec["scenario"] == "notifications":
         args += ["--receiver-listen", f"0.0.0.0:{RECEIVER_PORT}"]
         args += ["--receiver-url", f"http://$({POD_IP_ENV}):{RECEIVER_PORT}/notify"]
+    if spec.get("faults"):
+        claim = str(FAULT_CLAIM_SECONDS)
+        args += ["--claim-ttl", claim, "--claim-grace", claim, "--drain", f"{FAULT_DRAIN_SECONDS}s"]
     args += ["--start-at", start_at, "--pod-index", f"$({INDEX_ENV})"]
     # stdout carries the full summary with per-second series (the report's input);
     # the termination log the compact mergeable summary (the status's input).

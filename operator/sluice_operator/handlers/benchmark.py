@@ -24,7 +24,7 @@ from ..serverapi import ServerError, Unavailable
 from . import benchmark_pods as bp
 from . import benchmark_report as brep
 from . import benchmark_results as br
-from . import server
+from . import faults, server
 
 log = logging.getLogger(__name__)
 ACTIVE = ("Pending", "Running")
@@ -125,6 +125,8 @@ def start_run(cfg: Config, st: Settings, body: dict[str, Any], patch: Any, logge
             comparison=None,
             startTime=None,
             completionTime=None,
+            loadStart=None,
+            faults=None,
             runCreated=_ts(now),
         )
         status_after = {**status, "conditions": []}
@@ -179,6 +181,7 @@ def start_run(cfg: Config, st: Settings, body: dict[str, Any], patch: Any, logge
             "message": f"Job {job['metadata']['name']} created; load starts at {start_at}",
             "jobName": job["metadata"]["name"],
             "parametersConfigMap": params["metadata"]["name"],
+            "loadStart": start_at,
         },
     )
 
@@ -242,6 +245,7 @@ def follow(cfg: Config, st: Settings, body: dict[str, Any], patch: Any, logger: 
         if job is not None and obs.phase == "Failed":
             kube.delete("Job", ns, job_name)  # stop pods that would otherwise wait for their deadline
         metrics.ERRORS.labels("Benchmark", new["reason"]).inc()
+    new.update(faults.step(cfg, body, status, new["phase"], _now()))
     _write(patch, body, status, new)
 
 
@@ -309,7 +313,15 @@ def report(cfg: Config, body: dict[str, Any], patch: Any, logger: Any = log) -> 
         full = brep.summary_from_log(brep.pod_log(ns, pod) or "")
         inputs[f"{pod}.json"] = json.dumps(full) if full else text
     try:
-        files, dropped = brep.fit(brep.render(inputs, exe))
+        rendered = brep.render(
+            inputs,
+            exe,
+            faults=brep.faults_input(status.get("faults") or []),
+            thresholds=body["spec"].get("thresholds"),
+        )
+        measured = brep.fault_figures(status.get("faults") or [], rendered.get("summary.json"))
+        missed = brep.fault_bound_failures(rendered.get("summary.json")) if measured else []
+        files, dropped = brep.fit(rendered)
     except (brep.ReportError, OSError, TimeoutError) as exc:
         conds = cond.set_condition(status.get("conditions"), "ReportReady", False, "RenderFailed", str(exc)[:300], gen)
         cond.write_status(patch, status, {"conditions": conds, "reportAttempts": tries + 1})
@@ -331,7 +343,15 @@ def report(cfg: Config, body: dict[str, Any], patch: Any, logger: Any = log) -> 
         f"{len(files)} file(s) in ConfigMap {cm_name}{note}",
         gen,
     )
-    cond.write_status(patch, status, {"conditions": conds, "reportConfigMap": cm_name, "reportAttempts": tries + 1})
+    new: dict[str, Any] = {"conditions": conds, "reportConfigMap": cm_name, "reportAttempts": tries + 1}
+    if measured:
+        new["faults"] = measured
+    if missed:
+        # The fault bounds need the per-second series, which only the report has.
+        kept = [r for r in status.get("verdictReasons") or [] if r not in ("all thresholds met", "no thresholds set")]
+        new.update(verdict="Fail", verdictReasons=kept + missed)
+        events.warn(body, reason="FaultBoundsMissed", message="; ".join(missed)[:1000])
+    cond.write_status(patch, status, new)
     events.info(body, reason="ReportReady", message=f"report in ConfigMap {cm_name}")
 
 

@@ -13,6 +13,7 @@ API access, and the operator needs only `get pods/log`."""
 from __future__ import annotations
 
 import base64
+import datetime as dt
 import json
 import logging
 import os
@@ -68,9 +69,61 @@ def pod_log(ns: str, pod: str) -> str | None:
         return None
 
 
-def render(inputs: dict[str, str], exe: str, timeout: float = 120) -> dict[str, bytes]:
+def faults_input(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """faults_input is sluice-bench's --faults list from status.faults: the faults
+    that happened, at the millisecond they happened."""
+    out = []
+    for r in records:
+        if r.get("result") == "Injected" and r.get("injected"):
+            at = dt.datetime.fromisoformat(str(r["injected"]).replace("Z", "+00:00"))
+            out.append({"name": r["name"], "at_unix_ms": int(at.timestamp() * 1000)})
+    return out
+
+
+# sluice-bench's per-fault figures, as status.faults spells them.
+FAULT_FIGURES = {
+    "first_error_s": "firstErrorSeconds",
+    "unavailable_s": "unavailableSeconds",
+    "recovery_s": "recoverySeconds",
+    "baseline_rps": "baselineRequestsPerSecond",
+    "errors": "errors",
+}
+
+
+def fault_figures(records: list[dict[str, Any]], summary: bytes | None) -> list[dict[str, Any]] | None:
+    """fault_figures adds what sluice-bench measured around each injected fault
+    (from the merged summary) to its status.faults record; None when there is
+    nothing to add."""
+    if not records or not summary:
+        return None
+    measured = {f.get("name"): f for f in json.loads(summary).get("faults") or []}
+    out = []
+    for r in records:
+        m = measured.get(r.get("name")) if r.get("result") == "Injected" else None
+        out.append({**r, **{k: m.get(g) for g, k in FAULT_FIGURES.items()}} if m else r)
+    return out if out != records else None
+
+
+# spec.thresholds that bound faults, and the sluice-bench merge flag for each.
+FAULT_BOUNDS = {"maxUnavailableSeconds": "--max-unavailable", "maxRecoverySeconds": "--max-recovery"}
+
+
+def fault_bound_failures(summary: bytes | None) -> list[str]:
+    """fault_bound_failures is sluice-bench's verdict on the fault bounds it was given."""
+    verdict = (json.loads(summary).get("thresholds") or {}) if summary else {}
+    return [str(f) for f in verdict.get("failures") or []]
+
+
+def render(
+    inputs: dict[str, str],
+    exe: str,
+    timeout: float = 120,
+    faults: list[dict[str, Any]] | None = None,
+    thresholds: dict[str, Any] | None = None,
+) -> dict[str, bytes]:
     """render merges the inputs (file name -> JSON text: summaries or termination logs) and
-    returns the report's files (name -> bytes)."""
+    returns the report's files (name -> bytes); faults (faults_input) are measured, marked
+    and judged against the fault bounds among thresholds (summary.json's verdict)."""
     with tempfile.TemporaryDirectory(prefix="sluice-report-") as tmp:
         root = pathlib.Path(tmp)
         paths = []
@@ -80,7 +133,15 @@ def render(inputs: dict[str, str], exe: str, timeout: float = 120) -> dict[str, 
             p.write_text(text)
             paths.append(str(p))
         out = root / "merged"
-        for args in ([exe, "merge", "--out", str(out), *paths], [exe, "report", str(out)]):
+        merge = [exe, "merge", "--out", str(out)]
+        if faults:
+            (root / "faults.json").write_text(json.dumps(faults))
+            merge += ["--faults", str(root / "faults.json")]
+            bounds = thresholds or {}
+            for key, flag in FAULT_BOUNDS.items():
+                if bounds.get(key) is not None:
+                    merge += [flag, str(float(bounds[key]))]
+        for args in ([*merge, *paths], [exe, "report", str(out)]):
             proc = subprocess.run(args, capture_output=True, text=True, timeout=timeout, check=False)
             if proc.returncode not in (0, 99):
                 raise ReportError(

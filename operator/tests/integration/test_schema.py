@@ -59,6 +59,47 @@ def attempt(ns: str, kind: str, name: str, spec: dict) -> str:
         ),
         ("Benchmark", {"scenario": "custom"}, "scenario custom needs spec.custom"),
         ("Benchmark", {"scenario": "teleport"}, 'Unsupported value: "teleport"'),
+        (
+            "Benchmark",
+            {"scenario": "task-distribution", "faults": [{"at": 5, "action": "delete", "target": "shard"}]},
+            "a shard fault names the Pool (pool) and the shard's index (shard)",
+        ),
+        (
+            "Benchmark",
+            {"scenario": "task-distribution", "faults": [{"at": 5, "action": "kill", "target": "server", "pool": "p"}]},
+            "pool and shard go with target shard only",
+        ),
+        (
+            "Benchmark",
+            {
+                "scenario": "task-distribution",
+                "faults": [{"at": 5, "action": "scale", "target": "catalog", "replicas": 2}],
+            },
+            "scale resizes the sluice-server Deployment: target server with replicas",
+        ),
+        (
+            "Benchmark",
+            {
+                "scenario": "task-distribution",
+                "faults": [{"at": 5, "action": "kill", "target": "server", "replicas": 2}],
+            },
+            "replicas goes with action scale only",
+        ),
+        (
+            "Benchmark",
+            {"scenario": "task-distribution", "faults": [{"at": 5, "action": "drain", "target": "operator"}]},
+            "drain takes a server, shard or catalog pod's node",
+        ),
+        (
+            "Benchmark",
+            {"scenario": "task-distribution", "faults": [{"at": -1, "action": "kill", "target": "server"}]},
+            "should be greater than or equal to 0",
+        ),
+        (
+            "Benchmark",
+            {"scenario": "task-distribution", "faults": [{"at": 1, "action": "reboot", "target": "server"}]},
+            'Unsupported value: "reboot"',
+        ),
     ],
 )
 def test_invalid_specs_rejected(metal_ns: tuple[str, Operator], kind: str, spec: dict, needle: str) -> None:

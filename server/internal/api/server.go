@@ -120,6 +120,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	id := newRequestID()
 	rw.call.RequestID = id
 	w.Header()["X-Openstack-Request-Id"] = []string{id}
+	if s.draining.Load() {
+		// Each client connection ends cleanly after this answer, so no
+		// client is left holding a keep-alive connection that the coming
+		// listener close would cut under its next request.
+		w.Header()["Connection"] = []string{"close"}
+	}
 	inFlight := s.m.InFlight()
 	inFlight.Inc()
 	s.route(rw, r)
