@@ -73,9 +73,13 @@ start_kwok() {
   # kwok's client otherwise asks for streaming watch-lists, which this etcd
   # cannot serve: every watch then falls back after a timeout, and simulated
   # pods took ~45 s to start and to go away.
+  # Node leases are the simulated nodes' heartbeat, as a kubelet's are: kwok's
+  # full status updates came only every 70-85 s on a busy machine, past the
+  # node lifecycle controller's grace period, so nodes went Unknown and their
+  # pods NotReady between updates.
   start kwok env KUBE_FEATURE_WatchListClient=false "$BIN/kwok" --kubeconfig "$PKI/kwok.kubeconfig" \
     --manage-all-nodes=false --manage-nodes-with-label-selector type=kwok \
-    --node-ip "$NODE_IP" --cidr $POD_NET.255.0/24 --node-port 0
+    --node-ip "$NODE_IP" --cidr $POD_NET.255.0/24 --node-port 0 --node-lease-duration-seconds 40
 }
 
 # Simulated nodes: sim-metal-N and sim-virtual-N. Each gets a slice of the pod

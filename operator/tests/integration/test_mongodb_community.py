@@ -2,21 +2,19 @@
 from its module by `make mongodb-operator-binary`) against the control plane
 with simulated nodes: the StatefulSet it makes from a Pool's MongoDBCommunity
 carries our override (pull policy, claims) and runs as the namespace identity
-the operator created; deleting the Pool removes the MongoDBCommunity.
-The members' start-up (the agent's part, played on simulated pods) is not
-covered yet. Why the member pods never all appeared on the simulated nodes:
-kwok renewed their status only every 70-85 s on the loaded machine, longer
-than the node lifecycle controller's grace period, so the nodes went
-Unknown (taint node.kubernetes.io/unreachable, events NodeNotReady) and
-their pods Ready=False between renewals; the community operator's
-StatefulSet is OrderedReady, so mg-0-2 is never created while mg-0-0 or
-mg-0-1 is not Ready, and the operator waits for readyReplicas == members
-before it writes the connection Secret. Neither the pod management policy
-nor the agents' annotation (agent.mongodb.com/version, played by the test)
-is the cause."""
+the operator created; the test plays only the agents' part (the readiness
+annotation the agent writes on each member pod), so the members start one
+after another as the operator's own StatefulSet pods, the operator writes its
+own connection Secret, and the Pool takes its shard's endpoint from it (M6);
+deleting the Pool removes the MongoDBCommunity. (The simulated nodes renew
+node leases, docs/cluster.md: without them kwok's slow status updates on a
+busy machine let the nodes go Unknown and the OrderedReady members never all
+appeared.)"""
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 import pathlib
 import subprocess
@@ -44,6 +42,8 @@ from .conftest import (
 BINARY = ROOT / "build/bin/mongodb-operator"
 CRD = "mongodbcommunity.mongodbcommunity.mongodb.com"
 LABEL = "sluice.dev/test=mongodb-community"
+# What the agents' readiness probe writes on a member pod when its agent reached a config version.
+AGENT_VERSION = "agent.mongodb.com/version"
 
 
 def _need(ok: bool, msg: str) -> None:
@@ -136,5 +136,48 @@ def test_community_operator_provisions_the_shard(community: tuple[str, Operator,
     assert claims["data-volume"]["resources"]["requests"]["storage"] == "2Gi" and "logs-volume" in claims
     # Its pods can exist only because the namespace has the identity they run as.
     assert get("serviceaccount", ns, "mongodb-database") and get("rolebinding", ns, "mongodb-database")
+    agents_at_goal(ns, "mg-0", 3)
+    mdb = wait_for(
+        "MongoDBCommunity mg-0 Running",
+        lambda: (o := get("mongodbcommunity", ns, "mg-0")) and (o.get("status") or {}).get("phase") == "Running" and o,
+        timeout=120,
+        interval=2,
+    )
+    assert mdb["status"]["currentStatefulSetReplicas"] == 3
+    # M6: the connection Secret is the community operator's, and the Pool adopts it.
+    conn = wait_for("its connection Secret", lambda: get("secret", ns, "mg-0-connection"), timeout=60)
+    assert {o["kind"] for o in conn["metadata"].get("ownerReferences") or []} == {"MongoDBCommunity"}
+    shard = wait_for(
+        "the Pool reading it",
+        lambda: next(
+            (s for s in (get("pool", ns, "mg") or {}).get("status", {}).get("shards", []) if s.get("endpoint")), None
+        ),
+        timeout=60,
+    )
+    assert "mg-0-0.mg-0-svc" in shard["endpoint"], shard
     kc("delete", "pool", "mg", "-n", ns, "--timeout=120s")
     wait_for("MongoDBCommunity gone with the Pool", lambda: get("mongodbcommunity", ns, "mg-0") is None, timeout=120)
+
+
+def agents_at_goal(ns: str, name: str, members: int) -> None:
+    """agents_at_goal plays the agents' readiness probe, the one part of a member that
+    cannot run on a simulated node: it annotates each member pod with the automation
+    config version the operator wrote, which is what the operator waits for."""
+
+    def step() -> bool:
+        secret = get("secret", ns, f"{name}-config")
+        if not secret:
+            return False
+        version = str(json.loads(base64.b64decode(secret["data"]["cluster-config.json"]))["version"])
+        pods = [get("pod", ns, f"{name}-{i}") for i in range(members)]
+        for p in pods:
+            if p and (p["metadata"].get("annotations") or {}).get(AGENT_VERSION) != version:
+                kc("annotate", "pod", p["metadata"]["name"], "-n", ns, f"{AGENT_VERSION}={version}", "--overwrite")
+        return all(p and p.get("status", {}).get("phase") == "Running" for p in pods)
+
+    try:
+        wait_for(f"{members} members of {name} at the agents' goal", step, timeout=180, interval=2)
+    except AssertionError as exc:
+        state = kc("get", "pods,pvc,statefulset", "-n", ns, "-o", "wide", check=False).stdout
+        events = kc("get", "events", "-n", ns, "--sort-by=.lastTimestamp", check=False).stdout[-3000:]
+        raise AssertionError(f"{exc}\n{state}\n{events}") from exc
