@@ -10,8 +10,11 @@
   /metrics, so Prometheus needs no rule of its own).
 
 Only ingress is restricted; the policies are inert where the cluster runs
-no policy engine. Shards run by redis-operator or the MongoDB community
-operator carry those operators' labels and are not covered here.
+no policy engine. redis-operator copies a shard's labels into its pods, so
+its Redis and Sentinel pods are covered too: the Sentinel port is open to the
+same peers (the server finds the master through it; sentinels and replicas
+are backend pods). The MongoDB community operator's pods carry its own
+labels and are not covered.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..config import Config
-from . import builtin, common
+from . import builtin, common, thirdparty
 from .server import CATALOG_PORT
 
 
@@ -54,7 +57,11 @@ def backends(cfg: Config, ns: str, owners: list[dict[str, Any]]) -> dict[str, An
     """backends admits the server, other backends and the operator to the builtin shards."""
     rule = {
         "from": [_pods(cfg, "server"), _pods(cfg, "backend"), *_operator_peers(cfg)],
-        "ports": [{"protocol": "TCP", "port": builtin.REDIS_PORT}, {"protocol": "TCP", "port": builtin.MONGO_PORT}],
+        "ports": [
+            {"protocol": "TCP", "port": builtin.REDIS_PORT},
+            {"protocol": "TCP", "port": builtin.MONGO_PORT},
+            {"protocol": "TCP", "port": thirdparty.SENTINEL_PORT},
+        ],
     }
     return _policy(cfg, "sluice-backends", ns, "backend", owners, rule)
 

@@ -17,6 +17,8 @@ REDIS_VERSION = "v1beta2"
 MONGO_GROUP = "mongodbcommunity.mongodb.com"
 MONGO_VERSION = "v1"
 SENTINEL_MASTER = "mymaster"
+# The port redis-operator's sentinels listen on (its image's default).
+SENTINEL_PORT = 26379
 SENTINEL_SIZE = 3
 SENTINEL_DOWN_AFTER_MS = "5000"
 SENTINEL_FAILOVER_TIMEOUT_MS = "30000"
@@ -139,7 +141,7 @@ def redis_uri(shard: str, namespace: str, replicas: int) -> str:
     """redis_uri: the Redis Service, or the Sentinel form when the shard replicates."""
     if replicas == 1:
         return f"redis://{shard}.{namespace}.svc:6379/0"
-    return f"redis://{shard}-sentinel.{namespace}.svc:26379?master={SENTINEL_MASTER}"
+    return f"redis://{shard}-sentinel.{namespace}.svc:{SENTINEL_PORT}?master={SENTINEL_MASTER}"
 
 
 def mongo_password_secret(cfg: Config, pool: dict[str, Any], index: int, password: str) -> dict[str, Any]:

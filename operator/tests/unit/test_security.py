@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from sluice_operator import probes
-from sluice_operator.builders import benchmark, builtin, common, netpol, server
+from sluice_operator.builders import benchmark, builtin, common, netpol, server, thirdparty
 from sluice_operator.config import Config
 
 from ..support import free_port, need_program, wait_port
@@ -171,6 +171,20 @@ def test_network_policies() -> None:
         common.selector(builtin.statefulset(cfg, make_pool(), 0)["spec"]["template"]["metadata"]["labels"]).items()
         >= backends["spec"]["podSelector"]["matchLabels"].items()
     )
+    # redis-operator's Redis and Sentinel pods carry the shard's labels (the
+    # manager copies the CR's): the policy selects them, and lets the server
+    # reach the sentinels and the shard's pods reach each other.
+    (rule,) = backends["spec"]["ingress"]
+    assert {p["port"] for p in rule["ports"]} == {builtin.REDIS_PORT, builtin.MONGO_PORT, thirdparty.SENTINEL_PORT}
+    spec = {"backend": "redis", "provisioner": "redis-operator", "shards": 1, "replicas": 3}
+    pool = {
+        "apiVersion": "sluice.dev/v1alpha1",
+        "kind": "Pool",
+        "metadata": {"name": "p", "namespace": "shop", "uid": "u"},
+        "spec": spec,
+    }
+    for cr in thirdparty.redis_objects(cfg, pool, 0):
+        assert cr["metadata"]["labels"].items() >= backends["spec"]["podSelector"]["matchLabels"].items(), cr["kind"]
     assert not netpol.desired(Config(network_policies=False), "shop", [])
     assert "sluice-catalog" not in {o["metadata"]["name"] for o in netpol.desired(Config(catalog_uri="x"), "s", [])}
 
