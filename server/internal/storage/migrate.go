@@ -1,0 +1,128 @@
+package storage
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Moving a queue between backends while it is in use. The protocol, and the
+// invariant that makes it safe, are in docs/pooling.md ("Moving a queue");
+// this file is what each driver offers for its part. The pooled driver drives
+// it: the source is the backend the queue lives on, the target the backend it
+// moves to, and neither knows the other.
+//
+// Every call is idempotent, so a mover that crashed anywhere resumes by
+// calling the same steps again.
+
+// Migrator is implemented by drivers that can take part in a move. The
+// instrumentation wrapper passes it through.
+type Migrator interface {
+	Migrations() MigrationStore
+}
+
+// Sealed is what Seal reports about the source queue.
+type Sealed struct {
+	// Seq is the queue's highest message sequence number so far: messages
+	// posted on the target after the seal must sort after every message of
+	// the source, so Prepare raises the target's sequence above it.
+	Seq int64
+	// Metadata is the queue's metadata at the seal, for Prepare.
+	Metadata Metadata
+	// Exists reports whether the queue exists on the source at all.
+	Exists bool
+}
+
+// MovedMessage is one message with everything that must survive the move.
+type MovedMessage struct {
+	Message
+	// Seq is the message's position in its queue (FIFO order).
+	Seq int64
+}
+
+// MovedClaim is one live claim with everything that must survive the move.
+type MovedClaim struct {
+	ID      string
+	TTL     time.Duration
+	Grace   time.Duration
+	Created time.Time
+	Expires time.Time
+}
+
+// Batch is one step of a move: messages, newest first, and every live claim
+// that holds any of them together with all of that claim's messages, so a
+// claim is never split between backends.
+type Batch struct {
+	Messages []MovedMessage
+	Claims   []MovedClaim
+}
+
+// Empty reports whether the batch moves nothing.
+func (b Batch) Empty() bool { return len(b.Messages) == 0 && len(b.Claims) == 0 }
+
+// MigrationStore is one backend's part in moving a queue. On the source:
+// Seal, Take, InTransit, Settle, Finish (and Unseal to roll back before
+// anything was taken). On the target: Prepare, Import, Done.
+type MigrationStore interface {
+	// Seal marks the queue as moving to target. From then on Post on this
+	// backend answers Moved(target); every other call keeps working on the
+	// messages still here. Sealing a sealed queue reports the same Sealed.
+	Seal(ctx context.Context, q QueueRef, target string) (Sealed, error)
+	// Unseal removes the seal. It is refused (Conflict) once a batch was
+	// taken: from then on the move can only go forward.
+	Unseal(ctx context.Context, q QueueRef) error
+
+	// Take moves up to limit of the newest messages not yet moved, with the
+	// claims holding them (see Batch), into transit, in one atomic step, and
+	// returns them. Messages in transit are invisible here: calls naming
+	// one of them, and new claims, answer Moving until Settle. At most one
+	// batch is in transit: while one is, Take returns it again.
+	Take(ctx context.Context, q QueueRef, limit int) (Batch, error)
+	// InTransit returns the batch in transit (empty when none), so a mover
+	// that crashed between Take and Settle imports it again.
+	InTransit(ctx context.Context, q QueueRef) (Batch, error)
+	// Settle ends the transit of b: from then on calls naming its messages
+	// or claims answer Moved(target) here.
+	Settle(ctx context.Context, q QueueRef, b Batch) error
+	// Finish removes what is left of the queue on the source once every
+	// message was moved, and leaves a tombstone: for ttl, every call on the
+	// queue here answers Moved(target), so a server routing with a stale
+	// placement is sent on instead of reading an empty queue.
+	Finish(ctx context.Context, q QueueRef, ttl time.Duration) error
+
+	// Prepare creates the queue on the target with meta and raises its
+	// sequence to at least floor. Preparing twice changes nothing.
+	Prepare(ctx context.Context, q QueueRef, meta Metadata, floor int64) error
+	// Import stores b on the target with ids, bodies, TTLs, creation times,
+	// delays, claims and claim counts as they were, each message at its
+	// Seq. It is idempotent: a message or claim imported before is never
+	// stored again, even when it was deleted since (the target remembers the
+	// ids it imported until Done).
+	Import(ctx context.Context, q QueueRef, b Batch) error
+	// Done drops the target's record of imported ids.
+	Done(ctx context.Context, q QueueRef) error
+}
+
+// Reasons a driver gives while a queue moves. The pooled driver acts on
+// them; they reach a client only if a server without pooling meets a moved
+// queue, as 503 with Retry-After (Moving) or 409 (Moved).
+var (
+	// ErrMoving: the call names a message or claim in transit, or claims
+	// from a queue with a batch in transit; try again shortly.
+	ErrMoving = errors.New("queue is moving; try again shortly")
+)
+
+// Moved is the cause a source gives for a call it no longer serves: the
+// queue, or the messages the call names, now live on Target.
+type Moved struct{ Target string }
+
+func (m Moved) Error() string { return "queue moved to " + m.Target }
+
+// MovedTo returns the target of a Moved error in err's chain.
+func MovedTo(err error) (string, bool) {
+	var m Moved
+	if errors.As(err, &m) {
+		return m.Target, true
+	}
+	return "", false
+}
