@@ -100,9 +100,13 @@ def drain_by_moves(
     queues, and the caller waits for them to be deleted as before."""
     # The server is the authority on what a shard holds (a Queue resource's shard is
     # refreshed only at its own tick, so after a move it may still name this one).
-    removed, _, _ = drain(api, pool, shard, [])
-    if removed:
-        return True, migration.finish(block, now) if block and block.get("shard") == shard["name"] else block
+    mine = bool(block and block.get("shard") == shard["name"])
+    # With moves in flight the weight is 0 already; polling them comes first, so a move
+    # that emptied the shard is counted before the shard goes.
+    if not (mine and block and block["inFlight"]):
+        removed, _, _ = drain(api, pool, shard, [])
+        if removed:
+            return True, migration.finish(block, now) if mine and block else block
     block = migration.step(api, shard["name"], targets, block, limit, now)
     if block is None or not migration.idle(block):
         return False, block
