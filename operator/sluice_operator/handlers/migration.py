@@ -168,6 +168,8 @@ def step(
     placed = set(placed_list)
     moved_before = int(block["messagesMoved"]) - sum(int(m["messagesMoved"]) for m in block["inFlight"])
     moved_before += _poll(api, block, placed, now)
+    # Kept right away: a server failure later in this look must not lose what finished.
+    block["messagesMoved"] = moved_before + sum(int(m["messagesMoved"]) for m in block["inFlight"])
     # Failures of queues that are gone (deleted, or moved by someone else) are history.
     block["failed"] = [f for f in block["failed"] if _key(f) in placed]
     busy = {_key(m) for m in block["inFlight"]}

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from sluice_operator.handlers import migration, shards
-from sluice_operator.serverapi import ServerAPI, ServerError
+from sluice_operator.serverapi import ServerAPI, ServerError, Unavailable
 
 from .zaqar_double import ZaqarDouble
 
@@ -226,3 +226,21 @@ def test_generated_drains_move_everything_and_remove_the_shard(server: ZaqarDoub
     assert block is not None
     assert block["queuesMoved"] == len(keys) and block["messagesMoved"] == 3 * len(keys)
     assert block["queuesRemaining"] == 0 and block["inFlight"] == [] and block["finished"]
+
+
+def test_what_a_look_learned_survives_a_server_failure(
+    server: ZaqarDouble, api: ServerAPI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shard = shards_with_queues(server, [("shop", "a"), ("shop", "b")])
+    _, block = shards.drain_by_moves(api, "web", shard, TARGETS, None, 1, T0)
+    server.state.finish_move(("shop", "a"))
+
+    def down(*_: Any) -> dict[str, Any]:
+        raise Unavailable("POST /v2/queues/b/migrate: 503")
+
+    monkeypatch.setattr(api, "migrate_queue", down)
+    with pytest.raises(Unavailable):
+        shards.drain_by_moves(api, "web", shard, TARGETS, block, 1, T0 + 10)
+    # The block is updated in place: the finished move is counted, with its messages.
+    assert block is not None and block["queuesMoved"] == 1 and block["messagesMoved"] == 3
+    assert block["inFlight"] == []
