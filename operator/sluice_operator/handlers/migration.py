@@ -12,9 +12,11 @@ already started is harmless: same target, same move)."""
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
 from typing import Any
 
+from .. import kube
 from ..serverapi import ServerAPI, ServerError
 
 # A failed move is retried after BACKOFF_BASE seconds, doubling per attempt up
@@ -54,6 +56,19 @@ def choose_target(load: dict[str, int], order: list[str]) -> str:
     shards of one Pool share one weight, so this is also where the server's weighted
     choice would put new queues on average, without its randomness."""
     return min(order, key=lambda name: (load.get(name, 0), order.index(name)))
+
+
+def latest(body: dict[str, Any], status: dict[str, Any]) -> dict[str, Any] | None:
+    """latest is the Pool's migration block as last written, read from the apiserver: the
+    body a timer or an update handler is given may predate the previous handler's status
+    patch, and a tally continued from a stale block forgets the moves it started since.
+    `status` (the reconcile's view of the old status) is brought up to date with it, so
+    only real changes are written back."""
+    current = kube.get("Pool", body["metadata"]["namespace"], body["metadata"]["name"]) or body
+    block = (current.get("status") or {}).get("migration")
+    status["migration"] = block
+    # A copy: step changes the block in place, and the old one is what the patch is diffed with.
+    return copy.deepcopy(block) if block else None
 
 
 def fresh(shard: str, now: float) -> dict[str, Any]:

@@ -310,7 +310,7 @@ def reconcile(cfg: Config, body: dict[str, Any], patch: Any, logger: Any = log) 
     queue_crs = [q for q in kube.list_objects("Queue", ns) if q.get("spec", {}).get("pool") == name]
     leaving, staying = _leaving(body, status, entries, wanted)
     api = server.api(cfg, ns)
-    out = Drain([], status.get("migration"))
+    out = Drain([], migration.latest(body, status) if leaving else status.get("migration"))
     # Queues move only to the shards that stay, answer and are registered.
     targets = [e["name"] for e in entries if e["ready"] and e.get("registered")]
     try:
