@@ -76,6 +76,9 @@ def fresh(shard: str, now: float) -> dict[str, Any]:
     return {
         "shard": shard,
         "started": stamp(now),
+        # Null, not absent: the status patch is a merge patch, which keeps a key it omits,
+        # so the last drain's `finished` would survive into this one.
+        "finished": None,
         "queuesMoved": 0,
         "queuesRemaining": 0,
         "messagesMoved": 0,
@@ -177,9 +180,9 @@ def step(
     placed_list = api.pool_queues(shard)
     if placed_list is None:
         return None
-    if block is None or block.get("shard") != shard:
+    if block is None or block.get("shard") != shard or block.get("finished"):
+        # A new drain (another shard, or the same name again after a scale-up): a new tally.
         block = fresh(shard, now)
-    block.pop("finished", None)
     placed = set(placed_list)
     moved_before = int(block["messagesMoved"]) - sum(int(m["messagesMoved"]) for m in block["inFlight"])
     moved_before += _poll(api, block, placed, now)

@@ -244,3 +244,17 @@ def test_what_a_look_learned_survives_a_server_failure(
     # The block is updated in place: the finished move is counted, with its messages.
     assert block is not None and block["queuesMoved"] == 1 and block["messagesMoved"] == 3
     assert block["inFlight"] == []
+
+
+def test_a_second_drain_of_the_same_shard_name_starts_a_new_tally(server: ZaqarDouble, api: ServerAPI) -> None:
+    shard = shards_with_queues(server, [("shop", "a")])
+    _, block = shards.drain_by_moves(api, "web", shard, TARGETS, None, 2, T0)
+    server.state.finish_move(("shop", "a"))
+    removed, block = shards.drain_by_moves(api, "web", shard, TARGETS, block, 2, T0 + 10)
+    assert removed and block is not None and block["finished"] and block["queuesMoved"] == 1
+    # Scaled up again later: web-2 is back, gets a queue, and leaves again.
+    shard = shards_with_queues(server, [("shop", "b")])
+    removed, again = shards.drain_by_moves(api, "web", shard, TARGETS, block, 2, T0 + 100)
+    assert not removed and again is not None and again["finished"] is None
+    assert again["started"] == migration.stamp(T0 + 100) and again["queuesMoved"] == 0
+    assert [m["queue"] for m in again["inFlight"]] == ["b"]

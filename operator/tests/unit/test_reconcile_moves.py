@@ -27,8 +27,22 @@ def run_pool(cfg: Config, store: Store, body: dict[str, Any] | None = None) -> d
     p = Patch()
     pool_handler.reconcile(cfg, copy.deepcopy(body), p)
     stored = store.objs[("Pool", "shop", "web")]
-    stored["status"] = {**copy.deepcopy(stored.get("status") or {}), **copy.deepcopy(p.status)}
+    stored["status"] = merge_patch(stored.get("status") or {}, p.status)
     return copy.deepcopy(stored)
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """merge_patch is RFC 7386, what the apiserver does with the operator's status patch:
+    objects merge key by key, null deletes, anything else replaces."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    out = copy.deepcopy(target) if isinstance(target, dict) else {}
+    for k, v in patch.items():
+        if v is None:
+            out.pop(k, None)
+        else:
+            out[k] = merge_patch(out.get(k), v)
+    return out
 
 
 def external_pool(store: Store, server: ZaqarDouble, port: int, drain: dict[str, Any] | None = None) -> Config:
@@ -102,6 +116,16 @@ def test_scale_down_moves_queues_then_removes_the_shard(
     assert (m["queuesMoved"], m["queuesRemaining"], m["messagesMoved"], m["messagesRemaining"]) == (3, 0, 9, 0)
     assert m["finished"] and m["inFlight"] == []
     assert {server.state.placement[("shop", n)] for n in "abc"} == {"web-0", "web-1"}
+
+    # Scaled up and down again: web-2 is drained anew, with a new tally and no `finished`.
+    store.objs[("Pool", "shop", "web")]["spec"]["shards"] = 3
+    p = run_pool(cfg, store)
+    assert "web-2" in server.state.pools and p["status"]["migration"]["finished"]
+    place_on_last_shard(server, ["d"])
+    store.objs[("Pool", "shop", "web")]["spec"]["shards"] = 2
+    p = run_pool(cfg, store)
+    m = p["status"]["migration"]
+    assert "finished" not in m and m["queuesMoved"] == 0 and [x["queue"] for x in m["inFlight"]] == ["d"], m
 
 
 def test_a_stale_body_does_not_lose_the_tally(
