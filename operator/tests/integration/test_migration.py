@@ -41,8 +41,14 @@ def moving(sa_kubeconfig: pathlib.Path, tmp_path_factory: pytest.TempPathFactory
     st: dict[str, Any] = {"ns": ns, "base": srv.base, "token": srv.token, "op": op}
     yield st
     try:
-        for q in zaqar(st, "GET", "/v2/queues?limit=100").json().get("queues", []):
-            zaqar(st, "DELETE", f"/v2/queues/{q['name']}")
+        # The queues made through the API (well over one page of 20): the Pool may go
+        # only once its shards hold none. Deleting empties the first page each time.
+        for _ in range(20):
+            page = zaqar(st, "GET", "/v2/queues?limit=20").json().get("queues", [])
+            for q in page:
+                zaqar(st, "DELETE", f"/v2/queues/{q['name']}")
+            if not page:
+                break
         drop_namespace(ns)
     finally:
         op.stop()
