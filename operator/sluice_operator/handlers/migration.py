@@ -58,15 +58,15 @@ def choose_target(load: dict[str, int], order: list[str]) -> str:
     return min(order, key=lambda name: (load.get(name, 0), order.index(name)))
 
 
-def latest(body: dict[str, Any], status: dict[str, Any]) -> dict[str, Any] | None:
-    """latest is the Pool's migration block as last written, read from the apiserver: the
+def latest(body: dict[str, Any], status: dict[str, Any], field: str = "migration") -> dict[str, Any] | None:
+    """latest is the Pool's status block `field` (migration, rebalance) as last written, read from the apiserver: the
     body a timer or an update handler is given may predate the previous handler's status
     patch, and a tally continued from a stale block forgets the moves it started since.
     `status` (the reconcile's view of the old status) is brought up to date with it, so
     only real changes are written back."""
     current = kube.get("Pool", body["metadata"]["namespace"], body["metadata"]["name"]) or body
-    block = (current.get("status") or {}).get("migration")
-    status["migration"] = block
+    block = (current.get("status") or {}).get(field)
+    status[field] = block
     # A copy: step changes the block in place, and the old one is what the patch is diffed with.
     return copy.deepcopy(block) if block else None
 

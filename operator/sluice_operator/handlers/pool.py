@@ -16,7 +16,7 @@ from ..builders import builtin, common, thirdparty
 from ..config import Config
 from ..kube import namespace_terminating
 from ..serverapi import ServerAPI, ServerError, Unavailable
-from . import migration, provisioning, scheduling, server, shards
+from . import migration, provisioning, rebalance, scheduling, server, shards
 
 log = logging.getLogger(__name__)
 
@@ -333,6 +333,9 @@ def reconcile(cfg: Config, body: dict[str, Any], patch: Any, logger: Any = log) 
         e["queues"], names = shards.queues_on_shard(None, queue_crs, name, e["name"])
         e.setdefault("queueNames", names[:20])
     r = Readiness.of(entries, wanted, prov_error)
+    settled = r.is_ready and detail_ok and not staying
+    members = [e["name"] for e in entries[:wanted]]
+    balance, conds = rebalance.reconcile(api, body, status, members, settled, conds, time.time())
     conds = cond.set_condition(conds, "Ready", r.is_ready, "Ready" if r.is_ready else "NotReady", r.message(), gen)
     cond.write_status(
         patch,
@@ -347,6 +350,7 @@ def reconcile(cfg: Config, body: dict[str, Any], patch: Any, logger: Any = log) 
             queues=len(queue_crs),
             shards=entries,
             migration=out.moves,
+            rebalance=balance,
             conditions=conds,
             observedGeneration=gen,
         ),

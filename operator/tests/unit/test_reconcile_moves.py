@@ -45,7 +45,9 @@ def merge_patch(target: Any, patch: Any) -> Any:
     return out
 
 
-def external_pool(store: Store, server: ZaqarDouble, port: int, drain: dict[str, Any] | None = None) -> Config:
+def external_pool(
+    store: Store, server: ZaqarDouble, port: int, drain: dict[str, Any] | None = None, **extra: Any
+) -> Config:
     cfg = Config(server_url_template=server.url, probe_timeout=1.0)
     token = {"token": server.state.token}
     store.apply(
@@ -62,6 +64,7 @@ def external_pool(store: Store, server: ZaqarDouble, port: int, drain: dict[str,
     }
     if drain is not None:
         spec["drain"] = drain
+    spec.update(extra)
     store.apply(
         {
             "apiVersion": "sluice.dev/v1alpha1",
@@ -184,3 +187,32 @@ def test_migrate_queues_false_waits_for_deletion(
     assert c["reason"] == "ShardsHoldQueues" and "web-2 holds 1 queue(s)" in c["message"]
     assert not server.state.moves and "migration" not in p["status"]
     assert not [r for r in server.state.requests if r[1].endswith("/migrate")]
+
+
+def test_rebalance_moves_messages_toward_the_emptier_shards(
+    store: Store,
+    server: ZaqarDouble,
+    redis_port: int,
+) -> None:
+    server.state.moves = {}
+    cfg = external_pool(store, server, redis_port)
+    p = run_pool(cfg, store)
+    assert not cond(p, "Balanced") and "rebalance" not in p["status"]  # off by default
+    for name, total in [("a", 900), ("b", 800), ("c", 700)]:
+        server.state.queues[("shop", name)] = {}
+        server.state.placement[("shop", name)] = "web-0"
+        server.state.totals[("shop", name)] = total
+    store.objs[("Pool", "shop", "web")]["spec"]["rebalance"] = {"enabled": True, "tolerancePercent": 20}
+    p = run_pool(cfg, store)
+    c = cond(p, "Balanced")
+    assert (c["status"], c["reason"]) == ("False", "Rebalancing") and "web-0=2400, web-1=0, web-2=0" in c["message"]
+    first = p["status"]["rebalance"]["moving"]
+    assert first["from"] == "web-0" and first["to"] == "web-1"
+    for _ in range(4):
+        if moving := p["status"]["rebalance"].get("moving"):
+            server.state.finish_move((moving["project"], moving["queue"]))
+        p = run_pool(cfg, store)
+    c = cond(p, "Balanced")
+    assert (c["status"], c["reason"]) == ("True", "WithinBound"), c
+    assert sorted(server.state.placement[("shop", n)] for n in "abc") == ["web-0", "web-1", "web-2"]
+    assert p["status"]["rebalance"]["moves"] == 2

@@ -27,6 +27,8 @@ class State:
         # Queue moves by (project, queue), as GET .../migrate answers; None: a server
         # without moves (the migrate and pool-queues routes answer 404).
         self.moves: dict[tuple[str, str], dict[str, Any]] | None = None
+        # Message totals by (project, queue) for stats; others answer 2 free + 1 claimed.
+        self.totals: dict[tuple[str, str], int] = {}
 
     def finish_move(self, key: tuple[str, str], error: str = "") -> None:
         """finish_move ends a move as the server's mover would: done (the queue now
@@ -170,6 +172,9 @@ def _handler(state: State) -> type[BaseHTTPRequestHandler]:
                 empty = {"pending": 0, "failed": 0, "delivered": 0, "last_error": None, "last_error_at": None}
                 return self._send(200, state.deliveries.get(key, {**empty, "subscriptions": []}))
             if rest == ["stats"]:
+                if key in state.totals:
+                    n = state.totals[key]
+                    return self._send(200, {"messages": {"free": n, "claimed": 0, "total": n}})
                 return self._send(200, {"messages": {"free": 2, "claimed": 1, "total": 3, "oldest": {"age": 7}}})
             if method == "PUT":
                 if key in state.queues:
