@@ -6,6 +6,7 @@ and the Pool's status and ScaledDown condition tell the story."""
 
 from __future__ import annotations
 
+import json
 import pathlib
 import time
 import uuid
@@ -202,3 +203,39 @@ def test_operator_killed_mid_drain_resumes_and_loses_nothing(moving: dict[str, A
         assert placed_on(st, name) in (f"{POOL}-0", f"{POOL}-1"), name
         listed = zaqar(st, "GET", f"/v2/queues/{name}/messages?echo=true&limit=20")
         assert [x["body"]["n"] for x in listed.json()["messages"]] == list(range(PER_QUEUE)), name
+
+
+def test_rebalance_fills_a_new_shard(moving: dict[str, Any]) -> None:
+    st, ns = moving, moving["ns"]
+    if get("pool", ns, POOL) is None:
+        pytest.skip("needs the Pool of the tests before it")
+
+    def totals() -> dict[str, int]:
+        out: dict[str, int] = {}
+        for _ in range(20):
+            marker = f"&marker={max(out)}" if out else ""
+            page = zaqar(st, "GET", f"/v2/queues?limit=20{marker}").json().get("queues", [])
+            for q in page:
+                out[q["name"]] = zaqar(st, "GET", f"/v2/queues/{q['name']}/stats").json()["messages"]["total"]
+            if len(page) < 20:
+                break
+        return out
+
+    before = totals()
+    assert sum(before.values()) >= 8 * PER_QUEUE, before
+    spec = {"shards": 3, "rebalance": {"enabled": True, "tolerancePercent": 50, "minMessages": 10}}
+    kc("patch", "pool", POOL, "-n", ns, "--type=merge", "-p", json.dumps({"spec": spec}))
+    obj = wait_for(
+        "Balanced=True after moves onto the new shard",
+        lambda: (
+            (o := get("pool", ns, POOL))
+            and condition(o, "Balanced").get("status") == "True"
+            and (o["status"].get("rebalance") or {}).get("moves", 0) >= 1
+            and o
+        ),
+        timeout=240,
+    )
+    assert f"{POOL}-2=" in condition(obj, "Balanced")["message"]
+    on_new = [name for name in before if placed_on(st, name) == f"{POOL}-2"]
+    assert on_new, "no queue moved onto the new shard"
+    assert totals() == before  # every message is still there, in the same queue
