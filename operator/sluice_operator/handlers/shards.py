@@ -100,7 +100,7 @@ def drain_by_moves(
     queues, and the caller waits for them to be deleted as before."""
     # The server is the authority on what a shard holds (a Queue resource's shard is
     # refreshed only at its own tick, so after a move it may still name this one).
-    mine = bool(block and block.get("shard") == shard["name"])
+    mine = bool(block and block.get("shard") == shard["name"] and not block.get("finished"))
     # With moves in flight the weight is 0 already; polling them comes first, so a move
     # that emptied the shard is counted before the shard goes.
     if not (mine and block and block["inFlight"]):

@@ -258,3 +258,15 @@ def test_a_second_drain_of_the_same_shard_name_starts_a_new_tally(server: ZaqarD
     assert not removed and again is not None and again["finished"] is None
     assert again["started"] == migration.stamp(T0 + 100) and again["queuesMoved"] == 0
     assert [m["queue"] for m in again["inFlight"]] == ["b"]
+
+
+def test_an_empty_shard_leaving_again_keeps_the_last_record(server: ZaqarDouble, api: ServerAPI) -> None:
+    shard = shards_with_queues(server, [("shop", "a")])
+    _, block = shards.drain_by_moves(api, "web", shard, TARGETS, None, 2, T0)
+    server.state.finish_move(("shop", "a"))
+    _, block = shards.drain_by_moves(api, "web", shard, TARGETS, block, 2, T0 + 10)
+    assert block is not None
+    last = dict(block)
+    shard = shards_with_queues(server, [])  # back, and empty when it leaves again
+    removed, again = shards.drain_by_moves(api, "web", shard, TARGETS, block, 2, T0 + 100)
+    assert removed and again == last  # nothing moved: the record of the last drain stands
