@@ -270,3 +270,22 @@ def test_an_empty_shard_leaving_again_keeps_the_last_record(server: ZaqarDouble,
     shard = shards_with_queues(server, [])  # back, and empty when it leaves again
     removed, again = shards.drain_by_moves(api, "web", shard, TARGETS, block, 2, T0 + 100)
     assert removed and again == last  # nothing moved: the record of the last drain stands
+
+
+def test_a_refused_move_quotes_the_server_and_waits(server: ZaqarDouble, api: ServerAPI) -> None:
+    shard = shards_with_queues(server, [("shop", "paired"), ("shop", "ghost")])
+    server.state.refuse[("shop", "paired")] = (409, "queue paired sends dead letters to queue dlq on the same pool")
+    server.state.refuse[("shop", "ghost")] = (404, "queue ghost does not exist")
+    removed, block = shards.drain_by_moves(api, "web", shard, TARGETS, None, 2, T0)
+    assert not removed and block is not None and block["inFlight"] == []
+    errors = {f["queue"]: f["error"] for f in block["failed"]}
+    assert "dead letters to queue dlq" in errors["paired"] and errors["ghost"].startswith("404")
+    reason, msg = migration.summary(block, TARGETS)
+    assert reason == "MigrationFailed" and "2 move(s) failed" in msg
+    # The user fixes the queue; the next retry after the backoff moves it.
+    del server.state.refuse[("shop", "paired")]
+    n = len(server.state.requests)
+    _, block = shards.drain_by_moves(api, "web", shard, TARGETS, block, 2, T0 + 10)
+    assert posts(server, n) == []
+    _, block = shards.drain_by_moves(api, "web", shard, TARGETS, block, 2, T0 + 21)
+    assert [q for _, q, _ in posts(server, n) if q == "paired"] == ["paired"]

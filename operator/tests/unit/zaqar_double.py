@@ -29,6 +29,8 @@ class State:
         self.moves: dict[tuple[str, str], dict[str, Any]] | None = None
         # Message totals by (project, queue) for stats; others answer 2 free + 1 claimed.
         self.totals: dict[tuple[str, str], int] = {}
+        # Moves the server refuses, by (project, queue): (status, description).
+        self.refuse: dict[tuple[str, str], tuple[int, str]] = {}
 
     def finish_move(self, key: tuple[str, str], error: str = "") -> None:
         """finish_move ends a move as the server's mover would: done (the queue now
@@ -136,6 +138,8 @@ def _handler(state: State) -> type[BaseHTTPRequestHandler]:
                 return self._send(200, m) if m else self._err(404, "Not found", "the queue never moved")
             if key not in state.queues:
                 return self._err(404, "Not found", f"Queue {key[1]} does not exist")
+            if key in state.refuse:
+                return self._err(state.refuse[key][0], "Refused", state.refuse[key][1])
             target = (body or {}).get("pool")
             if target not in state.pools:
                 return self._err(400, "Invalid API request", f"Pool {target} does not exist")
