@@ -5,6 +5,7 @@ through the Zaqar v2 API. Shapes follow Zaqar v2 (see docs/operator.md)."""
 from __future__ import annotations
 
 import re
+import urllib.parse
 import uuid
 from typing import Any
 
@@ -108,6 +109,30 @@ class ServerAPI:
             if exc.status != 404:
                 raise
 
+    def pool_queues(self, pool: str, limit: int = 100, max_pages: int = 1000) -> list[tuple[str, str]] | None:
+        """pool_queues lists the (project, queue) pairs placed on a pool, following the
+        server's next links; None when the server cannot tell (no catalog, no such pool,
+        or a server without the listing: all answer 404)."""
+        out: list[tuple[str, str]] = []
+        path, params = f"/v2/pools/{pool}/queues", {"limit": str(limit)}
+        for _ in range(max_pages):
+            try:
+                page = self._req("GET", path, params=params).json()
+            except ServerError as exc:
+                if exc.status in (404, 405):
+                    return None
+                raise
+            queues = page.get("queues") or []
+            out.extend((str(q["project"]), str(q["name"])) for q in queues)
+            nxt = next((ln.get("href") for ln in page.get("links") or [] if ln.get("rel") == "next"), None)
+            if not queues or not nxt:
+                break
+            # The href repeats the query with the new marker; keep only the path and query.
+            split = urllib.parse.urlsplit(str(nxt))
+            path = split.path
+            params = dict(urllib.parse.parse_qsl(split.query))
+        return out
+
     def put_flavor(self, name: str, pools: list[str], project: str = "sluice-admin") -> None:
         """put_flavor makes flavor `name` group exactly `pools`."""
         self._req("PUT", f"/v2/flavors/{name}", project=project, body={"pool_list": pools, "capabilities": {}})
@@ -161,6 +186,24 @@ class ServerAPI:
     def delete_queue(self, project: str, name: str) -> None:
         """delete_queue deletes a queue and its messages (204 even when absent)."""
         self._req("DELETE", f"/v2/queues/{name}", project=project)
+
+    # -- moving a queue to another pool (admin, docs/pooling.md "Moving a queue")
+
+    def migrate_queue(self, project: str, name: str, pool: str) -> dict[str, Any]:
+        """migrate_queue starts moving a queue to pool and returns the move's state (202).
+        Asking again for the same target is harmless; a move to another pool under way is
+        a 409 ServerError, an unknown pool or the queue's own pool a 400, a missing queue 404."""
+        return dict(self._req("POST", f"/v2/queues/{name}/migrate", project=project, body={"pool": pool}).json())
+
+    def migration(self, project: str, name: str) -> dict[str, Any] | None:
+        """migration is the state of the queue's latest move (state sealing, moving, done or
+        failed, with messages moved and remaining), or None when it never moved."""
+        try:
+            return dict(self._req("GET", f"/v2/queues/{name}/migrate", project=project).json())
+        except ServerError as exc:
+            if exc.status == 404:
+                return None
+            raise
 
     # -- subscriptions and delivery health (Zaqar v2, sluice extension) -----
 

@@ -116,7 +116,7 @@ class Processes:
 
 @dataclass(frozen=True)
 class ServerStack:
-    """ServerStack is an `external` Pool's world without a kubelet: two redis-server shards
+    """ServerStack is an `external` Pool's world without a kubelet: redis-server shards
     and a sluice-server (pooling on, its catalog in a third redis-server) on loopback."""
 
     shard_uris: list[str]
@@ -142,16 +142,17 @@ class ServerStack:
         ]
 
 
-def server_stack(procs: Processes, tmp: pathlib.Path) -> ServerStack:
-    """server_stack starts a ServerStack under procs (stopped with them); logs go to tmp."""
+def server_stack(procs: Processes, tmp: pathlib.Path, shards: int = 2) -> ServerStack:
+    """server_stack starts a ServerStack with `shards` shards under procs (stopped with
+    them); logs go to tmp."""
     server = need_file(SERVER, "make build-server")
-    ports = [procs.redis(tmp / f"redis{i}") for i in range(3)]
+    ports = [procs.redis(tmp / f"redis{i}") for i in range(shards + 1)]
     for p in ports:
         if not wait_port(p):
             raise RuntimeError(f"redis-server on port {p} did not start")
     token = secrets.token_urlsafe(16)
     sport = free_port()
-    catalog = f"redis://127.0.0.1:{ports[2]}"
+    catalog = f"redis://127.0.0.1:{ports[shards]}"
     procs.start(
         [
             server,
@@ -168,4 +169,4 @@ def server_stack(procs: Processes, tmp: pathlib.Path) -> ServerStack:
     )
     if not wait_port(sport, 30):
         raise RuntimeError(f"sluice-server did not start (see {tmp / 'server.log'})")
-    return ServerStack([f"redis://127.0.0.1:{p}/0" for p in ports[:2]], f"http://127.0.0.1:{sport}", token)
+    return ServerStack([f"redis://127.0.0.1:{p}/0" for p in ports[:shards]], f"http://127.0.0.1:{sport}", token)

@@ -4,6 +4,7 @@ namespace's server, scale down safely, and report it all in status."""
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,7 +16,7 @@ from ..builders import builtin, common, thirdparty
 from ..config import Config
 from ..kube import namespace_terminating
 from ..serverapi import ServerAPI, ServerError, Unavailable
-from . import provisioning, scheduling, server, shards
+from . import migration, provisioning, rebalance, scheduling, server, shards
 
 log = logging.getLogger(__name__)
 
@@ -109,10 +110,13 @@ def registered(entries: list[dict[str, Any]], wanted: int, flavor: str) -> tuple
 
 
 def scaled_down(
-    blocked: list[str], staying: bool, leaving: bool, reported: bool, wanted: int
+    blocked: list[str], staying: bool, leaving: bool, reported: bool, wanted: int, reason: str = "ShardsHoldQueues"
 ) -> tuple[bool, str, str] | None:
     """scaled_down is the ScaledDown condition, or None when there is nothing to say: no
-    scale-down now (leaving) and none reported before (reported)."""
+    scale-down now (leaving) and none reported before (reported). While queues are being
+    moved (reason MigratingQueues or MigrationFailed) the message is the moves' progress."""
+    if blocked and reason != "ShardsHoldQueues":
+        return False, reason, "; ".join(blocked)
     if blocked:
         return (
             False,
@@ -213,6 +217,16 @@ def _leaving(
     return leaving, staying
 
 
+@dataclass
+class Drain:
+    """Drain is what draining the leaving shards learned this pass: why shards stay
+    (`blocked`), the queue moves' status block, and the ScaledDown reason."""
+
+    blocked: list[str]
+    moves: dict[str, Any] | None
+    reason: str = "ShardsHoldQueues"
+
+
 def _drain(
     api: ServerAPI,
     body: dict[str, Any],
@@ -220,27 +234,51 @@ def _drain(
     leaving: list[int],
     staying: dict[int, dict[str, Any]],
     queue_crs: list[dict[str, Any]],
-    blocked: list[str],
+    targets: list[str],
+    out: Drain,
 ) -> None:
     # Drain leaving shards; remove those that hold no queue (dropping them from staying)
-    # and add to `blocked` why the others stay: what was learned before a server failure
-    # (Unavailable, ServerError: raised) still counts.
+    # and record in `out` why the others stay: what was learned before a server failure
+    # (Unavailable, ServerError: raised) still counts. Queues are moved off one shard at
+    # a time (the first leaving one that still holds any); the others wait at weight 0.
     ns, name = body["metadata"]["namespace"], body["metadata"]["name"]
+    opts = body["spec"].get("drain") or {}
+    moving = bool(opts.get("migrateQueues", True))
+    mover_busy = False
     for i in leaving:
         entry = staying[i]
-        if entry.get("registered"):
-            removed, count, qnames = shards.drain(api, name, entry, queue_crs)
-        else:
+        qnames: list[str] = []
+        if not entry.get("registered"):
             # Never registered with the server: it cannot hold a queue.
-            removed, count, qnames = True, 0, []
+            removed, count = True, 0
+        elif moving and not mover_busy:
+            removed, block = shards.drain_by_moves(
+                api, name, entry, targets, out.moves, int(opts.get("maxInFlight", 2)), time.time()
+            )
+            if block is not None:
+                out.moves = block
+                if not removed:
+                    mover_busy = True
+                    out.reason, msg = migration.summary(block, targets)
+                    entry.update(queues=block["queuesRemaining"])
+                    out.blocked.append(msg)
+                    continue
+            if not removed:
+                # The server cannot move queues: wait for them to be deleted, as without moves.
+                removed, count, qnames = shards.drain(api, name, entry, queue_crs)
+        else:
+            removed, count, qnames = shards.drain(api, name, entry, queue_crs)
         if removed:
             gone = shards.delete_workloads(ns, prov, entry["name"])
             events.info(body, reason="ShardRemoved", message=f"shard {entry['name']} drained and removed: {gone}")
             del staying[i]
             continue
         entry.update(queues=count, queueNames=qnames[:20])
+        if mover_busy:
+            out.blocked.append(f"{entry['name']} waits at weight 0 for its turn")
+            continue
         which = ", ".join(qnames[:10]) or "reported by the server"
-        blocked.append(f"{entry['name']} holds {count} queue(s) ({which})")
+        out.blocked.append(f"{entry['name']} holds {count} queue(s) ({which})")
 
 
 def reconcile(cfg: Config, body: dict[str, Any], patch: Any, logger: Any = log) -> None:
@@ -272,9 +310,11 @@ def reconcile(cfg: Config, body: dict[str, Any], patch: Any, logger: Any = log) 
     queue_crs = [q for q in kube.list_objects("Queue", ns) if q.get("spec", {}).get("pool") == name]
     leaving, staying = _leaving(body, status, entries, wanted)
     api = server.api(cfg, ns)
-    blocked: list[str] = []
+    out = Drain([], migration.latest(body, status) if leaving else status.get("migration"))
+    # Queues move only to the shards that stay, answer and are registered.
+    targets = [e["name"] for e in entries if e["ready"] and e.get("registered")]
     try:
-        _drain(api, body, prov, leaving, staying, queue_crs, blocked)
+        _drain(api, body, prov, leaving, staying, queue_crs, targets, out)
         shards.register(api, name, entries + list(staying.values()), uris, int(spec.get("weight", 100)))
         detail_ok = True
         conds = cond.set_condition(conds, "Registered", *registered(entries, wanted, name), gen)
@@ -282,7 +322,8 @@ def reconcile(cfg: Config, body: dict[str, Any], patch: Any, logger: Any = log) 
         detail_ok = False
         conds = cond.set_condition(conds, "Registered", False, "ServerUnavailable", str(exc)[:400], gen)
     entries += [staying[i] for i in sorted(staying)]
-    scaled = scaled_down(blocked, bool(staying), bool(leaving), bool(cond.get_condition(conds, "ScaledDown")), wanted)
+    reported = bool(cond.get_condition(conds, "ScaledDown"))
+    scaled = scaled_down(out.blocked, bool(staying), bool(leaving), reported, wanted, out.reason)
     if scaled:
         conds = cond.set_condition(conds, "ScaledDown", *scaled, gen)
 
@@ -292,6 +333,9 @@ def reconcile(cfg: Config, body: dict[str, Any], patch: Any, logger: Any = log) 
         e["queues"], names = shards.queues_on_shard(None, queue_crs, name, e["name"])
         e.setdefault("queueNames", names[:20])
     r = Readiness.of(entries, wanted, prov_error)
+    settled = r.is_ready and detail_ok and not staying
+    members = [e["name"] for e in entries[:wanted]]
+    balance, conds = rebalance.reconcile(api, body, status, members, settled, conds, time.time())
     conds = cond.set_condition(conds, "Ready", r.is_ready, "Ready" if r.is_ready else "NotReady", r.message(), gen)
     cond.write_status(
         patch,
@@ -305,6 +349,8 @@ def reconcile(cfg: Config, body: dict[str, Any], patch: Any, logger: Any = log) 
             readyShards=f"{r.ready}/{wanted}",
             queues=len(queue_crs),
             shards=entries,
+            migration=out.moves,
+            rebalance=balance,
             conditions=conds,
             observedGeneration=gen,
         ),

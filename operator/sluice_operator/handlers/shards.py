@@ -1,6 +1,7 @@
 """Registering shards with the server, and scaling down safely: a shard
-leaving the Pool is first drained (weight 0), and is only unregistered and
-removed once it holds no queue."""
+leaving the Pool is first drained (weight 0), its queues are moved to the
+shards that stay (migration.py), and it is only unregistered and removed
+once it holds no queue."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any
 from .. import kube
 from ..builders import common
 from ..serverapi import ServerAPI, ServerError, queue_count_from
-from . import provisioning
+from . import migration, provisioning
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +83,35 @@ def drain(
                 raise
             return False, queue_count_from(exc.description) or 1, names
     return True, 0, []
+
+
+def drain_by_moves(
+    api: ServerAPI,
+    pool: str,
+    shard: dict[str, Any],
+    targets: list[str],
+    block: dict[str, Any] | None,
+    limit: int,
+    now: float,
+) -> tuple[bool, dict[str, Any] | None]:
+    """drain_by_moves drains a leaving shard by moving its queues to `targets`, at most
+    `limit` at a time, and unregisters it once the server says it is empty. Returns
+    (removed, migration status block); the block is None when the server cannot move
+    queues, and the caller waits for them to be deleted as before."""
+    # The server is the authority on what a shard holds (a Queue resource's shard is
+    # refreshed only at its own tick, so after a move it may still name this one).
+    mine = bool(block and block.get("shard") == shard["name"] and not block.get("finished"))
+    # With moves in flight the weight is 0 already; polling them comes first, so a move
+    # that emptied the shard is counted before the shard goes.
+    if not (mine and block and block["inFlight"]):
+        removed, _, _ = drain(api, pool, shard, [])
+        if removed:
+            return True, migration.finish(block, now) if mine and block else block
+    block = migration.step(api, shard["name"], targets, block, limit, now)
+    if block is None or not migration.idle(block):
+        return False, block
+    removed, _, _ = drain(api, pool, shard, [])
+    return removed, migration.finish(block, now) if removed else block
 
 
 def delete_workloads(ns: str, provisioner: str, shard: str) -> list[str]:

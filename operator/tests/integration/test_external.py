@@ -236,7 +236,9 @@ def test_scale_down_refused_while_shard_holds_queues(stack: dict) -> None:
         lambda: all(condition(get("queue", ns, f"spread{i}"), "Ready").get("status") == "True" for i in range(12)),
         timeout=60,
     )
-    kc("patch", "pool", "ext", "-n", ns, "--type=merge", "-p", '{"spec":{"shards":1}}')
+    # Without moves (test_migration.py has them): the shard waits for its queues to go.
+    patch = '{"spec":{"shards":1,"drain":{"migrateQueues":false}}}'
+    kc("patch", "pool", "ext", "-n", ns, "--type=merge", "-p", patch)
     obj = wait_for(
         "ScaledDown=False",
         lambda: (o := get("pool", ns, "ext")) and condition(o, "ScaledDown").get("status") == "False" and o,

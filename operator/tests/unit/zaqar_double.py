@@ -24,6 +24,25 @@ class State:
         self.subs: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
         self.deliveries: dict[tuple[str, str], dict[str, Any]] | None = {}
         self.next_id = 0
+        # Queue moves by (project, queue), as GET .../migrate answers; None: a server
+        # without moves (the migrate and pool-queues routes answer 404).
+        self.moves: dict[tuple[str, str], dict[str, Any]] | None = None
+        # Message totals by (project, queue) for stats; others answer 2 free + 1 claimed.
+        self.totals: dict[tuple[str, str], int] = {}
+        # Moves the server refuses, by (project, queue): (status, description).
+        self.refuse: dict[tuple[str, str], tuple[int, str]] = {}
+
+    def finish_move(self, key: tuple[str, str], error: str = "") -> None:
+        """finish_move ends a move as the server's mover would: done (the queue now
+        placed on the target, its messages moved) or failed with error (still on the source)."""
+        assert self.moves is not None
+        m = self.moves[key]
+        if error:
+            m.update(state="failed", error=error, finished="2026-01-01T00:00:00Z")
+            return
+        m.update(state="done", messages_moved=m["messages_remaining"], messages_remaining=0)
+        m["finished"] = "2026-01-01T00:00:00Z"
+        self.placement[key] = m["to"]
 
 
 def _handler(state: State) -> type[BaseHTTPRequestHandler]:
@@ -53,6 +72,8 @@ def _handler(state: State) -> type[BaseHTTPRequestHandler]:
             if self.headers.get("Authorization") != f"Bearer {state.token}":
                 return self._err(403, "Not authorized", "admin token required")
             parts = path.strip("/").split("/")
+            if parts[:2] == ["v2", "pools"] and parts[3:] == ["queues"] and state.moves is not None:
+                return self._pool_queues(parts[2])
             if parts[:2] == ["v2", "pools"] and len(parts) == 3:
                 return self._pool(method, parts[2], body)
             if parts[:2] == ["v2", "flavors"] and len(parts) == 3:
@@ -95,8 +116,58 @@ def _handler(state: State) -> type[BaseHTTPRequestHandler]:
                 state.pools.pop(name, None)
                 return self._send(204)
 
+        def _pool_queues(self, name: str) -> None:
+            if name not in state.pools:
+                return self._err(404, "Not found", f"Pool {name} does not exist")
+            q = dict(p.split("=", 1) for p in self.path.partition("?")[2].split("&") if "=" in p)
+            limit = int(q.get("limit", 10))
+            keys = sorted(k for k, v in state.placement.items() if v == name)
+            if "marker" in q:
+                keys = [k for k in keys if "/".join(k) > q["marker"].replace("%2F", "/")]
+            page = keys[:limit]
+            links = []
+            if len(keys) > limit:
+                links = [{"rel": "next", "href": f"/v2/pools/{name}/queues?limit={limit}&marker={'/'.join(page[-1])}"}]
+            return self._send(200, {"queues": [{"project": p, "name": n} for p, n in page], "links": links})
+
+        def _migrate(self, method: str, key: tuple[str, str], body: Any) -> None:
+            """The contract's POST/GET /v2/queues/{q}/migrate, with its refusals."""
+            assert state.moves is not None
+            m = state.moves.get(key)
+            if method == "GET":
+                return self._send(200, m) if m else self._err(404, "Not found", "the queue never moved")
+            if key not in state.queues:
+                return self._err(404, "Not found", f"Queue {key[1]} does not exist")
+            if key in state.refuse:
+                return self._err(state.refuse[key][0], "Refused", state.refuse[key][1])
+            target = (body or {}).get("pool")
+            if target not in state.pools:
+                return self._err(400, "Invalid API request", f"Pool {target} does not exist")
+            if m and m["state"] not in ("done", "failed"):
+                if m["to"] != target:
+                    return self._err(409, "Conflict", f"Queue {key[1]} is moving to {m['to']}")
+                return self._send(202, m)
+            if state.placement.get(key) == target:
+                return self._err(400, "Invalid API request", f"Queue {key[1]} is on pool {target} already")
+            m = {
+                "queue": key[1],
+                "from": state.placement.get(key),
+                "to": target,
+                "state": "moving",
+                "messages_moved": 0,
+                "messages_remaining": 3,
+                "batches": 0,
+                "started": "2026-01-01T00:00:00Z",
+                "finished": None,
+                "error": None,
+            }
+            state.moves[key] = m
+            return self._send(202, m, {"Location": f"/v2/queues/{key[1]}/migrate"})
+
         def _queue(self, method: str, project: str, name: str, rest: list[str], body: Any) -> None:
             key = (project, name)
+            if rest == ["migrate"] and state.moves is not None:
+                return self._migrate(method, key, body)
             if rest[:1] == ["subscriptions"]:
                 return self._subscription(method, key, rest[1:], body)
             if rest == ["deliveries"]:
@@ -105,6 +176,9 @@ def _handler(state: State) -> type[BaseHTTPRequestHandler]:
                 empty = {"pending": 0, "failed": 0, "delivered": 0, "last_error": None, "last_error_at": None}
                 return self._send(200, state.deliveries.get(key, {**empty, "subscriptions": []}))
             if rest == ["stats"]:
+                if key in state.totals:
+                    n = state.totals[key]
+                    return self._send(200, {"messages": {"free": n, "claimed": 0, "total": n}})
                 return self._send(200, {"messages": {"free": 2, "claimed": 1, "total": 3, "oldest": {"age": 7}}})
             if method == "PUT":
                 if key in state.queues:
