@@ -366,3 +366,12 @@ def test_real_redis_serves_tls_only_and_replicates_over_tls(tmp_path: Any) -> No
         replica.close()
     finally:
         procs.stop()
+
+
+def test_tls_pods_pass_the_restricted_standard() -> None:
+    from .test_security import _pod_specs, restricted_violations
+
+    for what, pod in _pod_specs(_tls()).items():
+        assert restricted_violations(pod) == [], what
+        if what != "server":
+            assert {"name": bt.VOLUME, "mountPath": bt.MOUNT, "readOnly": True} in pod["containers"][0]["volumeMounts"]
