@@ -146,8 +146,8 @@ def test_backend_tls(tls_operator: None, ns: str, tmp_path_factory: pytest.TempP
         obj = json.loads(kc("get", "statefulset", sts, "-n", ns, "-o", "json").stdout)
         (c,) = obj["spec"]["template"]["spec"]["containers"]
         assert "--port 0 --tls-port 6379" in c["command"][-1], c["command"]
-        vols = obj["spec"]["template"]["spec"]["volumes"]
-        assert {"name": "backend-tls", "secret": {"secretName": secret}} in vols
+        vols = {v["name"]: v for v in obj["spec"]["template"]["spec"]["volumes"]}
+        assert vols["backend-tls"]["secret"]["secretName"] == secret, vols
     shard_tls, server_tls = _secret(ns, "btls-0-tls"), _secret(ns, "sluice-server-tls")
     assert shard_tls["ca.crt"] == server_tls["ca.crt"], "one CA per namespace"
     dep = json.loads(kc("get", "deployment", "sluice-server", "-n", ns, "-o", "json").stdout)
