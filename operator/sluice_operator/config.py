@@ -124,7 +124,8 @@ class Config:
     # "Issuer/name" or "ClusterIssuer/name", else a per-namespace CA made by
     # cert-manager), otherwise a per-namespace CA the operator generates; the
     # server certificate lives tls_cert_days and is renewed tls_renew_days
-    # before it expires.
+    # before it expires. The builtin shards and catalog then serve TLS only,
+    # with certificates from the same issuer (builders/backend_tls.py).
     server_tls: bool = False
     tls_issuer: str = ""
     tls_cert_days: int = 90

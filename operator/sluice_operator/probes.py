@@ -4,7 +4,7 @@ never by trusting a third-party operator's status fields."""
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, parse_qsl, urlencode, urlsplit
 
 import redis
 from pymongo import MongoClient
@@ -20,8 +20,20 @@ def _hosts(netloc: str, default_port: int) -> list[tuple[str, int]]:
     return out
 
 
-def probe_redis(uri: str, timeout: float) -> tuple[bool, str]:
-    """probe_redis PINGs a Redis URI; the Sentinel form (?master=) asks the sentinels for the primary first."""
+def _redis_tls(uri: str, ca_file: str | None) -> tuple[str, dict[str, Any]]:
+    # sluice-server's tls_ca_file names a file in the server's pod: the operator
+    # drops it and trusts its own copy of the CA (ca_file) instead.
+    parts = urlsplit(uri)
+    query = [(k, v) for k, v in parse_qsl(parts.query) if k != "tls_ca_file"]
+    kw: dict[str, Any] = {}
+    if parts.scheme == "rediss" and ca_file:
+        kw["ssl_ca_certs"] = ca_file
+    return parts._replace(query=urlencode(query)).geturl(), kw
+
+
+def probe_redis(uri: str, timeout: float, ca_file: str | None = None) -> tuple[bool, str]:
+    """probe_redis PINGs a Redis URI; the Sentinel form (?master=) asks the sentinels for the
+    primary first. rediss:// verifies the server with ca_file (else the system roots)."""
     parts = urlsplit(uri)
     master = parse_qs(parts.query).get("master", [None])[0]
     try:
@@ -30,7 +42,8 @@ def probe_redis(uri: str, timeout: float) -> tuple[bool, str]:
             host, port = sentinel.discover_master(master)
             conn = redis.Redis(host=host, port=port, socket_timeout=timeout, socket_connect_timeout=timeout)
         else:
-            conn = redis.Redis.from_url(uri, socket_timeout=timeout, socket_connect_timeout=timeout)
+            plain, kw = _redis_tls(uri, ca_file)
+            conn = redis.Redis.from_url(plain, socket_timeout=timeout, socket_connect_timeout=timeout, **kw)
         try:
             conn.ping()
         finally:
@@ -40,12 +53,22 @@ def probe_redis(uri: str, timeout: float) -> tuple[bool, str]:
         return False, f"PING failed: {exc}"
 
 
-def probe_mongo(uri: str, timeout: float) -> tuple[bool, str]:
-    """probe_mongo runs hello and wants a writable primary."""
+def _mongo_tls(uri: str, ca_file: str | None) -> tuple[str, dict[str, Any]]:
+    # As _redis_tls: the URI's tlsCAFile is the server's path; the operator's copy replaces it.
+    parts = urlsplit(uri)
+    query = [(k, v) for k, v in parse_qsl(parts.query) if k.lower() != "tlscafile"]
+    kw: dict[str, Any] = {"tlsCAFile": ca_file} if ca_file else {}
+    return parts._replace(query=urlencode(query)).geturl(), kw
+
+
+def probe_mongo(uri: str, timeout: float, ca_file: str | None = None) -> tuple[bool, str]:
+    """probe_mongo runs hello and wants a writable primary; with tls=true it verifies the
+    server with ca_file (else the system roots)."""
     ms = int(timeout * 1000)
     mc: MongoClient[dict[str, Any]]
+    uri, kw = _mongo_tls(uri, ca_file)
     try:
-        with MongoClient(uri, serverSelectionTimeoutMS=ms, connectTimeoutMS=ms, socketTimeoutMS=ms) as mc:
+        with MongoClient(uri, serverSelectionTimeoutMS=ms, connectTimeoutMS=ms, socketTimeoutMS=ms, **kw) as mc:
             hello = mc.admin.command("hello")
     except PyMongoError as exc:
         return False, f"hello failed: {exc}"
@@ -54,21 +77,27 @@ def probe_mongo(uri: str, timeout: float) -> tuple[bool, str]:
     return True, "hello: writable primary"
 
 
-def probe(uri: str, timeout: float) -> tuple[bool, str]:
-    """probe checks one shard URI by its scheme."""
+def probe(uri: str, timeout: float, ca_file: str | None = None) -> tuple[bool, str]:
+    """probe checks one shard URI by its scheme; ca_file is the operator's copy of the CA
+    a TLS backend's certificate is verified with (the URI's own CA option names a file
+    in the server's pod)."""
     if uri.startswith(("redis://", "rediss://")):
-        return probe_redis(uri, timeout)
+        return probe_redis(uri, timeout, ca_file)
     if uri.startswith(("mongodb://", "mongodb+srv://")):
-        return probe_mongo(uri, timeout)
+        return probe_mongo(uri, timeout, ca_file)
     return False, f"unsupported URI scheme in {redact(uri)}"
 
 
-def initiate_replica_set(hosts: list[str], name: str, timeout: float) -> str:
-    """initiate_replica_set starts a builtin MongoDB replica set once; returns what it did."""
+def initiate_replica_set(
+    hosts: list[str], name: str, timeout: float, tls: bool = False, ca_file: str | None = None
+) -> str:
+    """initiate_replica_set starts a builtin MongoDB replica set once; returns what it did.
+    tls: the members require TLS, verified with ca_file (else the system roots)."""
     ms = int(timeout * 1000)
     mc: MongoClient[dict[str, Any]]
+    kw: dict[str, Any] = {"tls": True, **({"tlsCAFile": ca_file} if ca_file else {})} if tls else {}
     try:
-        with MongoClient(f"mongodb://{hosts[0]}/?directConnection=true", serverSelectionTimeoutMS=ms) as mc:
+        with MongoClient(f"mongodb://{hosts[0]}/?directConnection=true", serverSelectionTimeoutMS=ms, **kw) as mc:
             try:
                 mc.admin.command("replSetGetStatus")
                 return "replica set already initiated"

@@ -72,8 +72,11 @@ def issue_ca(common_name: str, now: dt.datetime) -> KeyPair:
     return KeyPair(cert.public_bytes(serialization.Encoding.PEM), _key_pem(key))
 
 
-def issue_server(ca: KeyPair, dns_names: list[str], days: int, now: dt.datetime) -> KeyPair:
-    """issue_server makes a TLS server certificate for dns_names, signed by ca."""
+def issue_server(ca: KeyPair, dns_names: list[str], days: int, now: dt.datetime, client_auth: bool = False) -> KeyPair:
+    """issue_server makes a TLS server certificate for dns_names, signed by ca;
+    client_auth lets it also serve as a client certificate (a backend's replica
+    presenting it to its primary)."""
+    usages = [ExtendedKeyUsageOID.SERVER_AUTH] + ([ExtendedKeyUsageOID.CLIENT_AUTH] if client_auth else [])
     ca_cert = x509.load_pem_x509_certificate(ca.cert)
     ca_key = serialization.load_pem_private_key(ca.key, password=None)
     if not isinstance(ca_key, ec.EllipticCurvePrivateKey):
@@ -90,7 +93,7 @@ def issue_server(ca: KeyPair, dns_names: list[str], days: int, now: dt.datetime)
         .not_valid_after(not_after)
         .add_extension(x509.SubjectAlternativeName([x509.DNSName(n) for n in dns_names]), critical=False)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
         .add_extension(
             x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()),
             critical=False,

@@ -3,7 +3,9 @@
 Redis runs with AOF persistence and a generated password (requirepass, also
 used by replicas as masterauth); replicas > 1 start as replicas of pod 0.
 MongoDB runs the image the user names; replicas > 1 form a replica set that
-the operator initiates when it first probes the shard.
+the operator initiates when it first probes the shard. With Config.server_tls
+both serve TLS only, with a certificate from the namespace's CA
+(backend_tls.py).
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..config import Config
-from . import common
+from . import backend_tls, common
 
 REDIS_PORT = 6379
 MONGO_PORT = 27017
@@ -33,21 +35,28 @@ def password_secret(cfg: Config, pool: dict[str, Any], index: int, password: str
     return common.password_secret(cfg, password_secret_name(shard), pool["metadata"]["namespace"], "backend", password)
 
 
-def shard_uri(backend: str, shard: str, namespace: str, replicas: int, password: str | None = None) -> str:
-    """shard_uri is the URI the server uses for a builtin shard (with the Redis password when given)."""
+def shard_uri(
+    backend: str, shard: str, namespace: str, replicas: int, password: str | None = None, tls_ca: str | None = None
+) -> str:
+    """shard_uri is the URI the server uses for a builtin shard (with the Redis password when
+    given); with tls_ca, over TLS trusting that CA file (a path in the server's pod)."""
     if backend == "redis":
-        return common.redis_uri(f"{shard}.{namespace}.svc", REDIS_PORT, 0, password)
+        return common.redis_uri(f"{shard}.{namespace}.svc", REDIS_PORT, 0, password, tls_ca)
+    tls_opt = "&" + backend_tls.mongo_query(tls_ca) if tls_ca else ""
     if replicas == 1:
-        return f"mongodb://{shard}.{namespace}.svc:{MONGO_PORT}/?directConnection=true"
+        return f"mongodb://{shard}.{namespace}.svc:{MONGO_PORT}/?directConnection=true{tls_opt}"
     hosts = ",".join(f"{shard}-{i}.{headless_name(shard)}.{namespace}.svc:{MONGO_PORT}" for i in range(replicas))
-    return f"mongodb://{hosts}/?replicaSet={shard}"
+    return f"mongodb://{hosts}/?replicaSet={shard}{tls_opt}"
 
 
-def _redis_command(shard: str, namespace: str) -> list[str]:
-    base = (
-        f"--port {REDIS_PORT} --bind 0.0.0.0 --protected-mode no --dir /data "
-        "--appendonly yes --appendfsync everysec --save ''"
-    )
+def tls_names(shard: str, namespace: str) -> list[str]:
+    """tls_names are the DNS names a builtin shard's certificate is issued for."""
+    return backend_tls.dns_names(shard, namespace, headless_name(shard))
+
+
+def _redis_command(shard: str, namespace: str, tls_on: bool = False) -> list[str]:
+    listen = backend_tls.redis_args(REDIS_PORT) if tls_on else f"--port {REDIS_PORT}"
+    base = f"{listen} --bind 0.0.0.0 --protected-mode no --dir /data --appendonly yes --appendfsync everysec --save ''"
     primary = f"{shard}-0.{headless_name(shard)}.{namespace}.svc"
     # Pod 0 is the primary; the others follow it (the server only talks to pod 0
     # through the shard Service, replicas keep a warm copy).
@@ -65,8 +74,11 @@ def _mongo_command(shard: str, replicas: int) -> list[str]:
     return cmd
 
 
-def statefulset(cfg: Config, pool: dict[str, Any], index: int) -> dict[str, Any]:
-    """statefulset builds the StatefulSet of shard `index` of a builtin Pool."""
+def statefulset(cfg: Config, pool: dict[str, Any], index: int, tls_digest: str = "") -> dict[str, Any]:
+    """statefulset builds the StatefulSet of shard `index` of a builtin Pool. With
+    Config.server_tls the shard serves TLS only, from Secret `<shard>-tls`
+    (backend_tls.py); tls_digest identifies that certificate (a new one restarts
+    the pods)."""
     meta, spec = pool["metadata"], pool["spec"]
     name, ns = meta["name"], meta["namespace"]
     shard = common.shard_name(name, index)
@@ -77,11 +89,13 @@ def statefulset(cfg: Config, pool: dict[str, Any], index: int) -> dict[str, Any]
     env: list[dict[str, Any]] = []
     if backend == "redis":
         image, port, mount = spec.get("image") or cfg.redis_image, REDIS_PORT, "/data"
-        command = _redis_command(shard, ns)
+        command = _redis_command(shard, ns, cfg.server_tls)
         env = [common.secret_env(common.REDIS_PASSWORD_ENV, password_secret_name(shard))]
     else:
         image, port, mount = spec["image"], MONGO_PORT, "/data/db"
         command = _mongo_command(shard, replicas)
+        if cfg.server_tls:
+            command = backend_tls.mongo_command(command)
     container: dict[str, Any] = {
         "name": backend,
         "image": image,
@@ -112,6 +126,9 @@ def statefulset(cfg: Config, pool: dict[str, Any], index: int) -> dict[str, Any]
     }
     if cfg.image_pull_secrets:
         pod_spec["imagePullSecrets"] = common.pull_secrets(cfg)
+    template: dict[str, Any] = {"metadata": {"labels": lbls}, "spec": pod_spec}
+    if cfg.server_tls:
+        backend_tls.mount(container, pod_spec, template, shard, tls_digest)
     sts: dict[str, Any] = {
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",
@@ -121,7 +138,7 @@ def statefulset(cfg: Config, pool: dict[str, Any], index: int) -> dict[str, Any]
             "replicas": replicas,
             "podManagementPolicy": "Parallel",
             "selector": {"matchLabels": common.selector(lbls)},
-            "template": {"metadata": {"labels": lbls}, "spec": pod_spec},
+            "template": template,
         },
     }
     if claims:

@@ -187,7 +187,10 @@ def redis_with_password(redis_server_args: str) -> str:
     )
 
 
-def redis_uri(host: str, port: int, db: int, password: str | None) -> str:
-    """redis_uri is a redis:// URI, with the password as its userinfo when there is one."""
+def redis_uri(host: str, port: int, db: int, password: str | None, tls_ca: str | None = None) -> str:
+    """redis_uri is a redis:// URI, with the password as its userinfo when there is one;
+    with tls_ca, rediss:// trusting that CA file (sluice-server's tls_ca_file)."""
     auth = f":{quote(password, safe='')}@" if password else ""
+    if tls_ca:
+        return f"rediss://{auth}{host}:{port}/{db}?tls_ca_file={quote(tls_ca, safe='/')}"
     return f"redis://{auth}{host}:{port}/{db}"

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..config import Config
-from . import common, tls
+from . import backend_tls, common, tls
 
 CATALOG_PORT = 6379
 # The server container's variable holding the builtin catalog's password; the
@@ -20,15 +20,25 @@ CATALOG_PORT = 6379
 CATALOG_PASSWORD_ENV = "CATALOG_PASSWORD"
 
 
-def _builtin_catalog_uri(namespace: str, db: int) -> str:
-    return f"redis://:$({CATALOG_PASSWORD_ENV})@{common.CATALOG_NAME}.{namespace}.svc:{CATALOG_PORT}/{db}"
+def _builtin_catalog_uri(cfg: Config, namespace: str, db: int) -> str:
+    # Built as text, not by common.redis_uri: $(VAR) must stay unquoted for the kubelet.
+    host = f"{common.CATALOG_NAME}.{namespace}.svc:{CATALOG_PORT}"
+    if cfg.server_tls:
+        ca = backend_tls.server_ca_file()
+        return f"rediss://:$({CATALOG_PASSWORD_ENV})@{host}/{db}?tls_ca_file={ca}"
+    return f"redis://:$({CATALOG_PASSWORD_ENV})@{host}/{db}"
+
+
+def catalog_tls_names(namespace: str) -> list[str]:
+    """catalog_tls_names are the DNS names the builtin catalog's certificate is issued for."""
+    return backend_tls.dns_names(common.CATALOG_NAME, namespace)
 
 
 def catalog_uri(cfg: Config, namespace: str) -> str:
     """catalog_uri is the management store the server keeps pools, flavors and placements in."""
     if cfg.catalog_uri:
         return cfg.catalog_uri.format(namespace=namespace)
-    return _builtin_catalog_uri(namespace, 0)
+    return _builtin_catalog_uri(cfg, namespace, 0)
 
 
 def store_uri(cfg: Config, namespace: str) -> str:
@@ -37,7 +47,7 @@ def store_uri(cfg: Config, namespace: str) -> str:
         return cfg.server_store.format(namespace=namespace)
     if cfg.catalog_uri:
         return catalog_uri(cfg, namespace)
-    return _builtin_catalog_uri(namespace, 1)
+    return _builtin_catalog_uri(cfg, namespace, 1)
 
 
 def _meta(name: str, ns: str, lbls: dict[str, str], owners: list[dict[str, Any]]) -> dict[str, Any]:
@@ -184,10 +194,13 @@ def service_monitor(cfg: Config, ns: str, owners: list[dict[str, Any]]) -> dict[
     }
 
 
-def catalog_statefulset(cfg: Config, ns: str, owners: list[dict[str, Any]]) -> dict[str, Any]:
-    """catalog_statefulset is a single persistent Redis (AOF) holding the server's catalog."""
+def catalog_statefulset(cfg: Config, ns: str, owners: list[dict[str, Any]], tls_digest: str = "") -> dict[str, Any]:
+    """catalog_statefulset is a single persistent Redis (AOF) holding the server's catalog;
+    with Config.server_tls it serves TLS only from Secret `sluice-catalog-tls`
+    (backend_tls.py), tls_digest naming that certificate."""
     lbls = common.labels(cfg, "catalog")
-    container = {
+    listen = backend_tls.redis_args(CATALOG_PORT) if cfg.server_tls else f"--port {CATALOG_PORT}"
+    container: dict[str, Any] = {
         "name": "redis",
         "image": cfg.redis_image,
         "imagePullPolicy": cfg.image_pull_policy,
@@ -195,8 +208,7 @@ def catalog_statefulset(cfg: Config, ns: str, owners: list[dict[str, Any]]) -> d
             "sh",
             "-c",
             common.redis_with_password(
-                f"--port {CATALOG_PORT} --bind 0.0.0.0 --protected-mode no --dir /data "
-                "--appendonly yes --appendfsync always"
+                f"{listen} --bind 0.0.0.0 --protected-mode no --dir /data --appendonly yes --appendfsync always"
             ),
         ],
         "env": [common.secret_env(common.REDIS_PASSWORD_ENV, common.CATALOG_SECRET)],
@@ -214,7 +226,9 @@ def catalog_statefulset(cfg: Config, ns: str, owners: list[dict[str, Any]]) -> d
     }
     if cfg.image_pull_secrets:
         pod_spec["imagePullSecrets"] = common.pull_secrets(cfg)
-    tls.serve_https(cfg, container, pod_spec)
+    template: dict[str, Any] = {"metadata": {"labels": lbls}, "spec": pod_spec}
+    if cfg.server_tls:
+        backend_tls.mount(container, pod_spec, template, common.CATALOG_NAME, tls_digest)
     return {
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",
@@ -223,7 +237,7 @@ def catalog_statefulset(cfg: Config, ns: str, owners: list[dict[str, Any]]) -> d
             "serviceName": common.CATALOG_NAME,
             "replicas": 1,
             "selector": {"matchLabels": common.selector(lbls)},
-            "template": {"metadata": {"labels": lbls}, "spec": pod_spec},
+            "template": template,
             "volumeClaimTemplates": [common.volume_claim("data", {"size": cfg.catalog_storage_size}, lbls)],
             "persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Retain", "whenScaled": "Retain"},
         },

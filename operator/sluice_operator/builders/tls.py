@@ -41,8 +41,8 @@ def dns_names(cfg: Config, ns: str) -> list[str]:
     return [svc, f"{svc}.{ns}", f"{svc}.{ns}.svc", f"{svc}.{ns}.svc.{CLUSTER_DOMAIN}"]
 
 
-def _meta(cfg: Config, name: str, ns: str, owners: list[dict[str, Any]]) -> dict[str, Any]:
-    return {"name": name, "namespace": ns, "labels": common.labels(cfg, "server"), "ownerReferences": owners}
+def _meta(cfg: Config, name: str, ns: str, owners: list[dict[str, Any]], component: str = "server") -> dict[str, Any]:
+    return {"name": name, "namespace": ns, "labels": common.labels(cfg, component), "ownerReferences": owners}
 
 
 def _b64(raw: bytes) -> str:
@@ -64,10 +64,25 @@ def server_secret(
     cfg: Config, ns: str, cert: bytes, key: bytes, ca_cert: bytes, owners: list[dict[str, Any]]
 ) -> dict[str, Any]:
     """server_secret is the server's certificate and key, with the CA that signed it."""
+    return leaf_secret(cfg, ns, SECRET, "server", cert, key, ca_cert, owners)
+
+
+def leaf_secret(
+    cfg: Config,
+    ns: str,
+    name: str,
+    component: str,
+    cert: bytes,
+    key: bytes,
+    ca_cert: bytes,
+    owners: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """leaf_secret is a certificate and key issued by the namespace's CA, with that CA:
+    the server's (SECRET) or a backend's (backend_tls.secret_name)."""
     return {
         "apiVersion": "v1",
         "kind": "Secret",
-        "metadata": _meta(cfg, SECRET, ns, owners),
+        "metadata": _meta(cfg, name, ns, owners, component),
         "type": "kubernetes.io/tls",
         "data": {"tls.crt": _b64(cert), "tls.key": _b64(key), CA_KEY: _b64(ca_cert)},
     }
@@ -87,7 +102,6 @@ def _hours(days: int) -> str:
 def cert_manager_objects(cfg: Config, ns: str, owners: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """cert_manager_objects: the server's Certificate, preceded, when no issuer is
     configured, by the per-namespace CA chain it is issued from."""
-    key = {"algorithm": "ECDSA", "size": 256, "rotationPolicy": "Always"}
     objs: list[dict[str, Any]] = []
     if not cfg.tls_issuer:
         objs += [
@@ -117,27 +131,41 @@ def cert_manager_objects(cfg: Config, ns: str, owners: list[dict[str, Any]]) -> 
                 "spec": {"ca": {"secretName": CA_SECRET}},
             },
         ]
-    names = dns_names(cfg, ns)
-    objs.append(
-        {
-            "apiVersion": CERT_MANAGER,
-            "kind": "Certificate",
-            "metadata": _meta(cfg, SECRET, ns, owners),
-            "spec": {
-                "secretName": SECRET,
-                "commonName": names[0],
-                "dnsNames": names,
-                "duration": _hours(cfg.tls_cert_days),
-                "renewBefore": _hours(cfg.tls_renew_days),
-                "privateKey": key,
-                "usages": ["server auth", "digital signature"],
-                "issuerRef": _issuer_ref(cfg),
-                # The server's Secret carries the operator's labels too.
-                "secretTemplate": {"labels": common.labels(cfg, "server")},
-            },
-        }
-    )
+    objs.append(certificate(cfg, ns, SECRET, "server", dns_names(cfg, ns), owners))
     return objs
+
+
+def certificate(
+    cfg: Config,
+    ns: str,
+    name: str,
+    component: str,
+    names: list[str],
+    owners: list[dict[str, Any]],
+    client_auth: bool = False,
+) -> dict[str, Any]:
+    """certificate is a cert-manager Certificate for names, written to Secret `name`,
+    from the same issuer as the server's. client_auth adds the client usage, for
+    backends whose replicas present the certificate to their primary."""
+    usages = ["server auth", "digital signature"] + (["client auth"] if client_auth else [])
+    return {
+        "apiVersion": CERT_MANAGER,
+        "kind": "Certificate",
+        "metadata": _meta(cfg, name, ns, owners, component),
+        "spec": {
+            "secretName": name,
+            # cert-manager wants a common name of at most 64 bytes; the SANs carry the rest.
+            "commonName": names[0][:64],
+            "dnsNames": names,
+            "duration": _hours(cfg.tls_cert_days),
+            "renewBefore": _hours(cfg.tls_renew_days),
+            "privateKey": {"algorithm": "ECDSA", "size": 256, "rotationPolicy": "Always"},
+            "usages": usages,
+            "issuerRef": _issuer_ref(cfg),
+            # The Secret carries the operator's labels too.
+            "secretTemplate": {"labels": common.labels(cfg, component)},
+        },
+    }
 
 
 def serve_https(cfg: Config, container: dict[str, Any], pod_spec: dict[str, Any]) -> None:

@@ -58,7 +58,9 @@ def _provision_shard(
     name = common.shard_name(meta["name"], index)
     replicas = int(spec.get("replicas", 1))
     entry: dict[str, Any] = {"index": index, "name": name, "ready": False, "registered": False}
-    objects = provisioning.shard_objects(cfg, body, prov, index)
+    backend_tls_on = prov == "builtin" and cfg.server_tls
+    tls_digest = provisioning.ensure_backend_tls(cfg, body, index, owner)[0] if backend_tls_on else ""
+    objects = provisioning.shard_objects(cfg, body, prov, index, tls_digest)
     if prov == "redis-operator":
         waiting = provisioning.retire_other_redis_shape(meta["namespace"], name, replicas)
         if waiting:
@@ -73,12 +75,14 @@ def _provision_shard(
     for obj in objects:
         obj["metadata"]["ownerReferences"] = [owner]
         kube.apply(obj)
-    uri = provisioning.shard_uri(body, prov, index, external)
+    uri = provisioning.shard_uri(body, prov, index, external, backend_tls_on)
     if uri is None:
         entry["message"] = "waiting for the shard's connection URI"
         return entry, None
     entry["endpoint"] = probes.endpoint(uri)
-    ok, msg = probes.probe(uri, cfg.probe_timeout)
+    # The operator's own copy of the namespace's CA: the URI names the server's.
+    ca_file = server.backend_ca_file(meta["namespace"]) if backend_tls_on else None
+    ok, msg = probes.probe(uri, cfg.probe_timeout, ca_file)
     if prov == "redis-operator" and replicas > 1 and not ok:
         sts = kube.get("StatefulSet", meta["namespace"], name)
         provisioning.nudge_redis_operator(meta["namespace"], name, provisioning.nudge_value(sts))
@@ -87,7 +91,7 @@ def _provision_shard(
             f"{name}-{i}.{builtin.headless_name(name)}.{meta['namespace']}.svc:{builtin.MONGO_PORT}"
             for i in range(replicas)
         ]
-        msg += "; " + probes.initiate_replica_set(hosts, name, cfg.probe_timeout)
+        msg += "; " + probes.initiate_replica_set(hosts, name, cfg.probe_timeout, backend_tls_on, ca_file)
     entry.update(ready=ok, message=msg)
     return entry, uri
 

@@ -14,8 +14,9 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from .. import kube
-from ..builders import builtin, common, thirdparty
+from ..builders import backend_tls, builtin, common, thirdparty
 from ..config import Config
+from . import tls
 
 
 class NotProvisionable(Exception):
@@ -80,13 +81,16 @@ def choose_provisioner(
     return requested, f"{via} asks for {requested}"
 
 
-def shard_objects(cfg: Config, pool: dict[str, Any], provisioner: str, index: int) -> list[dict[str, Any]]:
-    """shard_objects are the objects (besides generated Secrets) that make up one shard."""
+def shard_objects(
+    cfg: Config, pool: dict[str, Any], provisioner: str, index: int, tls_digest: str = ""
+) -> list[dict[str, Any]]:
+    """shard_objects are the objects (besides generated Secrets) that make up one shard;
+    tls_digest names a builtin shard's certificate (ensure_backend_tls)."""
     if provisioner in EPHEMERAL_REFUSALS and (pool["spec"].get("storage") or {}).get("ephemeral"):
         # A Pool switched to ephemeral after its provisioner was chosen.
         raise NotProvisionable(f"storage.ephemeral: {EPHEMERAL_REFUSALS[provisioner]}")
     if provisioner == "builtin":
-        return [builtin.statefulset(cfg, pool, index), *builtin.services(cfg, pool, index)]
+        return [builtin.statefulset(cfg, pool, index, tls_digest), *builtin.services(cfg, pool, index)]
     if provisioner == "redis-operator":
         return thirdparty.redis_objects(cfg, pool, index)
     if provisioner == "mongodb-community":
@@ -247,7 +251,19 @@ def ensure_redis_password(cfg: Config, pool: dict[str, Any], index: int, owner: 
         kube.apply(secret)
 
 
-def shard_uri(pool: dict[str, Any], provisioner: str, index: int, external: list[str] | None) -> str | None:
+def ensure_backend_tls(cfg: Config, pool: dict[str, Any], index: int, owner: dict[str, Any]) -> tuple[str, list[str]]:
+    """ensure_backend_tls provides a builtin shard's certificate (Config.server_tls) from
+    the namespace's issuer; returns its digest ("" until issued) and what changed."""
+    ns = pool["metadata"]["namespace"]
+    shard = common.shard_name(pool["metadata"]["name"], index)
+    secret = backend_tls.secret_name(shard)
+    changed = tls.ensure_backend(cfg, ns, secret, "backend", builtin.tls_names(shard, ns), [owner])
+    return backend_tls.digest(kube.get("Secret", ns, secret)), changed
+
+
+def shard_uri(
+    pool: dict[str, Any], provisioner: str, index: int, external: list[str] | None, backend_tls_on: bool = False
+) -> str | None:
     """shard_uri is the URI the server is given for a shard; None while it is not known yet
     (mongodb-community writes its connection-string Secret once the replica set is up).
     It reads the Secret the URI needs; uri_of decides."""
@@ -262,7 +278,7 @@ def shard_uri(pool: dict[str, Any], provisioner: str, index: int, external: list
     if provisioner == "mongodb-community":
         secret = kube.get("Secret", ns, thirdparty.mongo_connection_secret_name(shard))
         connection = _secret_value(secret, "connectionString.standard")
-    return uri_of(pool, provisioner, index, external, password, connection)
+    return uri_of(pool, provisioner, index, external, password, connection, backend_tls_on)
 
 
 def uri_of(
@@ -272,15 +288,18 @@ def uri_of(
     external: list[str] | None,
     password: str | None = None,
     connection: str | None = None,
+    backend_tls_on: bool = False,
 ) -> str | None:
     """uri_of is shard_uri's decision without I/O: password is a builtin Redis shard's
-    (from its Secret), connection the mongodb-community connection string (None: not yet)."""
+    (from its Secret), connection the mongodb-community connection string (None: not yet);
+    backend_tls_on: a builtin shard serves TLS only, trusted through the server's CA file."""
     meta, spec = pool["metadata"], pool["spec"]
     ns = meta["namespace"]
     shard = common.shard_name(meta["name"], index)
     replicas = int(spec.get("replicas", 1))
     if provisioner == "builtin":
-        return builtin.shard_uri(spec["backend"], shard, ns, replicas, password)
+        ca = backend_tls.server_ca_file() if backend_tls_on else None
+        return builtin.shard_uri(spec["backend"], shard, ns, replicas, password, ca)
     if provisioner == "redis-operator":
         return thirdparty.redis_uri(shard, ns, replicas)
     if provisioner == "mongodb-community":

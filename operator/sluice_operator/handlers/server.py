@@ -8,7 +8,7 @@ import secrets
 from typing import Any
 
 from .. import kube
-from ..builders import common, netpol
+from ..builders import backend_tls, common, netpol
 from ..builders import server as sb
 from ..config import Config
 from ..serverapi import ServerAPI
@@ -22,11 +22,14 @@ def owners(pools: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [common.owner_ref({**p, "kind": "Pool"}, controller=False) for p in live]
 
 
-def desired(cfg: Config, ns: str, refs: list[dict[str, Any]], monitoring: bool) -> list[dict[str, Any]]:
-    """desired lists the server's objects (without the admin Secret, which is created once)."""
+def desired(
+    cfg: Config, ns: str, refs: list[dict[str, Any]], monitoring: bool, catalog_tls: str = ""
+) -> list[dict[str, Any]]:
+    """desired lists the server's objects (without the admin Secret, which is created once);
+    catalog_tls is the digest of the builtin catalog's certificate."""
     objs = [sb.deployment(cfg, ns, refs), sb.service(cfg, ns, refs), sb.pdb(cfg, ns, refs)]
     if not cfg.catalog_uri:
-        objs += [sb.catalog_statefulset(cfg, ns, refs), sb.catalog_service(cfg, ns, refs)]
+        objs += [sb.catalog_statefulset(cfg, ns, refs, catalog_tls), sb.catalog_service(cfg, ns, refs)]
     if monitoring:
         objs.append(sb.service_monitor(cfg, ns, refs))
     return objs + netpol.desired(cfg, ns, refs)
@@ -60,8 +63,15 @@ def ensure(cfg: Config, ns: str, pool: dict[str, Any]) -> str:
     elif not cfg.catalog_uri and adopt_secret(ns, common.CATALOG_SECRET, refs):
         changed.append(f"Secret/{common.CATALOG_SECRET} owners")
     changed += tls.ensure(cfg, ns, refs)
+    catalog_tls = ""
+    if cfg.server_tls and not cfg.catalog_uri:
+        secret = backend_tls.secret_name(common.CATALOG_NAME)
+        changed += tls.ensure_backend(cfg, ns, secret, "catalog", sb.catalog_tls_names(ns), refs)
+        if adopt_secret(ns, secret, refs):
+            changed.append(f"Secret/{secret} owners")
+        catalog_tls = backend_tls.digest(kube.get("Secret", ns, secret))
     monitoring = cfg.service_monitor and kube.group_served("monitoring.coreos.com/v1")
-    for obj in desired(cfg, ns, refs, monitoring):
+    for obj in desired(cfg, ns, refs, monitoring, catalog_tls):
         _, what = kube.apply(obj)
         if what != "unchanged":
             changed.append(f"{obj['kind']}/{obj['metadata']['name']} {what}")
@@ -89,3 +99,10 @@ def api(cfg: Config, ns: str) -> ServerAPI:
     """api is a client for the namespace's server, with its admin token."""
     verify = tls.ca_file(ns) if cfg.server_tls else True
     return ServerAPI(cfg.server_url(ns), admin_token(ns) or "", timeout=10.0, verify=verify)
+
+
+def backend_ca_file(ns: str) -> str | None:
+    """backend_ca_file is what the operator verifies the namespace's TLS backends
+    with: its copy of the CA in the server's Secret (None: the system roots)."""
+    ca = tls.ca_file(ns)
+    return ca if isinstance(ca, str) else None

@@ -113,7 +113,7 @@ def test_builtin_pool_registers_with_the_password_and_never_shows_it(
         pool["metadata"]["uid"] = "u1"
         store.apply(pool)
         probed: list[str] = []
-        monkeypatch.setattr(probes, "probe", lambda uri, t: (probed.append(uri) is None, "PONG"))
+        monkeypatch.setattr(probes, "probe", lambda uri, t, ca=None: (probed.append(uri) is None, "PONG"))
         p = run_pool(cfg, store)
         secret = store.get("Secret", "shop", "web-0-redis-auth")
         assert secret is not None

@@ -268,7 +268,7 @@ def test_reconcile_switches_shape_and_nudges(
     and nudges the new CRs while the shards do not answer."""
     monkeypatch.setattr(kube, "group_served", lambda gv: gv.startswith("redis.redis.opstreelabs.in"))
     monkeypatch.setattr(kube, "patch", store.patch)
-    monkeypatch.setattr(probes, "probe", lambda uri, timeout: (False, "no answer"))
+    monkeypatch.setattr(probes, "probe", lambda uri, timeout, ca=None: (False, "no answer"))
     cfg = Config(server_url_template=server.url, probe_timeout=0.5)
     store.apply(
         {
