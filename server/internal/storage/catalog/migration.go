@@ -182,3 +182,7 @@ func checkUpdate(op string, m Migration) error {
 	}
 	return storage.E(op, storage.Invalid, fmt.Sprintf("state %q cannot be set by an update (done is set by the switch)", m.State))
 }
+
+// Poll is how often this replica's cache is refreshed: the longest it
+// routes with a move's state older than the store's.
+func (c *Catalog) Poll() time.Duration { return c.opts.Refresh }
