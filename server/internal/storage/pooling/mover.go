@@ -206,3 +206,6 @@ func (d *Driver) Mover() *Mover {
 	defer d.mu.RUnlock()
 	return d.mover
 }
+
+// Catalog returns the catalog the driver routes by.
+func (d *Driver) Catalog() *catalog.Catalog { return d.cat }

@@ -12,15 +12,18 @@ import (
 // run drives one move from its recorded state to the end. Every step is
 // idempotent, so it is also how a move resumes after its mover died.
 func (m *Mover) run(rec catalog.Migration) error {
-	ctx, st, q := m.ctx, m.d.cat.Store(), rec.Queue
+	st, q := m.d.cat.Store(), rec.Queue
 	now := time.Now()
-	rec, err := st.LeaseMigration(ctx, q, m.opts.Owner, now, now.Add(m.opts.Lease))
+	rec, err := st.LeaseMigration(m.ctx, q, m.opts.Owner, now, now.Add(m.opts.Lease))
 	if storage.Is(err, storage.Conflict) {
 		return nil // another replica runs it, or it ended
 	}
 	if err != nil {
 		return err
 	}
+	ctx, cancel := context.WithCancel(m.ctx)
+	defer cancel()
+	go m.keepLease(ctx, cancel, q)
 	src, dst, err := m.migrators(ctx, rec)
 	if err != nil {
 		return err
@@ -50,6 +53,26 @@ func (m *Mover) run(rec catalog.Migration) error {
 	m.d.log.Info("queue moved", "queue", q.Name, "project", q.Project, "from", rec.From, "to", rec.To,
 		"messages", rec.Moved, "batches", rec.Batches, "took", time.Since(rec.Started).String())
 	return err
+}
+
+// keepLease renews the lease while the move runs, whatever step it is
+// in; when another replica took the move over, it stops this run.
+func (m *Mover) keepLease(ctx context.Context, stop context.CancelFunc, q storage.QueueRef) {
+	t := time.NewTicker(m.opts.Lease / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		now := time.Now()
+		_, err := m.d.cat.Store().LeaseMigration(ctx, q, m.opts.Owner, now, now.Add(m.opts.Lease))
+		if storage.Is(err, storage.Conflict) {
+			stop()
+			return
+		}
+	}
 }
 
 // migrators opens both pools' migration stores.
