@@ -143,7 +143,10 @@ func moveUnderLoad(t *testing.T, from, to string, kill bool) {
 			defer cwg.Done()
 			last := map[int]int{0: -1, 1: -1, 2: -1}
 			for i := 0; i < 20000; i++ { // bounded
-				cl, err := replicas[c].Claims().Create(ctx, q, storage.ClaimOptions{TTL: time.Minute, Grace: time.Minute, Limit: 20})
+				// Consumers slower than producers: the source keeps a
+				// backlog for the mover.
+				time.Sleep(pause)
+				cl, err := replicas[c].Claims().Create(ctx, q, storage.ClaimOptions{TTL: time.Minute, Grace: time.Minute, Limit: 5})
 				if err != nil {
 					l.fail(fmt.Errorf("consumer %d claim: %w", c, err))
 					return
@@ -191,9 +194,6 @@ func moveUnderLoad(t *testing.T, from, to string, kill bool) {
 	}
 	waitUntil(t, 60*time.Second, func() bool {
 		m, _ := st.GetMigration(ctx, q)
-		if m.State != catalog.StateDone && time.Since(m.Started) > 20*time.Second {
-			t.Logf("DEBUG %+v", m)
-		}
 		return m.State == catalog.StateDone
 	})
 	time.Sleep(200 * time.Millisecond) // posts after the switch too
@@ -290,7 +290,7 @@ func waitUntil(t *testing.T, d time.Duration, cond func() bool) {
 // move queues, with posters and consumers on two replicas; then the same
 // with the first replica's mover killed mid-move.
 func TestMoveUnderLoad(t *testing.T) {
-	for _, pair := range [][2]string{{"mongodb", "mongodb"}} {
+	for _, pair := range [][2]string{{"redis", "redis"}} {
 		for _, kill := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s-%s/kill=%v", pair[0], pair[1], kill), func(t *testing.T) {
 				moveUnderLoad(t, pair[0], pair[1], kill)
