@@ -17,7 +17,7 @@ import (
 // movePools registers a source pool (weight 100, where the queue lands) and
 // a target pool (weight 0) of the given kinds: "redis" or "mongodb"
 // (FerretDB).
-func movePools(t *testing.T, from, to string) (catalogURI string, uris map[string]string) {
+func movePools(t testing.TB, from, to string) (catalogURI string, uris map[string]string) {
 	t.Helper()
 	catalogURI = testutil.StartRedis(t, testutil.RedisOptions{}).URL
 	var ferret *testutil.FerretDB

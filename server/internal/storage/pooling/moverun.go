@@ -218,7 +218,7 @@ func (m *Mover) moveAll(ctx context.Context, rec catalog.Migration, src, dst sto
 			if err := m.d.cat.Store().UpdateMigration(ctx, rec); err != nil {
 				return rec, err
 			}
-			if err := m.pace(ctx, start, movedHere); err != nil {
+			if err := m.pace(ctx, start, movedHere, batchGap); err != nil {
 				return rec, err
 			}
 		}
@@ -236,15 +236,18 @@ func (m *Mover) moveAll(ctx context.Context, rec catalog.Migration, src, dst sto
 	}
 }
 
-// pace sleeps so that this run moves at most Rate messages per second.
-func (m *Mover) pace(ctx context.Context, start time.Time, moved int) error {
-	if m.opts.Rate < 0 {
-		return nil
-	}
-	due := start.Add(time.Duration(float64(moved) / float64(m.opts.Rate) * float64(time.Second)))
-	wait := time.Until(due)
-	if wait <= 0 {
-		return nil
+// batchGap is the least pause between batches. While a batch is in
+// transit the source answers claims with Moving; without a gap a mover at
+// full speed would keep claims waiting for the whole move.
+const batchGap = 5 * time.Millisecond
+
+// pace sleeps so that this run moves at most Rate messages per second, and
+// at least gap after every batch.
+func (m *Mover) pace(ctx context.Context, start time.Time, moved int, gap time.Duration) error {
+	wait := gap
+	if m.opts.Rate > 0 {
+		due := start.Add(time.Duration(float64(moved) / float64(m.opts.Rate) * float64(time.Second)))
+		wait = max(wait, time.Until(due))
 	}
 	select {
 	case <-ctx.Done():

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	"sluice.dev/server/internal/storage"
@@ -19,7 +20,7 @@ const (
 	movedRetries = 3
 	movingWait   = 2 * time.Second
 	firstBackoff = 2 * time.Millisecond
-	maxBackoff   = 50 * time.Millisecond
+	maxBackoff   = 20 * time.Millisecond
 )
 
 // errSealing: the call writes what the mover is copying from the source
@@ -89,7 +90,9 @@ func (d *Driver) do(ctx context.Context, q storage.QueueRef, create bool, flavor
 			select {
 			case <-ctx.Done():
 				return err
-			case <-time.After(wait):
+			case <-time.After(wait/2 + rand.N(wait/2+1)):
+				// Jittered: a claim waiting on a batch in transit gets
+				// in during one of the mover's gaps between batches.
 			}
 			wait = min(wait*2, maxBackoff)
 			continue
