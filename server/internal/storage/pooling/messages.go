@@ -2,6 +2,7 @@ package pooling
 
 import (
 	"context"
+	"errors"
 	"strings"
 
 	"sluice.dev/server/internal/storage"
@@ -126,9 +127,25 @@ func (s messageStore) Delete(ctx context.Context, q storage.QueueRef, id, claimI
 		if !r.moving {
 			return r.drv.Messages().Delete(ctx, q, id, claimID)
 		}
-		del := func(drv storage.Driver) error { return drv.Messages().Delete(ctx, q, id, claimID) }
-		return bothWays(r, del, del)
+		err := r.drv.Messages().Delete(ctx, q, id, claimID)
+		switch {
+		case err == nil || movedErr(err):
+			return r.dst.Messages().Delete(ctx, q, id, claimID)
+		case claimRefusal(err):
+			// The source may judge the claim id before it finds the
+			// message absent; the refusal stands only if the target
+			// does not hold the message.
+			if _, gerr := r.dst.Messages().Get(ctx, q, id); gerr == nil {
+				return r.dst.Messages().Delete(ctx, q, id, claimID)
+			}
+		}
+		return err
 	})
+}
+
+// claimRefusal reports a delete refused for its claim id.
+func claimRefusal(err error) bool {
+	return errors.Is(err, storage.ErrNotHolder) || errors.Is(err, storage.ErrClaimed)
 }
 
 // DeleteMany asks the queue's pool; during a move, both, as Delete.
