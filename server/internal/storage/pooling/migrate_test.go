@@ -188,7 +188,12 @@ func moveUnderLoad(t *testing.T, from, to string, kill bool) {
 					l.mu.Lock()
 					l.claimed[m.ID]++
 					l.mu.Unlock()
-					if err := replicas[(c+1)%2].Messages().Delete(ctx, q, m.ID, cl.ID); err != nil {
+					err := replicas[(c+1)%2].Messages().Delete(ctx, q, m.ID, cl.ID)
+					for try := 0; errors.Is(err, storage.ErrMoving) && try < 20; try++ {
+						l.retry() // 503 "try again shortly"
+						err = replicas[(c+1)%2].Messages().Delete(ctx, q, m.ID, cl.ID)
+					}
+					if err != nil {
 						l.fail(fmt.Errorf("consumer %d delete %s: %w", c, m.ID, err))
 					}
 				}

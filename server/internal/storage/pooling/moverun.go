@@ -132,6 +132,14 @@ func (m *Mover) seal(ctx context.Context, rec catalog.Migration, src, dst storag
 // rollBack unseals the source and records the move as failed. When the
 // source cannot be unsealed the move stays as it is, to be resumed.
 func (m *Mover) rollBack(ctx context.Context, rec catalog.Migration, src storage.MigrationStore, cause error) (catalog.Migration, error) {
+	// Only the holder may unseal: a mover that lost its lease while
+	// sealing would otherwise unseal under the replica that took over and
+	// already moves batches. A fresh lease cannot be taken over before it
+	// expires, which Unseal does not outlast.
+	now := time.Now()
+	if _, err := m.d.cat.Store().LeaseMigration(ctx, rec.Queue, m.opts.Owner, now, now.Add(m.opts.Lease)); err != nil {
+		return rec, fmt.Errorf("%v; not rolled back: %w", cause, err)
+	}
 	if err := src.Unseal(ctx, rec.Queue); err != nil {
 		return rec, fmt.Errorf("%v; and unsealing the source: %w", cause, err)
 	}
