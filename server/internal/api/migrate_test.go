@@ -94,6 +94,15 @@ func TestMigrateAPI(t *testing.T) {
 	ts.must(400, "GET", "/v2/pools/p2/queues?limit=0", adm, "")
 	ts.must(400, "GET", "/v2/pools/p2/queues?marker=***", adm, "")
 
+	// A target that cannot be reached is refused before anything is
+	// recorded: the queue's posts would wait on it.
+	if r := ts.do("POST", "/v2/queues/work/migrate", adm, `{"pool":"p3"}`); r.status != 503 || r.header.Get("Retry-After") == "" {
+		t.Errorf("moving to an unreachable pool: %d %s", r.status, r.body)
+	}
+	if got := ts.must(200, "GET", "/v2/queues/work/migrate", adm, "").json(t); got["to"] != "p2" || got["state"] != "done" {
+		t.Errorf("a refused move changed the record: %v", got)
+	}
+
 	// A queue with a dead-letter queue stays where it is.
 	ts.must(201, "PUT", "/v2/queues/dl", std(), `{"_dead_letter_queue":"dl-dead","_max_claim_count":2}`)
 	if r := ts.do("POST", "/v2/queues/dl/migrate", adm, `{"pool":"p2"}`); r.status != 409 || !strings.Contains(r.body, "dl-dead") {

@@ -73,10 +73,11 @@ func (l *ledger) fail(err error) {
 }
 
 // moveUnderLoad moves a queue from src to dst while three producers post
-// and two consumers claim and delete, through two replicas. With kill, the
-// replica that started the move loses its mover after two batches and the
-// other one resumes the move once the lease lapses.
-func moveUnderLoad(t *testing.T, from, to string, kill bool) {
+// and two consumers claim and delete, through two replicas. With kill
+// "sealing" or "moving", the replica that started the move loses its mover
+// before the seal or after two batches, and the other one resumes the move
+// once the lease lapses.
+func moveUnderLoad(t *testing.T, from, to, kill string) {
 	// FerretDB moves a message per round trip: a lighter load keeps the
 	// test short there.
 	preload, pause := 40, 5*time.Millisecond
@@ -87,7 +88,7 @@ func moveUnderLoad(t *testing.T, from, to string, kill bool) {
 	catalogURI, uris := movePools(t, from, to)
 	replicas := []*pooling.Driver{openPooled(t, catalogURI, storage.Options{}), openPooled(t, catalogURI, storage.Options{})}
 	rate := -1
-	if kill {
+	if kill == "moving" {
 		rate = 400 // slow enough to stop it mid-move
 	}
 	movers := []*pooling.Mover{
@@ -207,11 +208,16 @@ func moveUnderLoad(t *testing.T, from, to string, kill bool) {
 		t.Fatalf("migrate: %+v %v", rec, err)
 	}
 	st := replicas[0].Catalog().Store()
-	if kill {
+	switch kill {
+	case "sealing": // before the seal: the move waits two catalog polls
+		movers[0].Stop()
+		if m, _ := st.GetMigration(ctx, q); m.State != catalog.StateSealing || m.Owner != "A" {
+			t.Fatalf("after the kill: %+v, want sealing, held by A", m)
+		}
+	case "moving":
 		waitUntil(t, 30*time.Second, func() bool { m, _ := st.GetMigration(ctx, q); return m.Batches >= 2 })
 		movers[0].Stop()
-		m, _ := st.GetMigration(ctx, q)
-		if m.State != catalog.StateMoving || m.Owner != "A" {
+		if m, _ := st.GetMigration(ctx, q); m.State != catalog.StateMoving || m.Owner != "A" {
 			t.Fatalf("after the kill: %+v, want moving, held by A", m)
 		}
 	}
@@ -264,7 +270,7 @@ func moveUnderLoad(t *testing.T, from, to string, kill bool) {
 		}
 	}
 	m, _ := st.GetMigration(ctx, q)
-	t.Logf("%s -> %s kill=%v: %d posted, lost %d, duplicated %d, %d calls retried after 503; move: %d messages in %d batches, %s",
+	t.Logf("%s -> %s kill=%s: %d posted, lost %d, duplicated %d, %d calls retried after 503; move: %d messages in %d batches, %s",
 		from, to, kill, len(l.acked), lost, dup, l.retries, m.Moved, m.Batches, m.Finished.Sub(m.Started))
 	if lost != 0 || dup != 0 {
 		t.Errorf("lost %d, duplicated %d of %d acknowledged messages", lost, dup, len(l.acked))
@@ -272,7 +278,7 @@ func moveUnderLoad(t *testing.T, from, to string, kill bool) {
 	if m.Moved == 0 || m.From != "src" || m.To != "dst" {
 		t.Errorf("move record %+v", m)
 	}
-	if kill && m.Owner != "" {
+	if m.Owner != "" {
 		t.Errorf("owner after done: %q", m.Owner)
 	}
 	for i, d := range replicas {
@@ -311,14 +317,71 @@ func waitUntil(t *testing.T, d time.Duration, cond func() bool) {
 
 // TestMoveUnderLoad: Redis to Redis, Redis to MongoDB and MongoDB to Redis
 // (FerretDB), with posters and consumers on two replicas; each also with
-// the first replica's mover killed mid-move. Calls answered 503 Moving are
+// the first replica's mover killed while sealing and while moving. Calls answered 503 Moving are
 // retried, as clients do; every other error fails the test.
 func TestMoveUnderLoad(t *testing.T) {
 	for _, pair := range [][2]string{{"redis", "redis"}, {"redis", "mongodb"}, {"mongodb", "redis"}} {
-		for _, kill := range []bool{false, true} {
-			t.Run(fmt.Sprintf("%s-%s/kill=%v", pair[0], pair[1], kill), func(t *testing.T) {
+		for _, kill := range []string{"none", "sealing", "moving"} {
+			t.Run(fmt.Sprintf("%s-%s/kill=%s", pair[0], pair[1], kill), func(t *testing.T) {
 				moveUnderLoad(t, pair[0], pair[1], kill)
 			})
+		}
+	}
+}
+
+// TestMoveRollsBack: the target dies before it is prepared. The move ends
+// failed with the error, the source is unsealed, posts and claims go on
+// there, and nothing is lost.
+func TestMoveRollsBack(t *testing.T) {
+	ctx := context.Background()
+	catalogURI := testutil.StartRedis(t, testutil.RedisOptions{}).URL
+	src := testutil.StartRedis(t, testutil.RedisOptions{})
+	dst := testutil.StartRedis(t, testutil.RedisOptions{})
+	cat := openCatalog(t, catalogURI)
+	for name, p := range map[string]*testutil.Redis{"src": src, "dst": dst} {
+		weight := map[string]int{"src": 100, "dst": 0}[name]
+		if _, err := cat.PutPool(ctx, catalog.Pool{Name: name, URI: p.URL, Weight: weight}, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := openPooled(t, catalogURI, storage.Options{})
+	mover := d.StartMover(pooling.MoverOptions{Lease: time.Second, Scan: 200 * time.Millisecond})
+	q := storage.QueueRef{Project: "move", Name: "back"}
+	post := func(n int) []string {
+		msgs := make([]storage.NewMessage, n)
+		for i := range msgs {
+			msgs[i] = storage.NewMessage{TTL: time.Hour, Body: json.RawMessage(fmt.Sprint(i))}
+		}
+		ids, err := d.Messages().Post(ctx, q, "p", msgs)
+		if err != nil {
+			t.Fatalf("post: %v", err)
+		}
+		return ids
+	}
+	ids := post(20)
+	if _, err := mover.Migrate(ctx, q, "dst"); err != nil {
+		t.Fatal(err)
+	}
+	dst.Kill() // during the wait before the seal
+	var m catalog.Migration
+	waitUntil(t, 30*time.Second, func() bool {
+		m, _ = d.Catalog().Store().GetMigration(ctx, q)
+		return m.State == catalog.StateFailed
+	})
+	if m.Error == "" || m.Finished.IsZero() || m.Moved != 0 {
+		t.Errorf("failed move: %+v", m)
+	}
+	if p, _ := d.Catalog().Locate(ctx, q); p != "src" {
+		t.Errorf("after the roll-back the queue is on %q", p)
+	}
+	ids = append(ids, post(5)...)
+	c, err := d.Claims().Create(ctx, q, storage.ClaimOptions{TTL: time.Minute, Grace: time.Minute, Limit: 100})
+	if err != nil || len(c.Messages) != len(ids) {
+		t.Fatalf("claim after the roll-back: %d of %d messages, %v", len(c.Messages), len(ids), err)
+	}
+	for i, msg := range c.Messages {
+		if msg.ID != ids[i] {
+			t.Fatalf("message %d is %s, want %s (FIFO)", i, msg.ID, ids[i])
 		}
 	}
 }

@@ -131,12 +131,18 @@ func (m *Mover) Migrate(ctx context.Context, q storage.QueueRef, pool string) (c
 		if _, ok := r.drv.(storage.Migrator); !ok {
 			return catalog.Migration{}, storage.E(op, storage.Invalid, storage.Public("the pool of queue "+q.Name+" cannot move queues"))
 		}
-		if m.d.cat.HasPools() {
+		if registered(m.d.cat, pool) {
+			// A target that cannot be reached now is refused (503)
+			// rather than recorded: the queue's posts would wait on it.
 			dst, err := m.d.pool(ctx, pool)
 			if err == nil {
-				if _, ok := dst.(storage.Migrator); !ok {
-					return catalog.Migration{}, storage.E(op, storage.Invalid, storage.Public("pool "+pool+" cannot receive queues"))
-				}
+				err = dst.Ping(ctx)
+			}
+			if err != nil {
+				return catalog.Migration{}, err
+			}
+			if _, ok := dst.(storage.Migrator); !ok {
+				return catalog.Migration{}, storage.E(op, storage.Invalid, storage.Public("pool "+pool+" cannot receive queues"))
 			}
 		}
 	}
@@ -209,3 +215,13 @@ func (d *Driver) Mover() *Mover {
 
 // Catalog returns the catalog the driver routes by.
 func (d *Driver) Catalog() *catalog.Catalog { return d.cat }
+
+// registered reports whether pool is in the cached pool list.
+func registered(cat *catalog.Catalog, pool string) bool {
+	for _, p := range cat.CachedPools() {
+		if p.Name == pool {
+			return true
+		}
+	}
+	return false
+}

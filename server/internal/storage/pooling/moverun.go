@@ -25,6 +25,12 @@ func (m *Mover) run(rec catalog.Migration) error {
 	defer cancel()
 	go m.keepLease(ctx, cancel, q)
 	src, dst, err := m.migrators(ctx, rec)
+	if err != nil && rec.State == catalog.StateSealing && src != nil {
+		// The target went away before it was prepared: roll back rather
+		// than keep the queue's posts waiting on it.
+		_, err = m.rollBack(ctx, rec, src, err)
+		return err
+	}
 	if err != nil {
 		return err
 	}
@@ -75,7 +81,8 @@ func (m *Mover) keepLease(ctx context.Context, stop context.CancelFunc, q storag
 	}
 }
 
-// migrators opens both pools' migration stores.
+// migrators opens both pools' migration stores; when only the target
+// fails, the source comes back with the error.
 func (m *Mover) migrators(ctx context.Context, rec catalog.Migration) (src, dst storage.MigrationStore, err error) {
 	for _, side := range []struct {
 		pool string
@@ -83,11 +90,11 @@ func (m *Mover) migrators(ctx context.Context, rec catalog.Migration) (src, dst 
 	}{{rec.From, &src}, {rec.To, &dst}} {
 		drv, err := m.d.pool(ctx, side.pool)
 		if err != nil {
-			return nil, nil, err
+			return src, nil, err
 		}
 		mg, ok := drv.(storage.Migrator)
 		if !ok {
-			return nil, nil, storage.E("pooling.migrate", storage.Invalid, "pool "+side.pool+" cannot move queues")
+			return src, nil, storage.E("pooling.migrate", storage.Invalid, "pool "+side.pool+" cannot move queues")
 		}
 		*side.out = mg.Migrations()
 	}
