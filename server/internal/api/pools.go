@@ -33,13 +33,15 @@ func (s *Server) EnablePooling(cat *catalog.Catalog) *pooling.Driver {
 	s.Handle("PATCH", "/v2/flavors/{flavor_name}", Admin, a.patchFlavor)
 	s.Handle("DELETE", "/v2/flavors/{flavor_name}", Admin, a.deleteFlavor)
 	s.Handle("GET", "/v2/health", Admin, a.health)
+	a.enableMigrations()
 	return pd
 }
 
 type admin struct {
-	s   *Server
-	cat *catalog.Catalog
-	pd  *pooling.Driver
+	s     *Server
+	cat   *catalog.Catalog
+	pd    *pooling.Driver
+	mover *pooling.Mover
 }
 
 // poolJSON is a pool as Zaqar shows it: flavor null when unset, options

@@ -121,6 +121,16 @@ type Options struct {
 	// between attempts of one delivery.
 	DeliveryRetryMin time.Duration
 	DeliveryRetryMax time.Duration
+
+	// MigrateBatch is the most messages one batch of a queue move carries
+	// (POST /v2/queues/{q}/migrate, with --catalog).
+	MigrateBatch int
+	// MigrateRate caps the messages per second one move carries, so a
+	// move leaves room for the clients' own load on both pools; 0: no cap.
+	MigrateRate int
+	// MigrateLease is how long a replica holds a move without renewing
+	// it: after a crash, another replica resumes the move this long later.
+	MigrateLease time.Duration
 }
 
 // Defaults returns the options sluice-server runs with when told nothing.
@@ -164,6 +174,9 @@ func Defaults() Options {
 		DeliveryPoll:          250 * time.Millisecond,
 		DeliveryRetryMin:      250 * time.Millisecond,
 		DeliveryRetryMax:      time.Minute,
+		MigrateBatch:          500,
+		MigrateRate:           5000,
+		MigrateLease:          10 * time.Second,
 	}
 }
 
@@ -280,6 +293,10 @@ func (o *Options) Validate() error {
 		if d <= 0 {
 			bad("%s: %v must be positive", name, d)
 		}
+	}
+	if o.MigrateBatch < 1 || o.MigrateBatch > 10000 || o.MigrateRate < 0 || o.MigrateLease < time.Second {
+		bad("migrate-batch (%d) must be 1 to 10000, migrate-rate (%d) at least 0, migrate-lease (%v) at least 1s",
+			o.MigrateBatch, o.MigrateRate, o.MigrateLease)
 	}
 	sort.Slice(errs, func(i, j int) bool { return errs[i].Error() < errs[j].Error() })
 	return errors.Join(errs...)

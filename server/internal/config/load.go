@@ -238,6 +238,12 @@ var options = func() []option {
 	add("delivery-retry-min", "first retry delay of a failed delivery (doubles per attempt, with jitter)", s, g)
 	s, g = duration(func(o *Options) *time.Duration { return &o.DeliveryRetryMax })
 	add("delivery-retry-max", "longest delay between attempts of one delivery", s, g)
+	s, g = integer(func(o *Options) *int { return &o.MigrateBatch })
+	add("migrate-batch", "messages per batch when a queue moves between pools", s, g)
+	s, g = integer(func(o *Options) *int { return &o.MigrateRate })
+	add("migrate-rate", "messages per second one queue move carries at most (0: no cap)", s, g)
+	s, g = duration(func(o *Options) *time.Duration { return &o.MigrateLease })
+	add("migrate-lease", "a replica holds a queue move this long between renewals; after a crash another resumes it", s, g)
 	return o
 }()
 

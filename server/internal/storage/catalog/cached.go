@@ -35,6 +35,7 @@ type Catalog struct {
 	pools   []Pool // sorted by name
 	flavors map[string]Flavor
 	placed  map[storage.QueueRef]placement
+	moving  map[storage.QueueRef]Migration // active moves
 	changed []func()
 
 	stop chan struct{}
@@ -60,7 +61,7 @@ func New(ctx context.Context, store Store, opts Options) (*Catalog, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	c := &Catalog{store: store, opts: opts, placed: map[storage.QueueRef]placement{}, stop: make(chan struct{}), done: make(chan struct{})}
+	c := &Catalog{store: store, opts: opts, placed: map[storage.QueueRef]placement{}, moving: map[storage.QueueRef]Migration{}, stop: make(chan struct{}), done: make(chan struct{})}
 	if err := c.reload(ctx); err != nil {
 		return nil, err
 	}
@@ -114,7 +115,9 @@ func (c *Catalog) poll() {
 }
 
 // reload reads the version first, then the data: a change that lands in
-// between bumps the version again and is picked up by the next poll.
+// between bumps the version again and is picked up by the next poll. A
+// move's change of state bumps the version too, so placements and moves are
+// never older than one poll.
 func (c *Catalog) reload(ctx context.Context) error {
 	v, err := c.store.Version(ctx)
 	if err != nil {
@@ -128,13 +131,21 @@ func (c *Catalog) reload(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	active, err := c.store.ActiveMigrations(ctx)
+	if err != nil {
+		return err
+	}
+	moving := make(map[storage.QueueRef]Migration, len(active))
+	for _, m := range active {
+		moving[m.Queue] = m
+	}
 	fm := make(map[string]Flavor, len(flavors))
 	for _, f := range flavors {
 		fm[f.Name] = f
 	}
 	c.mu.Lock()
 	c.version, c.pools, c.flavors = v, pools, fm
-	c.placed = map[storage.QueueRef]placement{}
+	c.placed, c.moving = map[storage.QueueRef]placement{}, moving
 	fns := append([]func(){}, c.changed...)
 	c.mu.Unlock()
 	for _, fn := range fns {

@@ -74,7 +74,10 @@ type Store interface {
 	Placements(ctx context.Context, project string) ([]string, error)
 	// QueueCount counts the queues placed on pool.
 	QueueCount(ctx context.Context, pool string) (int, error)
-	// Version returns a token that changes whenever pools or flavors do.
+	// Migrations records queues moving between pools.
+	Migrations
+	// Version returns a token that changes whenever pools, flavors or the
+	// state of a move do.
 	Version(ctx context.Context) (string, error)
 	// Ping checks the management store answers.
 	Ping(ctx context.Context) error

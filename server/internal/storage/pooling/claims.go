@@ -11,43 +11,60 @@ type claimStore struct{ d *Driver }
 
 // Create claims on the queue's pool. With a dead-letter policy the
 // dead-letter queue is placed on the same pool first (the move happens
-// inside that pool's backend).
-func (s claimStore) Create(ctx context.Context, q storage.QueueRef, o storage.ClaimOptions) (storage.Claim, error) {
-	drv, pool, err := s.d.route(ctx, q, false, "")
-	if err != nil {
-		return storage.Claim{}, err
-	}
-	if o.DeadLetter.Active() && pool != "" {
-		if err := s.d.placeWith(ctx, storage.QueueRef{Project: q.Project, Name: o.DeadLetter.Queue}, q, pool); err != nil {
-			return storage.Claim{}, err
+// inside that pool's backend). During a move it claims on the source (the
+// older messages) and only when that finds none on the target: a claim
+// lives on one backend, so a claim from the source may hold fewer messages
+// than asked, as any claim may.
+func (s claimStore) Create(ctx context.Context, q storage.QueueRef, o storage.ClaimOptions) (c storage.Claim, err error) {
+	err = s.d.do(ctx, q, false, "", func(r routed) (err error) {
+		if o.DeadLetter.Active() && r.pool != "" {
+			if r.moving {
+				return refuseWhileMoving("pooling.claims.create", r, "set a dead-letter queue")
+			}
+			if err := s.d.placeWith(ctx, storage.QueueRef{Project: q.Project, Name: o.DeadLetter.Queue}, q, r.pool); err != nil {
+				return err
+			}
 		}
-	}
-	return drv.Claims().Create(ctx, q, o)
+		c, err = r.drv.Claims().Create(ctx, q, o)
+		if r.moving && (movedErr(err) || err == nil && len(c.Messages) == 0) {
+			c, err = r.dst.Claims().Create(ctx, q, o)
+		}
+		return err
+	})
+	return c, err
 }
 
-// Get asks the queue's pool.
-func (s claimStore) Get(ctx context.Context, q storage.QueueRef, id string) (storage.Claim, error) {
-	drv, _, err := s.d.route(ctx, q, false, "")
-	if err != nil {
-		return storage.Claim{}, err
-	}
-	return drv.Claims().Get(ctx, q, id)
+// Get asks the queue's pool; during a move, the source, then the target.
+func (s claimStore) Get(ctx context.Context, q storage.QueueRef, id string) (c storage.Claim, err error) {
+	err = s.d.do(ctx, q, false, "", func(r routed) (err error) {
+		c, err = r.drv.Claims().Get(ctx, q, id)
+		if r.moving && elsewhere(err) {
+			c, err = r.dst.Claims().Get(ctx, q, id)
+		}
+		return err
+	})
+	return c, err
 }
 
-// Update asks the queue's pool.
+// Update asks the queue's pool; during a move, the source, then the target.
 func (s claimStore) Update(ctx context.Context, q storage.QueueRef, id string, ttl, grace time.Duration) error {
-	drv, _, err := s.d.route(ctx, q, false, "")
-	if err != nil {
+	return s.d.do(ctx, q, false, "", func(r routed) error {
+		err := r.drv.Claims().Update(ctx, q, id, ttl, grace)
+		if r.moving && elsewhere(err) {
+			err = r.dst.Claims().Update(ctx, q, id, ttl, grace)
+		}
 		return err
-	}
-	return drv.Claims().Update(ctx, q, id, ttl, grace)
+	})
 }
 
-// Delete asks the queue's pool.
+// Delete asks the queue's pool; during a move, both (releasing an absent
+// claim is not an error).
 func (s claimStore) Delete(ctx context.Context, q storage.QueueRef, id string) error {
-	drv, _, err := s.d.route(ctx, q, false, "")
-	if err != nil {
-		return err
-	}
-	return drv.Claims().Delete(ctx, q, id)
+	return s.d.do(ctx, q, false, "", func(r routed) error {
+		if !r.moving {
+			return r.drv.Claims().Delete(ctx, q, id)
+		}
+		del := func(drv storage.Driver) error { return drv.Claims().Delete(ctx, q, id) }
+		return bothWays(r, del, del)
+	})
 }

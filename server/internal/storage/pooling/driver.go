@@ -37,6 +37,7 @@ type Driver struct {
 
 	mu    sync.RWMutex
 	conns map[string]*conn
+	mover *Mover // nil until StartMover
 }
 
 // conn is one pool's driver. Opening happens under the conn's own lock, so
@@ -107,8 +108,14 @@ func (d *Driver) PoolHealth(ctx context.Context) map[string]error {
 	return out
 }
 
-// Close closes the pool drivers this driver opened.
+// Close stops the mover and closes the pool drivers this driver opened.
 func (d *Driver) Close() error {
+	d.mu.RLock()
+	mv := d.mover
+	d.mu.RUnlock()
+	if mv != nil {
+		mv.Stop()
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for name, c := range d.conns {

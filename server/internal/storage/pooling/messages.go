@@ -2,71 +2,172 @@ package pooling
 
 import (
 	"context"
+	"errors"
+	"strings"
 
 	"sluice.dev/server/internal/storage"
 )
 
 type messageStore struct{ d *Driver }
 
-// Post places the queue on its first write.
-func (s messageStore) Post(ctx context.Context, q storage.QueueRef, clientID string, msgs []storage.NewMessage) ([]string, error) {
-	drv, _, err := s.d.route(ctx, q, true, "")
-	if err != nil {
-		return nil, err
-	}
-	return drv.Messages().Post(ctx, q, clientID, msgs)
+// targetMarker prefixes the marker of a listing that, during a move, went
+// past the source's messages into the target's.
+const targetMarker = "moved~"
+
+// Post places the queue on its first write. During a move posts go to the
+// target, once it is prepared.
+func (s messageStore) Post(ctx context.Context, q storage.QueueRef, clientID string, msgs []storage.NewMessage) (ids []string, err error) {
+	err = s.d.do(ctx, q, true, "", func(r routed) (err error) {
+		drv := r.drv
+		if r.sealing() {
+			return errSealing
+		} else if r.moving {
+			drv = r.dst
+		}
+		ids, err = drv.Messages().Post(ctx, q, clientID, msgs)
+		return err
+	})
+	return ids, err
 }
 
-// List asks the queue's pool.
-func (s messageStore) List(ctx context.Context, q storage.QueueRef, o storage.ListMessagesOptions) ([]storage.Message, string, error) {
-	drv, _, err := s.d.route(ctx, q, false, "")
-	if err != nil {
-		return nil, "", err
-	}
-	return drv.Messages().List(ctx, q, o)
+// List asks the queue's pool. During a move it lists the source's messages
+// (the older ones), then the target's.
+func (s messageStore) List(ctx context.Context, q storage.QueueRef, o storage.ListMessagesOptions) (msgs []storage.Message, next string, err error) {
+	err = s.d.do(ctx, q, false, "", func(r routed) (err error) {
+		inTarget := strings.HasPrefix(o.Marker, targetMarker)
+		if !r.moving {
+			o := o
+			o.Marker = strings.TrimPrefix(o.Marker, targetMarker)
+			msgs, next, err = r.drv.Messages().List(ctx, q, o)
+			return err
+		}
+		msgs, next = nil, ""
+		if !inTarget {
+			msgs, next, err = r.drv.Messages().List(ctx, q, o)
+			if movedErr(err) {
+				msgs, next, err = nil, "", nil
+			}
+			if err != nil || next != "" && len(msgs) == o.Limit {
+				return err
+			}
+		}
+		rest := o
+		rest.Marker = strings.TrimPrefix(o.Marker, targetMarker)
+		if !inTarget {
+			rest.Marker = ""
+		}
+		rest.Limit = o.Limit - len(msgs)
+		if rest.Limit == 0 {
+			next = targetMarker
+			return nil
+		}
+		more, tnext, err := r.dst.Messages().List(ctx, q, rest)
+		if err != nil && !storage.Is(err, storage.NotFound) {
+			return err
+		}
+		msgs, next = append(msgs, more...), ""
+		if tnext != "" {
+			next = targetMarker + tnext
+		}
+		return nil
+	})
+	return msgs, next, err
 }
 
-// Get asks the queue's pool.
-func (s messageStore) Get(ctx context.Context, q storage.QueueRef, id string) (storage.Message, error) {
-	drv, _, err := s.d.route(ctx, q, false, "")
-	if err != nil {
-		return storage.Message{}, err
-	}
-	return drv.Messages().Get(ctx, q, id)
+// Get asks the queue's pool; during a move, the source and then the target.
+func (s messageStore) Get(ctx context.Context, q storage.QueueRef, id string) (m storage.Message, err error) {
+	err = s.d.do(ctx, q, false, "", func(r routed) (err error) {
+		m, err = r.drv.Messages().Get(ctx, q, id)
+		if r.moving && elsewhere(err) {
+			m, err = r.dst.Messages().Get(ctx, q, id)
+		}
+		return err
+	})
+	return m, err
 }
 
-// GetMany asks the queue's pool.
-func (s messageStore) GetMany(ctx context.Context, q storage.QueueRef, ids []string) ([]storage.Message, error) {
-	drv, _, err := s.d.route(ctx, q, false, "")
-	if err != nil {
-		return nil, err
-	}
-	return drv.Messages().GetMany(ctx, q, ids)
+// GetMany asks the queue's pool; during a move, the source, then the
+// target for the ids the source did not have.
+func (s messageStore) GetMany(ctx context.Context, q storage.QueueRef, ids []string) (out []storage.Message, err error) {
+	err = s.d.do(ctx, q, false, "", func(r routed) (err error) {
+		out, err = r.drv.Messages().GetMany(ctx, q, ids)
+		if !r.moving {
+			return err
+		}
+		if movedErr(err) {
+			out, err = nil, nil
+		}
+		if err != nil {
+			return err
+		}
+		found := make(map[string]bool, len(out))
+		for _, m := range out {
+			found[m.ID] = true
+		}
+		var rest []string
+		for _, id := range ids {
+			if !found[id] {
+				rest = append(rest, id)
+			}
+		}
+		if len(rest) == 0 {
+			return nil
+		}
+		more, err := r.dst.Messages().GetMany(ctx, q, rest)
+		out = append(out, more...)
+		return err
+	})
+	return out, err
 }
 
-// Delete asks the queue's pool.
+// Delete asks the queue's pool; during a move, the source and then the
+// target (deleting an absent message is not an error on either).
 func (s messageStore) Delete(ctx context.Context, q storage.QueueRef, id, claimID string) error {
-	drv, _, err := s.d.route(ctx, q, false, "")
-	if err != nil {
+	return s.d.do(ctx, q, false, "", func(r routed) error {
+		if !r.moving {
+			return r.drv.Messages().Delete(ctx, q, id, claimID)
+		}
+		err := r.drv.Messages().Delete(ctx, q, id, claimID)
+		switch {
+		case err == nil || movedErr(err):
+			return r.dst.Messages().Delete(ctx, q, id, claimID)
+		case claimRefusal(err):
+			// The source may judge the claim id before it finds the
+			// message absent; the refusal stands only if the target
+			// does not hold the message.
+			if _, gerr := r.dst.Messages().Get(ctx, q, id); gerr == nil {
+				return r.dst.Messages().Delete(ctx, q, id, claimID)
+			}
+		}
 		return err
-	}
-	return drv.Messages().Delete(ctx, q, id, claimID)
+	})
 }
 
-// DeleteMany asks the queue's pool.
+// claimRefusal reports a delete refused for its claim id.
+func claimRefusal(err error) bool {
+	return errors.Is(err, storage.ErrNotHolder) || errors.Is(err, storage.ErrClaimed)
+}
+
+// DeleteMany asks the queue's pool; during a move, both, as Delete.
 func (s messageStore) DeleteMany(ctx context.Context, q storage.QueueRef, ids []string, claimID string) error {
-	drv, _, err := s.d.route(ctx, q, false, "")
-	if err != nil {
-		return err
-	}
-	return drv.Messages().DeleteMany(ctx, q, ids, claimID)
+	return s.d.do(ctx, q, false, "", func(r routed) error {
+		if !r.moving {
+			return r.drv.Messages().DeleteMany(ctx, q, ids, claimID)
+		}
+		del := func(drv storage.Driver) error { return drv.Messages().DeleteMany(ctx, q, ids, claimID) }
+		return bothWays(r, del, del)
+	})
 }
 
-// Pop asks the queue's pool.
-func (s messageStore) Pop(ctx context.Context, q storage.QueueRef, limit int) ([]storage.Message, error) {
-	drv, _, err := s.d.route(ctx, q, false, "")
-	if err != nil {
-		return nil, err
-	}
-	return drv.Messages().Pop(ctx, q, limit)
+// Pop asks the queue's pool; during a move, the source first (its messages
+// are the older), the target only when the source had none.
+func (s messageStore) Pop(ctx context.Context, q storage.QueueRef, limit int) (out []storage.Message, err error) {
+	err = s.d.do(ctx, q, false, "", func(r routed) (err error) {
+		out, err = r.drv.Messages().Pop(ctx, q, limit)
+		if r.moving && (movedErr(err) || err == nil && len(out) == 0) {
+			out, err = r.dst.Messages().Pop(ctx, q, limit)
+		}
+		return err
+	})
+	return out, err
 }

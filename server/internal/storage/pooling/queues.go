@@ -18,96 +18,151 @@ func flavorOf(meta storage.Metadata) string {
 }
 
 // Create places the queue (on its flavor's pools) and creates it there.
-func (s queueStore) Create(ctx context.Context, q storage.QueueRef, meta storage.Metadata) (bool, error) {
-	drv, pool, err := s.d.route(ctx, q, true, flavorOf(meta))
-	if err != nil {
-		return false, err
-	}
-	if err := s.d.colocateDeadLetter(ctx, q, pool, meta); err != nil {
-		return false, err
-	}
-	return drv.Queues().Create(ctx, q, meta)
+// During a move the target holds the queue's metadata, once prepared.
+func (s queueStore) Create(ctx context.Context, q storage.QueueRef, meta storage.Metadata) (created bool, err error) {
+	err = s.d.do(ctx, q, true, flavorOf(meta), func(r routed) (err error) {
+		drv, err := metaWriter(r, meta)
+		if err != nil {
+			return err
+		}
+		if err := s.d.colocateDeadLetter(ctx, q, r.pool, meta); err != nil {
+			return err
+		}
+		created, err = drv.Queues().Create(ctx, q, meta)
+		return err
+	})
+	return created, err
 }
 
-// Exists asks the queue's pool.
-func (s queueStore) Exists(ctx context.Context, q storage.QueueRef) (bool, error) {
-	drv, _, err := s.d.route(ctx, q, false, "")
-	if err != nil {
-		return false, err
+// metaWriter is where a metadata write goes: the queue's pool, or during a
+// move the prepared target. A move refuses a dead-letter queue (it would
+// leave its pool).
+func metaWriter(r routed, meta storage.Metadata) (storage.Driver, error) {
+	switch {
+	case !r.moving:
+		return r.drv, nil
+	case r.sealing():
+		return nil, errSealing
+	case meta != nil && meta["_dead_letter_queue"] != nil && meta["_dead_letter_queue"] != "":
+		return nil, refuseWhileMoving("pooling.queues.metadata", r, "set a dead-letter queue")
 	}
-	return drv.Queues().Exists(ctx, q)
+	return r.dst, nil
 }
 
-// GetMetadata asks the queue's pool.
-func (s queueStore) GetMetadata(ctx context.Context, q storage.QueueRef) (storage.Metadata, error) {
-	drv, _, err := s.d.route(ctx, q, false, "")
-	if err != nil {
-		return nil, err
-	}
-	return drv.Queues().GetMetadata(ctx, q)
+// Exists asks the queue's pool; during a move, either side.
+func (s queueStore) Exists(ctx context.Context, q storage.QueueRef) (ok bool, err error) {
+	err = s.d.do(ctx, q, false, "", func(r routed) (err error) {
+		ok, err = r.drv.Queues().Exists(ctx, q)
+		if r.moving && (movedErr(err) || err == nil && !ok) {
+			ok, err = r.dst.Queues().Exists(ctx, q)
+		}
+		return err
+	})
+	return ok, err
+}
+
+// GetMetadata asks the queue's pool; during a move, the target once it is
+// prepared (it holds the metadata from then on).
+func (s queueStore) GetMetadata(ctx context.Context, q storage.QueueRef) (meta storage.Metadata, err error) {
+	err = s.d.do(ctx, q, false, "", func(r routed) (err error) {
+		drv := r.drv
+		if r.moving && !r.sealing() {
+			drv = r.dst
+		}
+		meta, err = drv.Queues().GetMetadata(ctx, q)
+		return err
+	})
+	return meta, err
 }
 
 // SetMetadata places the queue if needed. A `_flavor` set on a queue that is
 // already placed does not move it: placement never changes implicitly.
 func (s queueStore) SetMetadata(ctx context.Context, q storage.QueueRef, meta storage.Metadata) error {
-	drv, pool, err := s.d.route(ctx, q, true, flavorOf(meta))
-	if err != nil {
-		return err
-	}
-	if err := s.d.colocateDeadLetter(ctx, q, pool, meta); err != nil {
-		return err
-	}
-	return drv.Queues().SetMetadata(ctx, q, meta)
+	return s.d.do(ctx, q, true, flavorOf(meta), func(r routed) error {
+		drv, err := metaWriter(r, meta)
+		if err != nil {
+			return err
+		}
+		if err := s.d.colocateDeadLetter(ctx, q, r.pool, meta); err != nil {
+			return err
+		}
+		return drv.Queues().SetMetadata(ctx, q, meta)
+	})
 }
 
 // UpdateMetadata updates the queue on its pool. A dead-letter queue the
 // update names is placed with the queue before the new metadata is stored,
 // as SetMetadata does.
-func (s queueStore) UpdateMetadata(ctx context.Context, q storage.QueueRef, update storage.MetadataUpdate) (storage.Metadata, error) {
-	drv, pool, err := s.d.route(ctx, q, false, "")
-	if err != nil {
-		return nil, err
-	}
-	return drv.Queues().UpdateMetadata(ctx, q, func(cur storage.Metadata) (storage.Metadata, error) {
-		next, err := update(cur)
+func (s queueStore) UpdateMetadata(ctx context.Context, q storage.QueueRef, update storage.MetadataUpdate) (out storage.Metadata, err error) {
+	err = s.d.do(ctx, q, false, "", func(r routed) (err error) {
+		drv, err := metaWriter(r, nil)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		return next, s.d.colocateDeadLetter(ctx, q, pool, next)
+		out, err = drv.Queues().UpdateMetadata(ctx, q, func(cur storage.Metadata) (storage.Metadata, error) {
+			next, err := update(cur)
+			if err != nil {
+				return nil, err
+			}
+			if _, err := metaWriter(r, next); err != nil {
+				return nil, err
+			}
+			return next, s.d.colocateDeadLetter(ctx, q, r.pool, next)
+		})
+		return err
+	})
+	return out, err
+}
+
+// Delete deletes the queue on its pool, then forgets its placement. A
+// moving queue is deleted once the move is done.
+func (s queueStore) Delete(ctx context.Context, q storage.QueueRef) error {
+	return s.d.do(ctx, q, false, "", func(r routed) error {
+		if r.moving {
+			return refuseWhileMoving("pooling.queues.delete", r, "delete it")
+		}
+		if err := r.drv.Queues().Delete(ctx, q); err != nil {
+			return err
+		}
+		if r.pool == "" {
+			return nil
+		}
+		return s.d.cat.Forget(ctx, q, r.pool)
 	})
 }
 
-// Delete deletes the queue on its pool, then forgets its placement.
-func (s queueStore) Delete(ctx context.Context, q storage.QueueRef) error {
-	drv, pool, err := s.d.route(ctx, q, false, "")
-	if err != nil {
+// Stats asks the queue's pool; during a move it adds both sides.
+func (s queueStore) Stats(ctx context.Context, q storage.QueueRef) (st storage.QueueStats, err error) {
+	err = s.d.do(ctx, q, false, "", func(r routed) (err error) {
+		st, err = r.drv.Queues().Stats(ctx, q)
+		if !r.moving {
+			return err
+		}
+		if movedErr(err) || storage.Is(err, storage.NotFound) {
+			st, err = storage.QueueStats{}, nil
+		}
+		if err != nil {
+			return err
+		}
+		more, err := r.dst.Queues().Stats(ctx, q)
+		if storage.Is(err, storage.NotFound) {
+			return nil
+		}
+		st = sumStats(st, more)
 		return err
-	}
-	if err := drv.Queues().Delete(ctx, q); err != nil {
-		return err
-	}
-	if pool == "" {
-		return nil
-	}
-	return s.d.cat.Forget(ctx, q, pool)
+	})
+	return st, err
 }
 
-// Stats asks the queue's pool.
-func (s queueStore) Stats(ctx context.Context, q storage.QueueRef) (storage.QueueStats, error) {
-	drv, _, err := s.d.route(ctx, q, false, "")
-	if err != nil {
-		return storage.QueueStats{}, err
-	}
-	return drv.Queues().Stats(ctx, q)
-}
-
-// Purge asks the queue's pool.
+// Purge asks the queue's pool; during a move, both sides.
 func (s queueStore) Purge(ctx context.Context, q storage.QueueRef) error {
-	drv, _, err := s.d.route(ctx, q, false, "")
-	if err != nil {
-		return err
-	}
-	return drv.Queues().Purge(ctx, q)
+	return s.d.do(ctx, q, false, "", func(r routed) error {
+		if !r.moving {
+			return r.drv.Queues().Purge(ctx, q)
+		}
+		purge := func(drv storage.Driver) error { return drv.Queues().Purge(ctx, q) }
+		return bothWays(r, purge, purge)
+	})
 }
 
 // List merges the pages of every pool and the default store: each source

@@ -8,73 +8,109 @@ import (
 )
 
 // Subscriptions live on the pool of their queue, next to its messages, so
-// that a post records its deliveries in the same atomic step there.
+// that a post records its deliveries in the same atomic step there. During a
+// move they are on the target once it is prepared (the mover copies them
+// there, before posts go there).
 
 type subscriptionStore struct{ d *Driver }
 
 // Create places the queue (without creating it in the queue listing), so
 // that the messages posted later land on the pool that holds the
 // subscription.
-func (s subscriptionStore) Create(ctx context.Context, q storage.QueueRef, sub storage.Subscription) (string, bool, error) {
-	drv, _, err := s.d.route(ctx, q, true, "")
-	if err != nil {
-		return "", false, err
-	}
-	return drv.Subscriptions().Create(ctx, q, sub)
+func (s subscriptionStore) Create(ctx context.Context, q storage.QueueRef, sub storage.Subscription) (id string, created bool, err error) {
+	err = s.d.do(ctx, q, true, "", func(r routed) error {
+		drv, err := subscriptionsOn(r, true)
+		if err != nil {
+			return err
+		}
+		id, created, err = drv.Subscriptions().Create(ctx, q, sub)
+		return err
+	})
+	return id, created, err
 }
 
 // Get asks the queue's pool.
-func (s subscriptionStore) Get(ctx context.Context, q storage.QueueRef, id string) (storage.Subscription, error) {
-	drv, _, err := s.d.route(ctx, q, false, "")
-	if err != nil {
-		return storage.Subscription{}, err
-	}
-	return drv.Subscriptions().Get(ctx, q, id)
+func (s subscriptionStore) Get(ctx context.Context, q storage.QueueRef, id string) (sub storage.Subscription, err error) {
+	err = s.d.do(ctx, q, false, "", func(r routed) error {
+		drv, err := subscriptionsOn(r, false)
+		if err != nil {
+			return err
+		}
+		sub, err = drv.Subscriptions().Get(ctx, q, id)
+		return err
+	})
+	return sub, err
 }
 
 // List asks the queue's pool.
-func (s subscriptionStore) List(ctx context.Context, q storage.QueueRef, o storage.ListSubscriptionsOptions) ([]storage.Subscription, string, error) {
-	drv, _, err := s.d.route(ctx, q, false, "")
-	if err != nil {
-		return nil, "", err
-	}
-	return drv.Subscriptions().List(ctx, q, o)
+func (s subscriptionStore) List(ctx context.Context, q storage.QueueRef, o storage.ListSubscriptionsOptions) (subs []storage.Subscription, next string, err error) {
+	err = s.d.do(ctx, q, false, "", func(r routed) error {
+		drv, err := subscriptionsOn(r, false)
+		if err != nil {
+			return err
+		}
+		subs, next, err = drv.Subscriptions().List(ctx, q, o)
+		return err
+	})
+	return subs, next, err
 }
 
 // Update asks the queue's pool.
 func (s subscriptionStore) Update(ctx context.Context, q storage.QueueRef, id string, u storage.SubscriptionUpdate) error {
-	drv, _, err := s.d.route(ctx, q, false, "")
-	if err != nil {
-		return err
-	}
-	return drv.Subscriptions().Update(ctx, q, id, u)
+	return s.d.do(ctx, q, false, "", func(r routed) error {
+		drv, err := subscriptionsOn(r, true)
+		if err != nil {
+			return err
+		}
+		return drv.Subscriptions().Update(ctx, q, id, u)
+	})
 }
 
 // Confirm asks the queue's pool.
 func (s subscriptionStore) Confirm(ctx context.Context, q storage.QueueRef, id string, confirmed bool) error {
-	drv, _, err := s.d.route(ctx, q, false, "")
-	if err != nil {
-		return err
-	}
-	return drv.Subscriptions().Confirm(ctx, q, id, confirmed)
+	return s.d.do(ctx, q, false, "", func(r routed) error {
+		drv, err := subscriptionsOn(r, true)
+		if err != nil {
+			return err
+		}
+		return drv.Subscriptions().Confirm(ctx, q, id, confirmed)
+	})
 }
 
 // Delete asks the queue's pool.
 func (s subscriptionStore) Delete(ctx context.Context, q storage.QueueRef, id string) error {
-	drv, _, err := s.d.route(ctx, q, false, "")
-	if err != nil {
-		return err
-	}
-	return drv.Subscriptions().Delete(ctx, q, id)
+	return s.d.do(ctx, q, false, "", func(r routed) error {
+		drv, err := subscriptionsOn(r, true)
+		if err != nil {
+			return err
+		}
+		return drv.Subscriptions().Delete(ctx, q, id)
+	})
 }
 
 // Purge asks the queue's pool.
 func (s subscriptionStore) Purge(ctx context.Context, q storage.QueueRef) error {
-	drv, _, err := s.d.route(ctx, q, false, "")
-	if err != nil {
-		return err
+	return s.d.do(ctx, q, false, "", func(r routed) error {
+		drv, err := subscriptionsOn(r, true)
+		if err != nil {
+			return err
+		}
+		return drv.Subscriptions().Purge(ctx, q)
+	})
+}
+
+// subscriptionsOn is where a subscription call goes: during a move, writes
+// wait for the target to be prepared, and everything goes there after.
+func subscriptionsOn(r routed, write bool) (storage.Driver, error) {
+	switch {
+	case !r.moving:
+		return r.drv, nil
+	case r.sealing() && write:
+		return nil, errSealing
+	case r.sealing():
+		return r.drv, nil
 	}
-	return drv.Subscriptions().Purge(ctx, q)
+	return r.dst, nil
 }
 
 type deliveryStore struct{ d *Driver }

@@ -1,0 +1,387 @@
+package pooling_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"sluice.dev/server/internal/storage"
+	"sluice.dev/server/internal/storage/catalog"
+	"sluice.dev/server/internal/storage/pooling"
+	"sluice.dev/server/internal/testutil"
+)
+
+// movePools registers a source pool (weight 100, where the queue lands) and
+// a target pool (weight 0) of the given kinds: "redis" or "mongodb"
+// (FerretDB).
+func movePools(t testing.TB, from, to string) (catalogURI string, uris map[string]string) {
+	t.Helper()
+	catalogURI = testutil.StartRedis(t, testutil.RedisOptions{}).URL
+	var ferret *testutil.FerretDB
+	uris = map[string]string{}
+	for name, kind := range map[string]string{"src": from, "dst": to} {
+		switch kind {
+		case "redis":
+			uris[name] = testutil.StartRedis(t, testutil.RedisOptions{}).URL
+		case "mongodb":
+			if ferret == nil {
+				ferret = testutil.StartFerretDB(t)
+			}
+			uris[name] = ferret.URI("pool_" + name)
+		}
+	}
+	cat := openCatalog(t, catalogURI)
+	for name, weight := range map[string]int{"src": 100, "dst": 0} {
+		if _, err := cat.PutPool(context.Background(), catalog.Pool{Name: name, URI: uris[name], Weight: weight}, false); err != nil {
+			t.Fatalf("register %s: %v", name, err)
+		}
+	}
+	return catalogURI, uris
+}
+
+// body is what every test message carries: its producer and its number in
+// that producer's sequence.
+type body struct {
+	P int `json:"p"`
+	N int `json:"n"`
+}
+
+// ledger records what clients were told: acknowledged posts and claimed
+// deliveries.
+type ledger struct {
+	mu      sync.Mutex
+	acked   map[string]body
+	claimed map[string]int
+	errs    []error
+	retries int // calls answered 503 Moving and retried
+}
+
+func (l *ledger) retry() {
+	l.mu.Lock()
+	l.retries++
+	l.mu.Unlock()
+}
+
+func (l *ledger) fail(err error) {
+	l.mu.Lock()
+	l.errs = append(l.errs, err)
+	l.mu.Unlock()
+}
+
+// moveUnderLoad moves a queue from src to dst while three producers post
+// and two consumers claim and delete, through two replicas. With kill
+// "sealing" or "moving", the replica that started the move loses its mover
+// before the seal or after two batches, and the other one resumes the move
+// once the lease lapses.
+func moveUnderLoad(t *testing.T, from, to, kill string) {
+	// FerretDB moves a message per round trip: a lighter load keeps the
+	// test short there.
+	preload, pause := 40, 5*time.Millisecond
+	if from == "mongodb" || to == "mongodb" {
+		preload, pause = 8, 50*time.Millisecond
+	}
+	ctx := context.Background()
+	catalogURI, uris := movePools(t, from, to)
+	replicas := []*pooling.Driver{openPooled(t, catalogURI, storage.Options{}), openPooled(t, catalogURI, storage.Options{})}
+	rate := -1
+	if kill == "moving" {
+		rate = 400 // slow enough to stop it mid-move
+	}
+	movers := []*pooling.Mover{
+		replicas[0].StartMover(pooling.MoverOptions{Batch: 40, Rate: rate, Lease: time.Second, Scan: 200 * time.Millisecond, Owner: "A"}),
+		replicas[1].StartMover(pooling.MoverOptions{Batch: 40, Rate: rate, Lease: time.Second, Scan: 200 * time.Millisecond, Owner: "B"}),
+	}
+	q := storage.QueueRef{Project: "move", Name: "work"}
+	l := &ledger{acked: map[string]body{}, claimed: map[string]int{}}
+	seq := make([]int, 3)
+	post := func(p, n int) {
+		msgs := make([]storage.NewMessage, n)
+		bodies := make([]body, n)
+		for i := range msgs {
+			bodies[i] = body{P: p, N: seq[p]}
+			seq[p]++
+			b, _ := json.Marshal(bodies[i])
+			msgs[i] = storage.NewMessage{TTL: time.Hour, Body: b}
+		}
+		ids, err := replicas[p%2].Messages().Post(ctx, q, fmt.Sprintf("producer-%d", p), msgs)
+		for try := 0; errors.Is(err, storage.ErrMoving) && try < 20; try++ {
+			// 503 "try again shortly": nothing was stored; a client
+			// retries.
+			l.retry()
+			ids, err = replicas[p%2].Messages().Post(ctx, q, fmt.Sprintf("producer-%d", p), msgs)
+		}
+		if err != nil {
+			l.fail(fmt.Errorf("producer %d: %w", p, err))
+			return
+		}
+		l.mu.Lock()
+		for i, id := range ids {
+			l.acked[id] = bodies[i]
+		}
+		l.mu.Unlock()
+	}
+	// Before the move: 15 x preload messages, 30 of them held by a claim that lives
+	// through the move (claimed state must move with them).
+	for i := 0; i < preload; i++ {
+		post(i%3, 15)
+	}
+	held, err := replicas[0].Claims().Create(ctx, q, storage.ClaimOptions{TTL: time.Hour, Grace: time.Hour, Limit: 30})
+	if err != nil || len(held.Messages) != 30 {
+		t.Fatalf("held claim: %d messages, %v", len(held.Messages), err)
+	}
+
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for p := 0; p < 3; p++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 400; i++ { // bounded: 400 batches of 3 at most
+				select {
+				case <-stop:
+					return
+				case <-time.After(pause):
+				}
+				post(p, 3)
+			}
+		}()
+	}
+	consumed := make(chan struct{})
+	var cwg sync.WaitGroup
+	for c := 0; c < 2; c++ {
+		cwg.Add(1)
+		go func() {
+			defer cwg.Done()
+			last := map[int]int{0: -1, 1: -1, 2: -1}
+			for i := 0; i < 20000; i++ { // bounded
+				// Consumers slower than producers: the source keeps a
+				// backlog for the mover.
+				time.Sleep(pause)
+				cl, err := replicas[c].Claims().Create(ctx, q, storage.ClaimOptions{TTL: time.Minute, Grace: time.Minute, Limit: 5})
+				if errors.Is(err, storage.ErrMoving) {
+					l.retry() // 503 "try again shortly"
+					continue
+				}
+				if err != nil {
+					l.fail(fmt.Errorf("consumer %d claim: %w", c, err))
+					return
+				}
+				if len(cl.Messages) == 0 {
+					select {
+					case <-consumed:
+						return
+					case <-time.After(5 * time.Millisecond):
+						continue
+					}
+				}
+				for _, m := range cl.Messages {
+					var b body
+					_ = json.Unmarshal(m.Body, &b)
+					// FIFO per producer, as one consumer sees it.
+					if b.N <= last[b.P] {
+						l.fail(fmt.Errorf("consumer %d got producer %d's #%d after #%d", c, b.P, b.N, last[b.P]))
+					}
+					last[b.P] = b.N
+					l.mu.Lock()
+					l.claimed[m.ID]++
+					l.mu.Unlock()
+					err := replicas[(c+1)%2].Messages().Delete(ctx, q, m.ID, cl.ID)
+					for try := 0; errors.Is(err, storage.ErrMoving) && try < 20; try++ {
+						l.retry() // 503 "try again shortly"
+						err = replicas[(c+1)%2].Messages().Delete(ctx, q, m.ID, cl.ID)
+					}
+					if err != nil {
+						l.fail(fmt.Errorf("consumer %d delete %s: %w", c, m.ID, err))
+					}
+				}
+			}
+		}()
+	}
+
+	time.Sleep(100 * time.Millisecond)
+	rec, err := movers[0].Migrate(ctx, q, "dst")
+	if err != nil || rec.From != "src" || rec.To != "dst" {
+		t.Fatalf("migrate: %+v %v", rec, err)
+	}
+	st := replicas[0].Catalog().Store()
+	switch kill {
+	case "sealing": // before the seal: the move waits two catalog polls
+		movers[0].Stop()
+		if m, _ := st.GetMigration(ctx, q); m.State != catalog.StateSealing || m.Owner != "A" {
+			t.Fatalf("after the kill: %+v, want sealing, held by A", m)
+		}
+	case "moving":
+		waitUntil(t, 30*time.Second, func() bool { m, _ := st.GetMigration(ctx, q); return m.Batches >= 2 })
+		movers[0].Stop()
+		if m, _ := st.GetMigration(ctx, q); m.State != catalog.StateMoving || m.Owner != "A" {
+			t.Fatalf("after the kill: %+v, want moving, held by A", m)
+		}
+	}
+	waitUntil(t, 60*time.Second, func() bool {
+		m, _ := st.GetMigration(ctx, q)
+		return m.State == catalog.StateDone
+	})
+	time.Sleep(200 * time.Millisecond) // posts after the switch too
+	close(stop)
+	wg.Wait()
+
+	// Drain: the held claim's messages are deleted with it, the rest are
+	// claimed by the consumers.
+	for _, m := range held.Messages {
+		l.mu.Lock()
+		l.claimed[m.ID]++
+		l.mu.Unlock()
+		if err := replicas[1].Messages().Delete(ctx, q, m.ID, held.ID); err != nil {
+			t.Errorf("delete a message of the claim held through the move: %v", err)
+		}
+	}
+	var left storage.QueueStats
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if left, err = replicas[0].Queues().Stats(ctx, q); err == nil && left.Total == 0 {
+			break
+		}
+	}
+	if err != nil || left.Total != 0 {
+		t.Errorf("30 s after the move the queue still holds %+v (%v)", left, err)
+	}
+	close(consumed)
+	cwg.Wait()
+
+	for _, err := range l.errs {
+		t.Error(err)
+	}
+	lost, dup := 0, 0
+	for id := range l.acked {
+		switch l.claimed[id] {
+		case 0:
+			lost++
+		case 1:
+		default:
+			dup++
+		}
+	}
+	for id := range l.claimed {
+		if _, ok := l.acked[id]; !ok {
+			t.Errorf("claimed %s, which no producer was told was posted", id)
+		}
+	}
+	m, _ := st.GetMigration(ctx, q)
+	t.Logf("%s -> %s kill=%s: %d posted, lost %d, duplicated %d, %d calls retried after 503; move: %d messages in %d batches, %s",
+		from, to, kill, len(l.acked), lost, dup, l.retries, m.Moved, m.Batches, m.Finished.Sub(m.Started))
+	if lost != 0 || dup != 0 {
+		t.Errorf("lost %d, duplicated %d of %d acknowledged messages", lost, dup, len(l.acked))
+	}
+	if m.Moved == 0 || m.From != "src" || m.To != "dst" {
+		t.Errorf("move record %+v", m)
+	}
+	if m.Owner != "" {
+		t.Errorf("owner after done: %q", m.Owner)
+	}
+	for i, d := range replicas {
+		waitUntil(t, 5*time.Second, func() bool { p, _ := d.Catalog().Locate(ctx, q); return p == "dst" })
+		if _, moving := d.Catalog().Migration(q); moving {
+			t.Errorf("replica %d still routes the queue as moving", i)
+		}
+	}
+	// The source answers Moved for the queue (its tombstone), so a replica
+	// with a stale placement is sent on.
+	src, err := storage.Open(ctx, uris["src"], storage.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	if _, err := src.Messages().Post(ctx, q, "late", []storage.NewMessage{{TTL: time.Minute, Body: json.RawMessage(`1`)}}); !movedTo(err, "dst") {
+		t.Errorf("post on the source after the move: %v, want Moved(dst)", err)
+	}
+}
+
+func movedTo(err error, pool string) bool {
+	got, ok := storage.MovedTo(err)
+	return ok && got == pool
+}
+
+// waitUntil polls cond every 20 ms for at most d.
+func waitUntil(t *testing.T, d time.Duration, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	t.Fatalf("condition not met within %v", d)
+}
+
+// TestMoveUnderLoad: Redis to Redis, Redis to MongoDB and MongoDB to Redis
+// (FerretDB), with posters and consumers on two replicas; each also with
+// the first replica's mover killed while sealing and while moving. Calls answered 503 Moving are
+// retried, as clients do; every other error fails the test.
+func TestMoveUnderLoad(t *testing.T) {
+	for _, pair := range [][2]string{{"redis", "redis"}, {"redis", "mongodb"}, {"mongodb", "redis"}} {
+		for _, kill := range []string{"none", "sealing", "moving"} {
+			t.Run(fmt.Sprintf("%s-%s/kill=%s", pair[0], pair[1], kill), func(t *testing.T) {
+				moveUnderLoad(t, pair[0], pair[1], kill)
+			})
+		}
+	}
+}
+
+// TestMoveRollsBack: the target dies before it is prepared. The move ends
+// failed with the error, the source is unsealed, posts and claims go on
+// there, and nothing is lost.
+func TestMoveRollsBack(t *testing.T) {
+	ctx := context.Background()
+	catalogURI := testutil.StartRedis(t, testutil.RedisOptions{}).URL
+	src := testutil.StartRedis(t, testutil.RedisOptions{})
+	dst := testutil.StartRedis(t, testutil.RedisOptions{})
+	cat := openCatalog(t, catalogURI)
+	for name, p := range map[string]*testutil.Redis{"src": src, "dst": dst} {
+		weight := map[string]int{"src": 100, "dst": 0}[name]
+		if _, err := cat.PutPool(ctx, catalog.Pool{Name: name, URI: p.URL, Weight: weight}, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := openPooled(t, catalogURI, storage.Options{})
+	mover := d.StartMover(pooling.MoverOptions{Lease: time.Second, Scan: 200 * time.Millisecond})
+	q := storage.QueueRef{Project: "move", Name: "back"}
+	post := func(n int) []string {
+		msgs := make([]storage.NewMessage, n)
+		for i := range msgs {
+			msgs[i] = storage.NewMessage{TTL: time.Hour, Body: json.RawMessage(fmt.Sprint(i))}
+		}
+		ids, err := d.Messages().Post(ctx, q, "p", msgs)
+		if err != nil {
+			t.Fatalf("post: %v", err)
+		}
+		return ids
+	}
+	ids := post(20)
+	if _, err := mover.Migrate(ctx, q, "dst"); err != nil {
+		t.Fatal(err)
+	}
+	dst.Kill() // during the wait before the seal
+	var m catalog.Migration
+	waitUntil(t, 30*time.Second, func() bool {
+		m, _ = d.Catalog().Store().GetMigration(ctx, q)
+		return m.State == catalog.StateFailed
+	})
+	if m.Error == "" || m.Finished.IsZero() || m.Moved != 0 {
+		t.Errorf("failed move: %+v", m)
+	}
+	if p, _ := d.Catalog().Locate(ctx, q); p != "src" {
+		t.Errorf("after the roll-back the queue is on %q", p)
+	}
+	ids = append(ids, post(5)...)
+	c, err := d.Claims().Create(ctx, q, storage.ClaimOptions{TTL: time.Minute, Grace: time.Minute, Limit: 100})
+	if err != nil || len(c.Messages) != len(ids) {
+		t.Fatalf("claim after the roll-back: %d of %d messages, %v", len(c.Messages), len(ids), err)
+	}
+	for i, msg := range c.Messages {
+		if msg.ID != ids[i] {
+			t.Fatalf("message %d is %s, want %s (FIFO)", i, msg.ID, ids[i])
+		}
+	}
+}

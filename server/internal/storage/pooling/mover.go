@@ -1,0 +1,227 @@
+package pooling
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"sluice.dev/server/internal/storage"
+	"sluice.dev/server/internal/storage/catalog"
+)
+
+// MoverOptions tune the mover, the part of the pooled driver that moves a
+// queue between pools (docs/pooling.md, "Moving a queue").
+type MoverOptions struct {
+	// Batch is the most messages one Take moves (default 500).
+	Batch int
+	// Rate caps messages moved per second by one mover (default 5000; a
+	// negative value: no cap). With Batch it bounds the extra load a move
+	// puts on both pools.
+	Rate int
+	// Lease is how long a mover holds a move without renewing it (default
+	// 10 s). A replica that dies mid-move leaves it for this long at most
+	// before another takes over.
+	Lease time.Duration
+	// Scan is how often expired leases are looked for (default Lease/2).
+	Scan time.Duration
+	// Tombstone is how long a finished source answers Moved (default 1 h,
+	// far above any placement cache).
+	Tombstone time.Duration
+	// Owner names this replica in the leases (default host-pid-random).
+	Owner string
+}
+
+func (o MoverOptions) withDefaults() MoverOptions {
+	if o.Batch <= 0 {
+		o.Batch = 500
+	}
+	if o.Rate == 0 {
+		o.Rate = 5000
+	}
+	if o.Lease <= 0 {
+		o.Lease = 10 * time.Second
+	}
+	if o.Scan <= 0 {
+		o.Scan = o.Lease / 2
+	}
+	if o.Tombstone <= 0 {
+		o.Tombstone = time.Hour
+	}
+	if o.Owner == "" {
+		host, _ := os.Hostname()
+		b := make([]byte, 4)
+		_, _ = rand.Read(b)
+		o.Owner = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b))
+	}
+	return o
+}
+
+// Mover runs the moves this replica started and takes over moves whose
+// mover died (lease expired).
+type Mover struct {
+	d    *Driver
+	opts MoverOptions
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu      sync.Mutex
+	running map[storage.QueueRef]bool
+}
+
+// StartMover starts the driver's mover; Stop (or the driver's Close) ends
+// it. Every replica runs one, so any replica resumes a move.
+func (d *Driver) StartMover(opts MoverOptions) *Mover {
+	ctx, cancel := context.WithCancel(context.Background())
+	m := &Mover{d: d, opts: opts.withDefaults(), ctx: ctx, cancel: cancel, running: map[storage.QueueRef]bool{}}
+	d.mu.Lock()
+	d.mover = m
+	d.mu.Unlock()
+	m.wg.Add(1)
+	go m.scan()
+	return m
+}
+
+// Stop ends the mover at once, wherever its moves are: what a crash does,
+// short of the process exit. Leases lapse and another replica resumes.
+func (m *Mover) Stop() {
+	m.cancel()
+	m.wg.Wait()
+}
+
+// Migrate starts moving q to pool, or returns the move of q to pool
+// already under way. Refusals: the catalog's (see
+// catalog.Migrations.StartMigration), NotFound when the queue does not
+// exist, Conflict for a queue with a dead-letter queue, Invalid when a pool's
+// driver cannot move queues.
+func (m *Mover) Migrate(ctx context.Context, q storage.QueueRef, pool string) (catalog.Migration, error) {
+	const op = "pooling.migrate"
+	if rec, ok := m.d.cat.Migration(q); ok && rec.To == pool {
+		return rec, nil
+	}
+	r, err := m.d.lookup(ctx, q, false, "")
+	if err != nil {
+		return catalog.Migration{}, err
+	}
+	if r.pool == "" {
+		return catalog.Migration{}, storage.E(op, storage.NotFound, storage.Public("queue "+q.Name+" does not exist"))
+	}
+	if !r.moving {
+		if ok, err := r.drv.Queues().Exists(ctx, q); err != nil {
+			return catalog.Migration{}, err
+		} else if !ok {
+			return catalog.Migration{}, storage.E(op, storage.NotFound, storage.Public("queue "+q.Name+" does not exist"))
+		}
+		meta, err := r.drv.Queues().GetMetadata(ctx, q)
+		if err != nil {
+			return catalog.Migration{}, err
+		}
+		// A queue and its dead-letter queue share a pool (messages move
+		// between them inside one backend); moving one alone would split
+		// them, so the move is refused rather than half done.
+		if dlq, _ := meta["_dead_letter_queue"].(string); dlq != "" {
+			return catalog.Migration{}, storage.E(op, storage.Conflict, storage.Public(fmt.Sprintf(
+				"queue %s sends dead letters to queue %s on the same pool; remove _dead_letter_queue from its metadata to move it", q.Name, dlq)))
+		}
+		if _, ok := r.drv.(storage.Migrator); !ok {
+			return catalog.Migration{}, storage.E(op, storage.Invalid, storage.Public("the pool of queue "+q.Name+" cannot move queues"))
+		}
+		if registered(m.d.cat, pool) {
+			// A target that cannot be reached now is refused (503)
+			// rather than recorded: the queue's posts would wait on it.
+			dst, err := m.d.pool(ctx, pool)
+			if err == nil {
+				err = dst.Ping(ctx)
+			}
+			if err != nil {
+				return catalog.Migration{}, err
+			}
+			if _, ok := dst.(storage.Migrator); !ok {
+				return catalog.Migration{}, storage.E(op, storage.Invalid, storage.Public("pool "+pool+" cannot receive queues"))
+			}
+		}
+	}
+	rec, created, err := m.d.cat.StartMigration(ctx, q, pool, m.opts.Owner, m.opts.Lease)
+	if err != nil {
+		return rec, err
+	}
+	if created {
+		m.launch(rec)
+	}
+	return rec, nil
+}
+
+// launch runs rec's move in the background unless this replica runs it.
+func (m *Mover) launch(rec catalog.Migration) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.running[rec.Queue] || m.ctx.Err() != nil {
+		return
+	}
+	m.running[rec.Queue] = true
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		defer func() {
+			m.mu.Lock()
+			delete(m.running, rec.Queue)
+			m.mu.Unlock()
+		}()
+		if err := m.run(rec); err != nil && m.ctx.Err() == nil {
+			m.d.log.Warn("queue move stopped; it resumes when its lease expires", "queue", rec.Queue.Name,
+				"project", rec.Queue.Project, "from", rec.From, "to", rec.To, "err", err)
+		}
+	}()
+}
+
+// scan takes over moves whose lease expired (their replica died, or a
+// step failed and its mover gave up).
+func (m *Mover) scan() {
+	defer m.wg.Done()
+	t := time.NewTicker(m.opts.Scan)
+	defer t.Stop()
+	for {
+		select {
+		case <-m.ctx.Done():
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(m.ctx, m.opts.Scan)
+		active, err := m.d.cat.Store().ActiveMigrations(ctx)
+		cancel()
+		if err != nil {
+			continue
+		}
+		now := time.Now()
+		for _, rec := range active {
+			if rec.Lease.Before(now) || rec.Owner == m.opts.Owner {
+				m.launch(rec)
+			}
+		}
+	}
+}
+
+// Mover returns the driver's mover, nil before StartMover.
+func (d *Driver) Mover() *Mover {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	return d.mover
+}
+
+// Catalog returns the catalog the driver routes by.
+func (d *Driver) Catalog() *catalog.Catalog { return d.cat }
+
+// registered reports whether pool is in the cached pool list.
+func registered(cat *catalog.Catalog, pool string) bool {
+	for _, p := range cat.CachedPools() {
+		if p.Name == pool {
+			return true
+		}
+	}
+	return false
+}

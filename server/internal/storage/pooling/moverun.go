@@ -1,0 +1,273 @@
+package pooling
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"sluice.dev/server/internal/storage"
+	"sluice.dev/server/internal/storage/catalog"
+)
+
+// run drives one move from its recorded state to the end. Every step is
+// idempotent, so it is also how a move resumes after its mover died.
+func (m *Mover) run(rec catalog.Migration) error {
+	st, q := m.d.cat.Store(), rec.Queue
+	now := time.Now()
+	rec, err := st.LeaseMigration(m.ctx, q, m.opts.Owner, now, now.Add(m.opts.Lease))
+	if storage.Is(err, storage.Conflict) {
+		return nil // another replica runs it, or it ended
+	}
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(m.ctx)
+	defer cancel()
+	go m.keepLease(ctx, cancel, q)
+	src, dst, err := m.migrators(ctx, rec)
+	if err != nil && rec.State == catalog.StateSealing && src != nil {
+		// The target went away before it was prepared: roll back rather
+		// than keep the queue's posts waiting on it.
+		_, err = m.rollBack(ctx, rec, src, err)
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	if rec.State == catalog.StateSealing {
+		if rec, err = m.seal(ctx, rec, src, dst); err != nil || rec.State != catalog.StateMoving {
+			return err
+		}
+	}
+	if rec, err = m.moveAll(ctx, rec, src, dst); err != nil {
+		return err
+	}
+	// Finish and Done come before the switch: a mover that dies after the
+	// switch leaves nothing undone, since a done move is never resumed.
+	// Until the switch, replicas route the queue as moving, and a
+	// finished source's Moved answers send them to the target.
+	if err := src.Finish(ctx, q, m.opts.Tombstone); err != nil {
+		return fmt.Errorf("finish on %s: %w", rec.From, err)
+	}
+	if err := dst.Done(ctx, q); err != nil {
+		return fmt.Errorf("done on %s: %w", rec.To, err)
+	}
+	if err := st.SwitchMigration(ctx, q, m.opts.Owner, time.Now()); err != nil {
+		return err
+	}
+	_, _, err = m.d.cat.ReloadMigration(ctx, q)
+	m.d.log.Info("queue moved", "queue", q.Name, "project", q.Project, "from", rec.From, "to", rec.To,
+		"messages", rec.Moved, "batches", rec.Batches, "took", time.Since(rec.Started).String())
+	return err
+}
+
+// keepLease renews the lease while the move runs, whatever step it is
+// in; when another replica took the move over, it stops this run.
+func (m *Mover) keepLease(ctx context.Context, stop context.CancelFunc, q storage.QueueRef) {
+	t := time.NewTicker(m.opts.Lease / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		now := time.Now()
+		_, err := m.d.cat.Store().LeaseMigration(ctx, q, m.opts.Owner, now, now.Add(m.opts.Lease))
+		if storage.Is(err, storage.Conflict) {
+			stop()
+			return
+		}
+	}
+}
+
+// migrators opens both pools' migration stores; when only the target
+// fails, the source comes back with the error.
+func (m *Mover) migrators(ctx context.Context, rec catalog.Migration) (src, dst storage.MigrationStore, err error) {
+	for _, side := range []struct {
+		pool string
+		out  *storage.MigrationStore
+	}{{rec.From, &src}, {rec.To, &dst}} {
+		drv, err := m.d.pool(ctx, side.pool)
+		if err != nil {
+			return src, nil, err
+		}
+		mg, ok := drv.(storage.Migrator)
+		if !ok {
+			return src, nil, storage.E("pooling.migrate", storage.Invalid, "pool "+side.pool+" cannot move queues")
+		}
+		*side.out = mg.Migrations()
+	}
+	return src, dst, nil
+}
+
+// seal seals the source and prepares the target (steps 2 and 3). A
+// failure here rolls the move back: nothing was taken yet.
+func (m *Mover) seal(ctx context.Context, rec catalog.Migration, src, dst storage.MigrationStore) (catalog.Migration, error) {
+	// Every replica routes the queue as moving within one catalog poll
+	// of the record; sealing sooner would let a replica that has not seen
+	// it write metadata to the source after Seal read it.
+	if wait := time.Until(rec.Started.Add(2*m.d.cat.Poll() + 100*time.Millisecond)); wait > 0 {
+		select {
+		case <-ctx.Done():
+			return rec, ctx.Err()
+		case <-time.After(wait):
+		}
+	}
+	q := rec.Queue
+	sealed, err := src.Seal(ctx, q, rec.To)
+	if err == nil && !sealed.Exists {
+		err = storage.E("pooling.migrate", storage.NotFound, "the queue no longer exists on its pool")
+	}
+	if err == nil {
+		err = m.copySubscriptions(ctx, rec)
+	}
+	if err == nil {
+		err = dst.Prepare(ctx, q, sealed.Metadata, sealed.Seq)
+	}
+	if err != nil {
+		return m.rollBack(ctx, rec, src, err)
+	}
+	rec.State, rec.Lease = catalog.StateMoving, time.Now().Add(m.opts.Lease)
+	if err := m.d.cat.Store().UpdateMigration(ctx, rec); err != nil {
+		return rec, err
+	}
+	_, _, err = m.d.cat.ReloadMigration(ctx, q)
+	return rec, err
+}
+
+// rollBack unseals the source and records the move as failed. When the
+// source cannot be unsealed the move stays as it is, to be resumed.
+func (m *Mover) rollBack(ctx context.Context, rec catalog.Migration, src storage.MigrationStore, cause error) (catalog.Migration, error) {
+	// Only the holder may unseal: a mover that lost its lease while
+	// sealing would otherwise unseal under the replica that took over and
+	// already moves batches. A fresh lease cannot be taken over before it
+	// expires, which Unseal does not outlast.
+	now := time.Now()
+	if _, err := m.d.cat.Store().LeaseMigration(ctx, rec.Queue, m.opts.Owner, now, now.Add(m.opts.Lease)); err != nil {
+		return rec, fmt.Errorf("%v; not rolled back: %w", cause, err)
+	}
+	if err := src.Unseal(ctx, rec.Queue); err != nil {
+		return rec, fmt.Errorf("%v; and unsealing the source: %w", cause, err)
+	}
+	rec.State, rec.Error, rec.Finished = catalog.StateFailed, cause.Error(), time.Now()
+	if err := m.d.cat.Store().UpdateMigration(ctx, rec); err != nil {
+		return rec, err
+	}
+	_, _, err := m.d.cat.ReloadMigration(ctx, rec.Queue)
+	return rec, err
+}
+
+// copySubscriptions creates the source's subscriptions on the target, so
+// posts there (from the next state on) record their deliveries.
+// Subscriptions are re-created, so they get new ids; creating one twice
+// (a resumed move) returns the existing one.
+func (m *Mover) copySubscriptions(ctx context.Context, rec catalog.Migration) error {
+	from, err := m.d.pool(ctx, rec.From)
+	if err != nil {
+		return err
+	}
+	to, err := m.d.pool(ctx, rec.To)
+	if err != nil {
+		return err
+	}
+	marker := ""
+	for page := 0; page < 10000; page++ {
+		subs, next, err := from.Subscriptions().List(ctx, rec.Queue, storage.ListSubscriptionsOptions{Marker: marker, Limit: 100})
+		if err != nil {
+			return fmt.Errorf("list subscriptions: %w", err)
+		}
+		for _, sub := range subs {
+			sub.TTL = time.Until(sub.Expires)
+			if sub.TTL <= 0 {
+				continue
+			}
+			id, _, err := to.Subscriptions().Create(ctx, rec.Queue, sub)
+			if err != nil {
+				return fmt.Errorf("copy subscription %s: %w", sub.ID, err)
+			}
+			if sub.Confirmed {
+				if err := to.Subscriptions().Confirm(ctx, rec.Queue, id, true); err != nil {
+					return fmt.Errorf("confirm subscription %s: %w", id, err)
+				}
+			}
+		}
+		if next == "" || len(subs) == 0 {
+			return nil
+		}
+		marker = next
+	}
+	return nil
+}
+
+// moveAll moves batches until the source is empty (step 4), starting with a
+// batch a dead mover left in transit. The lease is renewed per batch; a
+// mover that lost it stops.
+func (m *Mover) moveAll(ctx context.Context, rec catalog.Migration, src, dst storage.MigrationStore) (catalog.Migration, error) {
+	q := rec.Queue
+	b, err := src.InTransit(ctx, q)
+	if movedErr(err) { // finished already: a mover died before the switch
+		return rec, nil
+	}
+	if err != nil {
+		return rec, fmt.Errorf("in transit on %s: %w", rec.From, err)
+	}
+	start, movedHere := time.Now(), 0
+	for {
+		if !b.Empty() {
+			if err := dst.Import(ctx, q, b); err != nil {
+				return rec, fmt.Errorf("import on %s: %w", rec.To, err)
+			}
+			if err := src.Settle(ctx, q, b); err != nil {
+				return rec, fmt.Errorf("settle on %s: %w", rec.From, err)
+			}
+			rec.Moved += int64(len(b.Messages))
+			rec.Batches++
+			movedHere += len(b.Messages)
+			if stats, err := m.d.pool(ctx, rec.From); err == nil {
+				if s, err := stats.Queues().Stats(ctx, q); err == nil {
+					rec.Remaining = int64(s.Total)
+				}
+			}
+			rec.Lease = time.Now().Add(m.opts.Lease)
+			if err := m.d.cat.Store().UpdateMigration(ctx, rec); err != nil {
+				return rec, err
+			}
+			if err := m.pace(ctx, start, movedHere, batchGap); err != nil {
+				return rec, err
+			}
+		}
+		b, err = src.Take(ctx, q, m.opts.Batch)
+		if movedErr(err) {
+			return rec, nil
+		}
+		if err != nil {
+			return rec, fmt.Errorf("take on %s: %w", rec.From, err)
+		}
+		if b.Empty() {
+			rec.Remaining = 0
+			return rec, nil
+		}
+	}
+}
+
+// batchGap is the least pause between batches. While a batch is in
+// transit the source answers claims with Moving; without a gap a mover at
+// full speed would keep claims waiting for the whole move.
+const batchGap = 5 * time.Millisecond
+
+// pace sleeps so that this run moves at most Rate messages per second, and
+// at least gap after every batch.
+func (m *Mover) pace(ctx context.Context, start time.Time, moved int, gap time.Duration) error {
+	wait := gap
+	if m.opts.Rate > 0 {
+		due := start.Add(time.Duration(float64(moved) / float64(m.opts.Rate) * float64(time.Second)))
+		wait = max(wait, time.Until(due))
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(wait):
+		return nil
+	}
+}
