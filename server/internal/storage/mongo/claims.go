@@ -20,6 +20,9 @@ type claimStore struct{ d *Driver }
 func (s claimStore) Create(ctx context.Context, q storage.QueueRef, o storage.ClaimOptions) (storage.Claim, error) {
 	const op = storage.OpClaimCreate
 	d := s.d
+	if err := d.claimable(ctx, op, q); err != nil {
+		return storage.Claim{}, err
+	}
 	now := d.now()
 	// Lapsed claims are noticed here: deleting them is exclusive, so each
 	// is reported once.
@@ -104,6 +107,9 @@ func (s claimStore) live(ctx context.Context, op string, q storage.QueueRef, id 
 	var cd claimDoc
 	err := s.d.claims.FindOne(ctx, append(queueFilter(q), bson.E{Key: "_id", Value: id}, alive(s.d.now()))).Decode(&cd)
 	if errors.Is(err, mongo.ErrNoDocuments) {
+		if err := s.d.moveRedirect(ctx, op, q, nil, []string{id}); err != nil {
+			return cd, err
+		}
 		return cd, storage.E(op, storage.NotFound, storage.ErrNoClaim)
 	}
 	return cd, wrap(op, err)
@@ -153,10 +159,17 @@ func (s claimStore) Update(ctx context.Context, q storage.QueueRef, id string, t
 // Delete releases the claim: its messages become free again.
 func (s claimStore) Delete(ctx context.Context, q storage.QueueRef, id string) error {
 	const op = storage.OpClaimDelete
-	if _, err := s.d.claims.DeleteOne(ctx, append(queueFilter(q), bson.E{Key: "_id", Value: id})); err != nil {
+	res, err := s.d.claims.DeleteOne(ctx, append(queueFilter(q), bson.E{Key: "_id", Value: id}))
+	if err != nil {
 		return wrap(op, err)
 	}
-	err := s.d.eachHeld(ctx, q, id, func(*msgDoc, int64) bson.D {
+	if res.DeletedCount == 0 {
+		// Released before, or moved: then the target releases it.
+		if err := s.d.moveRedirect(ctx, op, q, nil, []string{id}); err != nil {
+			return err
+		}
+	}
+	err = s.d.eachHeld(ctx, q, id, func(*msgDoc, int64) bson.D {
 		return bson.D{{Key: "cl", Value: ""}, {Key: "ce", Value: int64(0)}}
 	})
 	return wrap(op, err)

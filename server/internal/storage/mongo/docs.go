@@ -20,6 +20,21 @@ type queueDoc struct {
 	M string `bson:"m"`
 	// V counts metadata writes, for UpdateMetadata's compare-and-swap.
 	V int64 `bson:"v"`
+	// The queue's part in a move (migrate.go); all absent on a queue that
+	// never moved, so every other writer leaves them alone.
+	Move moveState `bson:",inline"`
+}
+
+// moveState is what a queue document records about a move.
+type moveState struct {
+	MV string `bson:"mv,omitempty"` // sealed: the target every post is sent to
+	SS int64  `bson:"ss,omitempty"` // sealed: the sequence reported by Seal
+	SE bool   `bson:"se,omitempty"` // sealed: the queue existed before the seal
+	TK bool   `bson:"tk,omitempty"` // a batch was taken: the move only goes forward
+	TR bool   `bson:"tr,omitempty"` // a batch is (or is being put) in transit
+	TB int64  `bson:"tb,omitempty"` // finished: tombstone until then (ms)
+	KF int64  `bson:"kf,omitempty"` // target: posts take positions above this
+	PM bool   `bson:"pm,omitempty"` // target: Prepare wrote the metadata
 }
 
 // msgDoc is one message.

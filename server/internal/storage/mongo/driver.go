@@ -65,6 +65,8 @@ type Driver struct {
 	subs       *mongo.Collection
 	deliveries *mongo.Collection
 	dstats     *mongo.Collection
+	// imported remembers the ids a move brought here (migrate_target.go).
+	imported *mongo.Collection
 	clock      storage.Clock
 	events     storage.Events
 
@@ -99,6 +101,7 @@ func Open(ctx context.Context, uri *url.URL, opts storage.Options) (storage.Driv
 		subs:       db.Collection("subscriptions"),
 		deliveries: db.Collection("deliveries"),
 		dstats:     db.Collection("delivery_stats"),
+		imported:   db.Collection("imported"),
 		clock:      opts.Clock,
 		events:     opts.Events,
 	}
@@ -145,6 +148,7 @@ func (d *Driver) setup(ctx context.Context) error {
 		{d.deliveries, mongo.IndexModel{Keys: bson.D{{Key: "n", Value: 1}}, Options: options.Index().SetName("due")}},
 		{d.deliveries, mongo.IndexModel{Keys: bson.D{{Key: "p", Value: 1}, {Key: "q", Value: 1}, {Key: "s", Value: 1}}, Options: options.Index().SetName("queue_subscription")}},
 		{d.dstats, mongo.IndexModel{Keys: bson.D{{Key: "p", Value: 1}, {Key: "q", Value: 1}}, Options: options.Index().SetUnique(true).SetName("queue")}},
+		{d.imported, mongo.IndexModel{Keys: bson.D{{Key: "p", Value: 1}, {Key: "q", Value: 1}}, Options: options.Index().SetName("queue")}},
 	}
 	for _, i := range idx {
 		if _, err := i.coll.Indexes().CreateOne(ctx, i.m); err != nil {
@@ -210,8 +214,12 @@ func (d *Driver) wallExpiry(expiresMs int64) time.Time {
 // nextKeys reserves n increasing message positions: the clock in
 // microseconds, never below the last one handed out by this process, so a
 // queue stays FIFO even when the clock stands still.
-func (d *Driver) nextKeys(n int) int64 {
-	base := d.clock.Now().UnixMicro()
+func (d *Driver) nextKeys(n int) int64 { return d.nextKeysAbove(n, 0) }
+
+// nextKeysAbove is nextKeys for a queue whose positions must stay above
+// floor (a queue moved here from a backend that numbered further).
+func (d *Driver) nextKeysAbove(n int, floor int64) int64 {
+	base := max(d.clock.Now().UnixMicro(), floor+1)
 	for {
 		last := d.lastKey.Load()
 		start := max(base, last+1)

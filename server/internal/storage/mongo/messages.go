@@ -27,11 +27,12 @@ const cleanupEvery = 64
 // is returned.
 func (s messageStore) Post(ctx context.Context, q storage.QueueRef, clientID string, msgs []storage.NewMessage) ([]string, error) {
 	const op = storage.OpMessagePost
-	if err := (queueStore{s.d}).ensure(ctx, q); err != nil {
-		return nil, wrap(op, err)
+	floor, err := queueStore{s.d}.ensureOpen(ctx, op, q)
+	if err != nil {
+		return nil, err
 	}
 	now := s.d.now()
-	key := s.d.nextKeys(len(msgs))
+	key := s.d.nextKeysAbove(len(msgs), floor)
 	ids := make([]string, len(msgs))
 	docs := make([]any, len(msgs))
 	for i, m := range msgs {
@@ -132,6 +133,10 @@ func (s messageStore) List(ctx context.Context, q storage.QueueRef, o storage.Li
 	if err != nil {
 		return nil, "", wrap(op, err)
 	}
+	if len(docs) == 0 {
+		// Empty, or moved away: a tombstone says which.
+		return nil, "", s.d.tombstone(ctx, op, q)
+	}
 	next := ""
 	if len(docs) > limit {
 		docs = docs[:limit]
@@ -161,6 +166,9 @@ func (s messageStore) Get(ctx context.Context, q storage.QueueRef, id string) (s
 	var doc msgDoc
 	err := s.d.messages.FindOne(ctx, append(queueFilter(q), bson.E{Key: "_id", Value: id}, alive(now))).Decode(&doc)
 	if errors.Is(err, mongo.ErrNoDocuments) {
+		if err := s.d.moveRedirect(ctx, op, q, []string{id}, nil); err != nil {
+			return storage.Message{}, err
+		}
 		return storage.Message{}, storage.E(op, storage.NotFound, storage.ErrNoMessage)
 	}
 	if err != nil {
@@ -178,6 +186,14 @@ func (s messageStore) GetMany(ctx context.Context, q storage.QueueRef, ids []str
 	if err != nil {
 		return nil, wrap(op, err)
 	}
+	if len(docs) < len(ids) {
+		// Some are missing: in transit (retry), or moved when none is
+		// here; the others are answered here, the rest by the target.
+		err := s.d.moveRedirect(ctx, op, q, ids, nil)
+		if storage.Is(err, storage.Unavailable) || (err != nil && len(docs) == 0) {
+			return nil, err
+		}
+	}
 	out := make([]storage.Message, len(docs))
 	for i := range docs {
 		out[i] = docs[i].message(now)
@@ -192,7 +208,8 @@ func (s messageStore) Delete(ctx context.Context, q storage.QueueRef, id, claimI
 	var doc msgDoc
 	err := s.d.messages.FindOne(ctx, append(queueFilter(q), bson.E{Key: "_id", Value: id}, alive(now))).Decode(&doc)
 	if errors.Is(err, mongo.ErrNoDocuments) {
-		return nil
+		// Gone, or moved: then the target deletes it.
+		return s.d.moveRedirect(ctx, op, q, []string{id}, nil)
 	}
 	if err != nil {
 		return wrap(op, err)
@@ -224,10 +241,19 @@ func (s messageStore) DeleteMany(ctx context.Context, q storage.QueueRef, ids []
 		held = append(held, bson.M{"cl": claimID})
 	}
 	f := append(queueFilter(q), bson.E{Key: "_id", Value: bson.M{"$in": ids}}, bson.E{Key: "$or", Value: held})
-	if _, err := s.d.messages.DeleteMany(ctx, f); err != nil {
+	res, err := s.d.messages.DeleteMany(ctx, f)
+	if err != nil {
 		return wrap(op, err)
 	}
-	return wrap(op, s.d.dropLocks(ctx, ids))
+	if err := s.d.dropLocks(ctx, ids); err != nil {
+		return wrap(op, err)
+	}
+	if int(res.DeletedCount) < len(ids) {
+		// Some were not here: in transit (retry) or moved (the target
+		// deletes the rest; deleting again is harmless).
+		return s.d.moveRedirect(ctx, op, q, ids, nil)
+	}
+	return nil
 }
 
 // Pop removes and returns up to limit of the oldest free, visible messages.
@@ -235,6 +261,9 @@ func (s messageStore) DeleteMany(ctx context.Context, q storage.QueueRef, ids []
 // handed to a claim.
 func (s messageStore) Pop(ctx context.Context, q storage.QueueRef, limit int) ([]storage.Message, error) {
 	const op = storage.OpMessagePop
+	if err := s.d.claimable(ctx, op, q); err != nil {
+		return nil, err
+	}
 	var out []storage.Message
 	err := s.d.eachFree(ctx, q, limit, func(doc *msgDoc, now int64) (outcome, error) {
 		ok, err := s.d.deleteVersion(ctx, doc)

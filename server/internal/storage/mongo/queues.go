@@ -47,10 +47,51 @@ func (s queueStore) ensure(ctx context.Context, q storage.QueueRef) error {
 	return err
 }
 
+// ensureOpen is ensure for a post: it reads the queue document first (one
+// round trip, as the insert it replaces), so a sealed queue answers
+// Moved(target) and a queue moved here numbers its messages above the
+// floor, at no extra cost.
+func (s queueStore) ensureOpen(ctx context.Context, op string, q storage.QueueRef) (floor int64, err error) {
+	for attempt := 0; attempt < 3; attempt++ {
+		var doc queueDoc
+		err := s.d.queues.FindOne(ctx, queueKey(q), projectMove).Decode(&doc)
+		switch {
+		case errors.Is(err, mongo.ErrNoDocuments):
+			if err := s.ensure(ctx, q); err != nil {
+				return 0, wrap(op, err)
+			}
+			continue // read what was created (perhaps a seal, by a racer)
+		case err != nil:
+			return 0, wrap(op, err)
+		case doc.Move.TB > 0 && !doc.tombstoned(s.d.now()):
+			// The tombstone of a finished move ran out: the queue is
+			// new here.
+			if _, err := s.d.queues.DeleteOne(ctx, append(queueKey(q), bson.E{Key: "tb", Value: doc.Move.TB})); err != nil {
+				return 0, wrap(op, err)
+			}
+			continue
+		case doc.Move.MV != "":
+			return 0, storage.E(op, storage.Conflict, storage.Moved{Target: doc.Move.MV})
+		}
+		return doc.Move.KF, nil
+	}
+	return 0, storage.E(op, storage.Unavailable, errors.New("queue changed while posting; try again"))
+}
+
 // Exists reports whether the queue document exists.
 func (s queueStore) Exists(ctx context.Context, q storage.QueueRef) (bool, error) {
-	n, err := s.d.queues.CountDocuments(ctx, queueKey(q), options.Count().SetLimit(1))
-	return n > 0, wrap(storage.OpQueueExists, err)
+	const op = storage.OpQueueExists
+	var doc queueDoc
+	err := s.d.queues.FindOne(ctx, queueKey(q), projectMove).Decode(&doc)
+	switch {
+	case errors.Is(err, mongo.ErrNoDocuments):
+		return false, nil
+	case err != nil:
+		return false, wrap(op, err)
+	case doc.tombstoned(s.d.now()):
+		return false, storage.E(op, storage.Conflict, storage.Moved{Target: doc.Move.MV})
+	}
+	return doc.Move.TB == 0, nil
 }
 
 // GetMetadata returns the stored metadata, or an empty one for a queue that
@@ -64,6 +105,9 @@ func (s queueStore) GetMetadata(ctx context.Context, q storage.QueueRef) (storag
 	}
 	if err != nil {
 		return nil, wrap(op, err)
+	}
+	if doc.tombstoned(s.d.now()) {
+		return nil, storage.E(op, storage.Conflict, storage.Moved{Target: doc.Move.MV})
 	}
 	meta, err := decodeMeta(doc.M)
 	if err != nil {
@@ -84,12 +128,32 @@ func (s queueStore) SetMetadata(ctx context.Context, q storage.QueueRef, meta st
 	}
 	// The version moves too, so an UpdateMetadata that read the old
 	// metadata cannot write over this one.
+	// A sealed queue's metadata moves with it (Seal read it): the write
+	// matches only a queue that is not moving, and the upsert of a moving
+	// one fails on the unique name.
+	open := append(queueKey(q), bson.E{Key: "mv", Value: bson.M{"$exists": false}})
 	upd := bson.D{{Key: "$set", Value: bson.D{{Key: "m", Value: string(b)}}}, {Key: "$inc", Value: bson.D{{Key: "v", Value: int64(1)}}}}
-	_, err = s.d.queues.UpdateOne(ctx, queueKey(q), upd, options.UpdateOne().SetUpsert(true))
-	if mongo.IsDuplicateKeyError(err) { // lost an upsert race: the document exists now
-		_, err = s.d.queues.UpdateOne(ctx, queueKey(q), upd)
+	_, err = s.d.queues.UpdateOne(ctx, open, upd, options.UpdateOne().SetUpsert(true))
+	if mongo.IsDuplicateKeyError(err) { // lost an upsert race, or the queue is moving
+		var res *mongo.UpdateResult
+		if res, err = s.d.queues.UpdateOne(ctx, open, upd); err == nil && res.MatchedCount == 0 {
+			return s.sealedAnswer(ctx, op, q)
+		}
 	}
 	return wrap(op, err)
+}
+
+// sealedAnswer is what a write refused on a moving queue answers: Moved
+// while it is sealed or a tombstone, a retry when it changed meanwhile.
+func (s queueStore) sealedAnswer(ctx context.Context, op string, q storage.QueueRef) error {
+	doc, found, err := s.d.queueDoc(ctx, q)
+	switch {
+	case err != nil:
+		return wrap(op, err)
+	case found && doc.Move.MV != "" && (doc.Move.TB == 0 || doc.tombstoned(s.d.now())):
+		return storage.E(op, storage.Conflict, storage.Moved{Target: doc.Move.MV})
+	}
+	return storage.E(op, storage.Unavailable, errors.New("queue changed meanwhile; try again"))
 }
 
 // Delete removes the queue, then its messages, claims and locks.
@@ -121,7 +185,8 @@ func (s queueStore) purge(ctx context.Context, q storage.QueueRef) error {
 // List pages the project's queues by name.
 func (s queueStore) List(ctx context.Context, project string, o storage.ListQueuesOptions) ([]storage.QueueInfo, error) {
 	const op = storage.OpQueueList
-	f := bson.D{{Key: "p", Value: project}}
+	// Tombstones of moved queues are not queues here.
+	f := bson.D{{Key: "p", Value: project}, {Key: "tb", Value: bson.M{"$exists": false}}}
 	if o.Marker != "" || o.Name != "" {
 		n := bson.D{}
 		if o.Marker != "" {
@@ -166,7 +231,7 @@ func (s queueStore) Stats(ctx context.Context, q storage.QueueRef) (storage.Queu
 		return st, wrap(op, err)
 	}
 	if total == 0 {
-		return st, nil
+		return st, s.d.tombstone(ctx, op, q)
 	}
 	claimed, err := s.d.messages.CountDocuments(ctx, append(queueFilter(q), alive(now),
 		bson.E{Key: "cl", Value: bson.M{"$ne": ""}}, bson.E{Key: "ce", Value: bson.M{"$gt": now}}))

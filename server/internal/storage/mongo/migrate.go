@@ -1,0 +1,294 @@
+package mongo
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"sluice.dev/server/internal/storage"
+)
+
+// Moving a queue (storage.MigrationStore, docs/pooling.md "Moving a queue").
+//
+// The source records its part in the queue document: the seal (mv, the
+// target) and, once Finish ran, a tombstone (tb). Post reads that document
+// anyway to create the queue on first use, so it sees the seal without an
+// extra round trip.
+//
+// A batch in transit is the queue's messages and claims renamed to its
+// transit name. Renaming a message is one version change of its document,
+// the same compare-and-swap a claim or a pop makes, so a message is either
+// claimed here or in transit, never both, and every query of the queue stops
+// seeing it with no new filter. Neither MongoDB without a replica set nor
+// FerretDB has multi-document transactions, so Take is a series of such
+// single-document steps; whatever carries the transit name is the batch, so
+// a mover that crashed part-way finds it again (InTransit) and completes it.
+
+type migrationStore struct{ d *Driver }
+
+var _ storage.Migrator = (*Driver)(nil)
+
+// Migrations returns the driver's part in moving a queue.
+func (d *Driver) Migrations() storage.MigrationStore { return migrationStore{d} }
+
+// Operation names of the migration steps, for errors and metrics.
+const (
+	opSeal      = "migrate.seal"
+	opUnseal    = "migrate.unseal"
+	opTake      = "migrate.take"
+	opInTransit = "migrate.in_transit"
+	opSettle    = "migrate.settle"
+	opFinish    = "migrate.finish"
+	opPrepare   = "migrate.prepare"
+	opImport    = "migrate.import"
+	opDone      = "migrate.done"
+)
+
+// transitRef names where a queue's batch in transit is kept: '#' is not
+// allowed in queue names, so no real queue has this name.
+func transitRef(q storage.QueueRef) storage.QueueRef {
+	return storage.QueueRef{Project: q.Project, Name: q.Name + "#transit"}
+}
+
+var (
+	errNotSealed = errors.New("queue is not sealed for a move")
+	errTaken     = errors.New("a batch was already taken: the move can only go forward")
+)
+
+// queueDoc reads the queue document; found is false when there is none.
+func (d *Driver) queueDoc(ctx context.Context, q storage.QueueRef) (queueDoc, bool, error) {
+	var doc queueDoc
+	err := d.queues.FindOne(ctx, queueKey(q)).Decode(&doc)
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return doc, false, nil
+	}
+	return doc, err == nil, err
+}
+
+// tombstoned reports a live tombstone left by Finish.
+func (doc *queueDoc) tombstoned(now int64) bool { return doc.Move.TB > now }
+
+// Seal records the target on the queue document, with the queue's highest
+// position so far. It creates the document when the queue does not exist,
+// so a post through a stale placement cannot recreate it here.
+func (s migrationStore) Seal(ctx context.Context, q storage.QueueRef, target string) (storage.Sealed, error) {
+	d := s.d
+	if target == "" {
+		return storage.Sealed{}, storage.E(opSeal, storage.Invalid, errors.New("no target"))
+	}
+	for attempt := 0; attempt < 5; attempt++ {
+		doc, found, err := d.queueDoc(ctx, q)
+		if err != nil {
+			return storage.Sealed{}, wrap(opSeal, err)
+		}
+		if found && doc.Move.MV != "" && !(doc.Move.TB > 0 && !doc.tombstoned(d.now())) {
+			if doc.Move.MV != target {
+				return storage.Sealed{}, storage.E(opSeal, storage.Conflict, fmt.Errorf("queue is already moving to %s", doc.Move.MV))
+			}
+			return d.sealed(&doc)
+		}
+		if found && doc.Move.TB > 0 { // an expired tombstone: the queue is gone
+			_, err = d.queues.DeleteOne(ctx, append(queueKey(q), bson.E{Key: "tb", Value: doc.Move.TB}))
+			if err != nil {
+				return storage.Sealed{}, wrap(opSeal, err)
+			}
+			continue
+		}
+		// Posts that read the document before the seal take positions from
+		// the clock up to now; the sequence covers them too.
+		seq := max(d.clock.Now().UnixMicro(), 0)
+		var last msgDoc
+		err = d.messages.FindOne(ctx, queueFilter(q), findNewest).Decode(&last)
+		if err == nil {
+			seq = max(seq, last.K)
+		} else if !errors.Is(err, mongo.ErrNoDocuments) {
+			return storage.Sealed{}, wrap(opSeal, err)
+		}
+		seal := moveState{MV: target, SS: seq, SE: found}
+		if !found {
+			_, err = d.queues.InsertOne(ctx, queueDoc{P: q.Project, N: q.Name, M: "{}", Move: seal})
+			if mongo.IsDuplicateKeyError(err) {
+				continue // created meanwhile: seal what is there
+			}
+			if err != nil {
+				return storage.Sealed{}, wrap(opSeal, err)
+			}
+			return storage.Sealed{Seq: seq, Metadata: storage.Metadata{}}, nil
+		}
+		res, err := d.queues.UpdateOne(ctx, append(queueKey(q), bson.E{Key: "mv", Value: bson.M{"$exists": false}}),
+			bson.D{{Key: "$set", Value: bson.D{{Key: "mv", Value: target}, {Key: "ss", Value: seq}, {Key: "se", Value: true}}}})
+		if err != nil {
+			return storage.Sealed{}, wrap(opSeal, err)
+		}
+		if res.MatchedCount == 0 {
+			continue // sealed or deleted meanwhile: read again
+		}
+		// FerretDB writes an update back as a whole document, so a
+		// metadata write that read the queue before the seal can undo
+		// it: read again until the seal is seen.
+	}
+	return storage.Sealed{}, storage.E(opSeal, storage.Conflict, errors.New("queue changed while sealing; try again"))
+}
+
+func (d *Driver) sealed(doc *queueDoc) (storage.Sealed, error) {
+	meta, err := decodeMeta(doc.M)
+	if err != nil {
+		return storage.Sealed{}, storage.E(opSeal, storage.Internal, err)
+	}
+	return storage.Sealed{Seq: doc.Move.SS, Metadata: meta, Exists: doc.Move.SE}, nil
+}
+
+// Unseal removes the seal while no batch was taken. A queue document the
+// seal created is removed with it.
+func (s migrationStore) Unseal(ctx context.Context, q storage.QueueRef) error {
+	d := s.d
+	doc, found, err := d.queueDoc(ctx, q)
+	switch {
+	case err != nil:
+		return wrap(opUnseal, err)
+	case !found || doc.Move.MV == "":
+		return nil
+	case doc.Move.TK || doc.Move.TB > 0:
+		return storage.E(opUnseal, storage.Conflict, errTaken)
+	}
+	unsealed := append(queueKey(q), bson.E{Key: "tk", Value: bson.M{"$exists": false}})
+	if !doc.Move.SE {
+		_, err = d.queues.DeleteOne(ctx, unsealed)
+		return wrap(opUnseal, err)
+	}
+	res, err := d.queues.UpdateOne(ctx, unsealed, bson.D{{Key: "$unset", Value: bson.D{
+		{Key: "mv", Value: ""}, {Key: "ss", Value: ""}, {Key: "se", Value: ""}}}})
+	if err == nil && res.MatchedCount == 0 {
+		return storage.E(opUnseal, storage.Conflict, errTaken)
+	}
+	return wrap(opUnseal, err)
+}
+
+// Finish removes the queue's leftovers and turns its document into a
+// tombstone. It refuses while messages remain or a batch is in transit:
+// removing them would lose them.
+func (s migrationStore) Finish(ctx context.Context, q storage.QueueRef, ttl time.Duration) error {
+	d := s.d
+	doc, found, err := d.queueDoc(ctx, q)
+	switch {
+	case err != nil:
+		return wrap(opFinish, err)
+	case !found || doc.Move.MV == "":
+		return storage.E(opFinish, storage.Conflict, errNotSealed)
+	case doc.Move.TB > 0:
+		return nil // finished before
+	}
+	now := d.now()
+	for _, r := range []bson.D{append(queueFilter(q), alive(now)), queueFilter(transitRef(q))} {
+		n, err := d.messages.CountDocuments(ctx, r, options.Count().SetLimit(1))
+		if err != nil {
+			return wrap(opFinish, err)
+		}
+		if n > 0 {
+			return storage.E(opFinish, storage.Conflict, errors.New("messages are left to move"))
+		}
+	}
+	_, err = d.queues.UpdateOne(ctx, queueKey(q), bson.D{
+		{Key: "$set", Value: bson.D{{Key: "tb", Value: now + ms(ttl)}, {Key: "m", Value: "{}"}}},
+		{Key: "$unset", Value: bson.D{{Key: "tr", Value: ""}}}})
+	if err != nil {
+		return wrap(opFinish, err)
+	}
+	for _, r := range []storage.QueueRef{q, transitRef(q)} {
+		if err := (queueStore{d}).purge(ctx, r); err != nil {
+			return wrap(opFinish, err)
+		}
+	}
+	return nil
+}
+
+// moveRedirect is what a call on q answers when it found nothing here for
+// msgIDs / claimIDs (either may be empty): Moving when one of them is in
+// transit, Moved once the queue finished here or batches were settled, nil
+// when the miss is a plain miss. It costs a read only on a miss.
+func (d *Driver) moveRedirect(ctx context.Context, op string, q storage.QueueRef, msgIDs, claimIDs []string) error {
+	doc, found, err := d.queueDoc(ctx, q)
+	if err != nil {
+		return wrap(op, err)
+	}
+	if !found || doc.Move.MV == "" {
+		return nil
+	}
+	now := d.now()
+	if doc.Move.TB > 0 {
+		if doc.tombstoned(now) {
+			return storage.E(op, storage.Conflict, storage.Moved{Target: doc.Move.MV})
+		}
+		return nil
+	}
+	if doc.Move.TR {
+		tq := queueFilter(transitRef(q))
+		for _, c := range []struct {
+			coll *mongo.Collection
+			ids  []string
+		}{{d.messages, msgIDs}, {d.claims, claimIDs}} {
+			if len(c.ids) == 0 {
+				continue
+			}
+			n, err := c.coll.CountDocuments(ctx, append(tq, bson.E{Key: "_id", Value: bson.M{"$in": c.ids}}), options.Count().SetLimit(1))
+			if err != nil {
+				return wrap(op, err)
+			}
+			if n > 0 {
+				return storage.E(op, storage.Unavailable, storage.ErrMoving)
+			}
+		}
+	}
+	if doc.Move.TK && len(msgIDs)+len(claimIDs) > 0 {
+		return storage.E(op, storage.Conflict, storage.Moved{Target: doc.Move.MV})
+	}
+	return nil
+}
+
+// tombstone answers Moved when Finish left a live tombstone for q: calls
+// whose answer would be "empty" ask it, so a server with a stale placement
+// is sent on instead of reading an empty queue.
+func (d *Driver) tombstone(ctx context.Context, op string, q storage.QueueRef) error {
+	return d.moveRedirect(ctx, op, q, nil, nil)
+}
+
+// claimable answers Moving while a batch is in transit (a claim or pop must
+// not skip past it) and Moved after Finish; it is the one extra read a
+// claim makes.
+func (d *Driver) claimable(ctx context.Context, op string, q storage.QueueRef) error {
+	var doc queueDoc
+	err := d.queues.FindOne(ctx, queueKey(q), projectMove).Decode(&doc)
+	switch {
+	case errors.Is(err, mongo.ErrNoDocuments):
+		return nil
+	case err != nil:
+		return wrap(op, err)
+	case doc.tombstoned(d.now()):
+		return storage.E(op, storage.Conflict, storage.Moved{Target: doc.Move.MV})
+	case doc.Move.TR:
+		return storage.E(op, storage.Unavailable, storage.ErrMoving)
+	}
+	return nil
+}
+
+var projectMove = options.FindOne().SetProjection(bson.D{{Key: "mv", Value: 1}, {Key: "tr", Value: 1}, {Key: "tb", Value: 1}, {Key: "kf", Value: 1}})
+
+var findNewest = options.FindOne().SetSort(bson.D{{Key: "k", Value: -1}, {Key: "_id", Value: -1}})
+
+// jsonMeta encodes metadata as the queue document keeps it.
+func jsonMeta(op string, meta storage.Metadata) (string, error) {
+	if meta == nil {
+		return "{}", nil
+	}
+	b, err := json.Marshal(meta)
+	if err != nil {
+		return "", storage.E(op, storage.Invalid, err)
+	}
+	return string(b), nil
+}

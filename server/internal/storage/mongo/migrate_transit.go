@@ -1,0 +1,242 @@
+package mongo
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"sluice.dev/server/internal/storage"
+)
+
+// The source's batches: Take puts one in transit, InTransit reads it back,
+// Settle ends it (migrate.go explains the transit name).
+
+// gatherRounds bounds how often Take goes back for messages of a claim it
+// found on a message already in transit (a claim made while the batch was
+// being taken can reach one more message).
+const gatherRounds = 8
+
+var newestFirst = bson.D{{Key: "k", Value: -1}, {Key: "_id", Value: -1}}
+
+// Take marks the queue as taking (from then on claims and pops answer
+// Moving and Unseal is refused), renames up to limit of the newest live
+// messages, then every message of a live claim holding one of them, and the
+// claims themselves, to the transit name. A batch already in transit is
+// completed and returned instead.
+func (s migrationStore) Take(ctx context.Context, q storage.QueueRef, limit int) (storage.Batch, error) {
+	d := s.d
+	if limit <= 0 {
+		return storage.Batch{}, storage.E(opTake, storage.Invalid, errors.New("limit must be positive"))
+	}
+	doc, found, err := d.queueDoc(ctx, q)
+	switch {
+	case err != nil:
+		return storage.Batch{}, wrap(opTake, err)
+	case !found || doc.Move.MV == "":
+		return storage.Batch{}, storage.E(opTake, storage.Conflict, errNotSealed)
+	case doc.Move.TB > 0:
+		return storage.Batch{}, storage.E(opTake, storage.Conflict, storage.Moved{Target: doc.Move.MV})
+	}
+	if !doc.Move.TR || !doc.Move.TK {
+		if _, err := d.queues.UpdateOne(ctx, queueKey(q), bson.D{{Key: "$set", Value: bson.D{{Key: "tr", Value: true}, {Key: "tk", Value: true}}}}); err != nil {
+			return storage.Batch{}, wrap(opTake, err)
+		}
+	}
+	tq := transitRef(q)
+	n, err := d.messages.CountDocuments(ctx, queueFilter(tq), options.Count().SetLimit(1))
+	if err != nil {
+		return storage.Batch{}, wrap(opTake, err)
+	}
+	if n == 0 {
+		now := d.now()
+		docs, err := d.findMessages(ctx, append(queueFilter(q), alive(now)), options.Find().SetSort(newestFirst).SetLimit(int64(limit)))
+		if err != nil {
+			return storage.Batch{}, wrap(opTake, err)
+		}
+		for i := range docs {
+			if err := d.rename(ctx, &docs[i], q, tq); err != nil {
+				return storage.Batch{}, wrap(opTake, err)
+			}
+		}
+	}
+	if err := d.gatherClaims(ctx, q); err != nil {
+		return storage.Batch{}, wrap(opTake, err)
+	}
+	b, err := d.transit(ctx, q)
+	if err != nil {
+		return storage.Batch{}, wrap(opTake, err)
+	}
+	if b.Empty() {
+		// Nothing left to move: claims may go on.
+		if err := d.endTransit(ctx, q); err != nil {
+			return storage.Batch{}, wrap(opTake, err)
+		}
+	}
+	return b, nil
+}
+
+// InTransit returns the batch in transit, completing a Take that stopped
+// part-way so a claim is never split.
+func (s migrationStore) InTransit(ctx context.Context, q storage.QueueRef) (storage.Batch, error) {
+	d := s.d
+	doc, found, err := d.queueDoc(ctx, q)
+	if err != nil {
+		return storage.Batch{}, wrap(opInTransit, err)
+	}
+	if !found || !doc.Move.TR {
+		return storage.Batch{}, nil
+	}
+	if err := d.gatherClaims(ctx, q); err != nil {
+		return storage.Batch{}, wrap(opInTransit, err)
+	}
+	b, err := d.transit(ctx, q)
+	return b, wrap(opInTransit, err)
+}
+
+// Settle removes b's messages and claims from transit; once nothing is left
+// in transit, claims may go on. Calls naming them answer Moved from then on
+// (moveRedirect).
+func (s migrationStore) Settle(ctx context.Context, q storage.QueueRef, b storage.Batch) error {
+	d := s.d
+	doc, found, err := d.queueDoc(ctx, q)
+	switch {
+	case err != nil:
+		return wrap(opSettle, err)
+	case !found || doc.Move.MV == "":
+		return storage.E(opSettle, storage.Conflict, errNotSealed)
+	case doc.Move.TB > 0:
+		return nil // finished: nothing is in transit any more
+	}
+	tq := queueFilter(transitRef(q))
+	ids := make([]string, len(b.Messages))
+	for i, m := range b.Messages {
+		ids[i] = m.ID
+	}
+	cids := make([]string, len(b.Claims))
+	for i, c := range b.Claims {
+		cids[i] = c.ID
+	}
+	if _, err := d.messages.DeleteMany(ctx, append(tq, bson.E{Key: "_id", Value: bson.M{"$in": ids}})); err != nil {
+		return wrap(opSettle, err)
+	}
+	if _, err := d.claims.DeleteMany(ctx, append(tq, bson.E{Key: "_id", Value: bson.M{"$in": cids}})); err != nil {
+		return wrap(opSettle, err)
+	}
+	if err := d.dropLocks(ctx, ids); err != nil {
+		return wrap(opSettle, err)
+	}
+	n, err := d.messages.CountDocuments(ctx, tq, options.Count().SetLimit(1))
+	if err != nil {
+		return wrap(opSettle, err)
+	}
+	if n == 0 {
+		return wrap(opSettle, d.endTransit(ctx, q))
+	}
+	return nil
+}
+
+// endTransit clears the transit mark once nothing is in transit; claims
+// left under the transit name (their messages expired) go with it.
+func (d *Driver) endTransit(ctx context.Context, q storage.QueueRef) error {
+	if _, err := d.claims.DeleteMany(ctx, queueFilter(transitRef(q))); err != nil {
+		return err
+	}
+	_, err := d.queues.UpdateOne(ctx, queueKey(q), bson.D{{Key: "$unset", Value: bson.D{{Key: "tr", Value: ""}}}})
+	return err
+}
+
+// rename moves one message from q to tq by a version change, re-reading it
+// when a concurrent writer changed it first; a message deleted (or taken by
+// another mover) meanwhile is skipped.
+func (d *Driver) rename(ctx context.Context, doc *msgDoc, q, tq storage.QueueRef) error {
+	for attempt := 0; attempt < 8; attempt++ {
+		ok, err := d.writeVersion(ctx, doc, bson.D{{Key: "q", Value: tq.Name}})
+		if err != nil || ok {
+			return err
+		}
+		var fresh msgDoc
+		err = d.messages.FindOne(ctx, append(queueFilter(q), bson.E{Key: "_id", Value: doc.ID})).Decode(&fresh)
+		if errors.Is(err, mongo.ErrNoDocuments) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		*doc = fresh
+	}
+	return storage.E(opTake, storage.Unavailable, storage.ErrMoving)
+}
+
+// gatherClaims puts the live claims holding a message in transit, and all
+// their other messages, in transit too.
+func (d *Driver) gatherClaims(ctx context.Context, q storage.QueueRef) error {
+	tq := transitRef(q)
+	for round := 0; round < gatherRounds; round++ {
+		now := d.now()
+		held, err := d.findMessages(ctx, append(queueFilter(tq), bson.E{Key: "cl", Value: bson.M{"$ne": ""}}, bson.E{Key: "ce", Value: bson.M{"$gt": now}}),
+			options.Find().SetProjection(bson.D{{Key: "cl", Value: 1}}))
+		if err != nil {
+			return err
+		}
+		seen := map[string]bool{}
+		var cids []string
+		for _, m := range held {
+			if !seen[m.CL] {
+				seen[m.CL] = true
+				cids = append(cids, m.CL)
+			}
+		}
+		if len(cids) == 0 {
+			return nil
+		}
+		inClaims := bson.E{Key: "_id", Value: bson.M{"$in": cids}}
+		if _, err := d.claims.UpdateMany(ctx, append(queueFilter(q), inClaims), bson.D{{Key: "$set", Value: bson.D{{Key: "q", Value: tq.Name}}}}); err != nil {
+			return err
+		}
+		rest, err := d.findMessages(ctx, append(queueFilter(q), bson.E{Key: "cl", Value: bson.M{"$in": cids}}, bson.E{Key: "ce", Value: bson.M{"$gt": now}}, alive(now)), options.Find())
+		if err != nil {
+			return err
+		}
+		if len(rest) == 0 {
+			return nil
+		}
+		for i := range rest {
+			if err := d.rename(ctx, &rest[i], q, tq); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// transit reads the batch in transit: its messages newest first, and its
+// live claims.
+func (d *Driver) transit(ctx context.Context, q storage.QueueRef) (storage.Batch, error) {
+	tq := queueFilter(transitRef(q))
+	docs, err := d.findMessages(ctx, tq, options.Find().SetSort(newestFirst))
+	if err != nil {
+		return storage.Batch{}, err
+	}
+	now := d.now()
+	var b storage.Batch
+	for i := range docs {
+		b.Messages = append(b.Messages, storage.MovedMessage{Message: docs[i].message(now), Seq: docs[i].K})
+	}
+	cur, err := d.claims.Find(ctx, append(tq, alive(now)))
+	if err != nil {
+		return storage.Batch{}, err
+	}
+	var claims []claimDoc
+	if err := cur.All(ctx, &claims); err != nil {
+		return storage.Batch{}, err
+	}
+	for _, c := range claims {
+		b.Claims = append(b.Claims, storage.MovedClaim{ID: c.ID, TTL: time.Duration(c.TTL) * time.Millisecond,
+			Grace: time.Duration(c.Grace) * time.Millisecond, Created: time.UnixMilli(c.C), Expires: time.UnixMilli(c.E)})
+	}
+	return b, nil
+}
