@@ -38,27 +38,66 @@ func Wrap(d storage.Driver, name string, reg prometheus.Registerer) (storage.Dri
 	w.c = claims{d.Claims(), r}
 	w.s = subscriptions{d.Subscriptions(), r}
 	w.v = deliveries{d.Deliveries(), r}
+	return withOptional(w, d), nil
+}
+
+// Optional interfaces of the wrapped driver, passed through unchanged.
+type (
+	inspector = storage.Inspector
+	migrator  = storage.Migrator
+)
+
+// withOptional returns w, embedded with exactly the optional interfaces d
+// implements: depth (timed), the leftover check and moving a queue (passed
+// through; the mover's steps are few and timed by the mover itself).
+func withOptional(w *Driver, d storage.Driver) storage.Driver {
 	dr, hasDepth := d.(storage.DepthReporter)
 	in, hasInsp := d.(storage.Inspector)
+	mg, hasMig := d.(storage.Migrator)
+	dp := depth{dr, w.r}
 	switch {
+	case hasDepth && hasInsp && hasMig:
+		return struct {
+			*Driver
+			depth
+			inspector
+			migrator
+		}{w, dp, in, mg}
 	case hasDepth && hasInsp:
 		return struct {
 			*Driver
 			depth
-			storage.Inspector
-		}{w, depth{dr, r}, in}, nil
+			inspector
+		}{w, dp, in}
+	case hasDepth && hasMig:
+		return struct {
+			*Driver
+			depth
+			migrator
+		}{w, dp, mg}
+	case hasInsp && hasMig:
+		return struct {
+			*Driver
+			inspector
+			migrator
+		}{w, in, mg}
 	case hasDepth:
 		return struct {
 			*Driver
 			depth
-		}{w, depth{dr, r}}, nil
+		}{w, dp}
 	case hasInsp:
 		return struct {
 			*Driver
-			storage.Inspector
-		}{w, in}, nil
+			inspector
+		}{w, in}
+	case hasMig:
+		return struct {
+			*Driver
+			migrator
+		}{w, mg}
 	}
-	return w, nil
+	return w
 }
 
 // Unwrap returns the instrumented driver (for driver-specific methods).

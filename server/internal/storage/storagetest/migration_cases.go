@@ -1,0 +1,329 @@
+package storagetest
+
+import (
+	"reflect"
+	"time"
+
+	"sluice.dev/server/internal/storage"
+)
+
+func testSeal(m *menv) {
+	ms, cs := m.src.d.Messages(), m.src.d.Claims()
+	meta := storage.Metadata{"_default_message_ttl": float64(3600), "owner": "x"}
+	m.must("set metadata", m.src.d.Queues().SetMetadata(m.ctx, m.q, meta))
+	ids := m.src.post(m.q, "c", 4, time.Hour)
+	c := m.src.claim(m.q, 1, time.Minute, time.Minute)
+
+	s1, err := m.from.Seal(m.ctx, m.q, m.target)
+	m.must("seal", err)
+	if !s1.Exists || s1.Seq < 4 || !reflect.DeepEqual(s1.Metadata, meta) {
+		m.t.Errorf("seal = %+v, want exists, seq >= 4, metadata %v", s1, meta)
+	}
+	s2, err := m.from.Seal(m.ctx, m.q, m.target)
+	m.must("seal again", err)
+	if !reflect.DeepEqual(s1, s2) {
+		m.t.Errorf("sealing twice: %+v then %+v", s1, s2)
+	}
+	_, err = m.from.Seal(m.ctx, m.q, m.target+"-other")
+	m.src.wantKind("seal to another target", err, kind(storage.Conflict))
+
+	_, err = ms.Post(m.ctx, m.q, "c", []storage.NewMessage{{TTL: time.Hour, Body: []byte("1")}})
+	m.wantMoved("post on a sealed queue", err)
+	if st := m.src.stats(m.q); st.Total != 4 {
+		m.t.Errorf("refused post changed the queue: %+v", st)
+	}
+	// Everything but posting keeps working on the messages still here.
+	if _, err := ms.Get(m.ctx, m.q, ids[3]); err != nil {
+		m.t.Errorf("get on a sealed queue: %v", err)
+	}
+	c2 := m.src.claim(m.q, 1, time.Minute, 0)
+	if !equalStrings(messageIDs(c2.Messages), ids[1:2]) {
+		m.t.Errorf("claim on a sealed queue took %v, want %v", messageIDs(c2.Messages), ids[1:2])
+	}
+	m.must("claim update", cs.Update(m.ctx, m.q, c.ID, 2*time.Minute, 0))
+	m.must("delete claimed", ms.Delete(m.ctx, m.q, ids[0], c.ID))
+	m.must("claim delete", cs.Delete(m.ctx, m.q, c2.ID))
+	m.must("delete free", ms.Delete(m.ctx, m.q, ids[2], ""))
+	if got := messageIDs(listAll(m.src, m.q)); !equalStrings(got, []string{ids[1], ids[3]}) {
+		m.t.Errorf("sealed queue lists %v, want %v", got, []string{ids[1], ids[3]})
+	}
+
+	// A queue that does not exist can be sealed too (a replica may still
+	// post to it through a stale placement).
+	absent := m.src.queue("absent")
+	s, err := m.from.Seal(m.ctx, absent, m.target)
+	m.must("seal absent", err)
+	if s.Exists || s.Seq != 0 {
+		m.t.Errorf("seal of an absent queue = %+v", s)
+	}
+	_, err = ms.Post(m.ctx, absent, "c", []storage.NewMessage{{TTL: time.Hour, Body: []byte("1")}})
+	m.wantMoved("post on a sealed absent queue", err)
+}
+
+func testUnseal(m *menv) {
+	ms := m.src.d.Messages()
+	m.src.post(m.q, "c", 3, time.Hour)
+	m.must("unseal an unsealed queue", m.from.Unseal(m.ctx, m.q))
+	m.seal()
+	m.must("unseal", m.from.Unseal(m.ctx, m.q))
+	m.must("unseal twice", m.from.Unseal(m.ctx, m.q))
+	m.src.post(m.q, "c", 1, time.Hour)
+
+	other := m.src.queue("unsealed")
+	m.src.post(other, "c", 1, time.Hour)
+	_, err := m.from.Take(m.ctx, other, 5)
+	m.src.wantKind("take from a queue that is not sealed", err, kind(storage.Conflict))
+
+	m.seal()
+	m.take(1)
+	m.src.wantKind("unseal after a take", m.from.Unseal(m.ctx, m.q), kind(storage.Conflict))
+	_, err = ms.Post(m.ctx, m.q, "c", []storage.NewMessage{{TTL: time.Hour, Body: []byte("1")}})
+	m.wantMoved("post after a refused unseal", err)
+}
+
+func testTransit(m *menv) {
+	ms, cs := m.src.d.Messages(), m.src.d.Claims()
+	ids := m.src.post(m.q, "c", 6, time.Hour)
+	c := m.src.claim(m.q, 2, time.Minute, time.Minute)
+	m.seal()
+	before := m.view()
+
+	b := m.take(2)
+	if got, _ := batchIDs(b); !sameSet(got, ids[4:]) || len(b.Claims) != 0 {
+		m.t.Fatalf("take(2) = %v claims %d, want the newest %v", got, len(b.Claims), ids[4:])
+	}
+	_, err := ms.Get(m.ctx, m.q, ids[5])
+	m.wantMoving("get in transit", err)
+	m.wantMoving("delete in transit", ms.Delete(m.ctx, m.q, ids[5], ""))
+	_, err = ms.GetMany(m.ctx, m.q, []string{ids[2], ids[5]})
+	m.wantMoving("get many with one in transit", err)
+	m.wantMoving("delete many with one in transit", ms.DeleteMany(m.ctx, m.q, []string{ids[2], ids[5]}, ""))
+	_, err = cs.Create(m.ctx, m.q, storage.ClaimOptions{TTL: time.Minute, Limit: 1})
+	m.wantMoving("claim while a batch is in transit", err)
+	_, err = ms.Pop(m.ctx, m.q, 1)
+	m.wantMoving("pop while a batch is in transit", err)
+	if got := messageIDs(listAll(m.src, m.q)); !equalStrings(got, ids[:4]) {
+		m.t.Errorf("list in transit = %v, want %v", got, ids[:4])
+	}
+	if st := m.src.stats(m.q); st.Total != 4 || st.Claimed != 2 {
+		m.t.Errorf("stats in transit = %+v, want 4 of which 2 claimed", st)
+	}
+	if _, err := ms.Get(m.ctx, m.q, ids[2]); err != nil {
+		m.t.Errorf("get of a message not in transit: %v", err)
+	}
+	if _, err := cs.Get(m.ctx, m.q, c.ID); err != nil {
+		m.t.Errorf("get of a claim not in transit: %v", err)
+	}
+	again := m.take(5)
+	m.sameBatch("take while a batch is in transit", again, b)
+	inTransit, err := m.from.InTransit(m.ctx, m.q)
+	m.must("in transit", err)
+	m.sameBatch("in transit", inTransit, b)
+	m.must("import", m.to.Import(m.ctx, m.q, b))
+	m.must("settle", m.from.Settle(m.ctx, m.q, b))
+	if inTransit, _ := m.from.InTransit(m.ctx, m.q); !inTransit.Empty() {
+		m.t.Errorf("in transit after settle: %+v", inTransit)
+	}
+	m.step(2)
+
+	// The claim comes whole, beyond the limit, with its messages.
+	b = m.take(1)
+	got, claims := batchIDs(b)
+	if !sameSet(got, ids[:2]) || !equalStrings(claims, []string{c.ID}) {
+		m.t.Fatalf("take(1) = %v claims %v, want %v with claim %s", got, claims, ids[:2], c.ID)
+	}
+	_, err = cs.Get(m.ctx, m.q, c.ID)
+	m.wantMoving("claim get in transit", err)
+	m.wantMoving("claim update in transit", cs.Update(m.ctx, m.q, c.ID, time.Minute, 0))
+	m.wantMoving("claim delete in transit", cs.Delete(m.ctx, m.q, c.ID))
+	m.must("import", m.to.Import(m.ctx, m.q, b))
+	m.must("settle", m.from.Settle(m.ctx, m.q, b))
+	if b := m.take(3); !b.Empty() {
+		m.t.Errorf("take from an empty source = %+v", b)
+	}
+	m.sameMessages("after the move", m.view(), before)
+	tc, err := m.dst.d.Claims().Get(m.ctx, m.q, c.ID)
+	m.must("claim get on target", err)
+	if !sameSet(messageIDs(tc.Messages), ids[:2]) || tc.TTL != c.TTL || !tc.Created.Equal(c.Created) {
+		m.t.Errorf("claim on target = %+v, want %+v", tc, c)
+	}
+}
+
+func testSettled(m *menv) {
+	ms, cs := m.src.d.Messages(), m.src.d.Claims()
+	ids := m.src.post(m.q, "c", 4, time.Hour)
+	c := m.src.claim(m.q, 1, time.Minute, time.Minute)
+	m.seal()
+	m.step(2)
+	_, err := ms.Get(m.ctx, m.q, ids[3])
+	m.wantMoved("get settled", err)
+	m.wantMoved("delete settled", ms.Delete(m.ctx, m.q, ids[3], ""))
+	if _, err := ms.Get(m.ctx, m.q, ids[1]); err != nil {
+		m.t.Errorf("get of a message still here: %v", err)
+	}
+	// Acts on what is here, then sends the caller on for the rest.
+	m.wantMoved("delete many, one moved", ms.DeleteMany(m.ctx, m.q, []string{ids[1], ids[3]}, ""))
+	if _, err := ms.Get(m.ctx, m.q, ids[1]); !storage.Is(err, storage.NotFound) {
+		m.t.Errorf("delete many left the message here: %v", err)
+	}
+	got, err := ms.GetMany(m.ctx, m.q, []string{ids[0], ids[2], ids[3]})
+	m.must("get many", err)
+	if !equalStrings(messageIDs(got), ids[:1]) {
+		m.t.Errorf("get many = %v, want only the one still here %v", messageIDs(got), ids[:1])
+	}
+	m.moveAll(2)
+	for _, id := range ids {
+		_, err := ms.Get(m.ctx, m.q, id)
+		if id == ids[1] {
+			continue // deleted before it moved
+		}
+		m.wantMoved("get settled "+id, err)
+	}
+	_, err = cs.Get(m.ctx, m.q, c.ID)
+	m.wantMoved("claim get settled", err)
+	m.wantMoved("claim update settled", cs.Update(m.ctx, m.q, c.ID, time.Minute, 0))
+	m.wantMoved("claim delete settled", cs.Delete(m.ctx, m.q, c.ID))
+	m.must("claim delete on target", m.dst.d.Claims().Delete(m.ctx, m.q, c.ID))
+	if got := messageIDs(listAll(m.dst, m.q)); !equalStrings(got, []string{ids[0], ids[2], ids[3]}) {
+		m.t.Errorf("target holds %v", got)
+	}
+}
+
+func testImportIdempotent(m *menv) {
+	ids := m.src.post(m.q, "c", 3, time.Hour)
+	c := m.src.claim(m.q, 1, time.Minute, 0)
+	m.seal()
+	before := m.view()
+	b := m.take(10)
+	m.must("import", m.to.Import(m.ctx, m.q, b))
+	m.must("import again", m.to.Import(m.ctx, m.q, b))
+	m.sameMessages("imported twice", listAll(m.dst, m.q), before)
+
+	dms, dcs := m.dst.d.Messages(), m.dst.d.Claims()
+	m.must("delete on target", dms.Delete(m.ctx, m.q, ids[1], ""))
+	m.must("claim delete on target", dcs.Delete(m.ctx, m.q, c.ID))
+	m.must("import after delete", m.to.Import(m.ctx, m.q, b))
+	got := listAll(m.dst, m.q)
+	if !equalStrings(messageIDs(got), []string{ids[0], ids[2]}) || got[0].ClaimID != "" {
+		m.t.Errorf("re-import resurrected: %v (first claimed by %q)", messageIDs(got), got[0].ClaimID)
+	}
+	if _, err := dcs.Get(m.ctx, m.q, c.ID); !storage.Is(err, storage.NotFound) {
+		m.t.Errorf("re-import resurrected the claim: %v", err)
+	}
+	m.must("settle", m.from.Settle(m.ctx, m.q, b))
+	m.must("done", m.to.Done(m.ctx, m.q))
+	m.must("done twice", m.to.Done(m.ctx, m.q))
+}
+
+func testResume(m *menv) {
+	m.src.post(m.q, "c", 10, time.Hour)
+	m.src.claim(m.q, 2, time.Minute, 0)
+	m.src.claim(m.q, 3, 2*time.Minute, 0)
+	m.seal()
+	before := m.view()
+	b := m.take(3)
+	// The mover crashes before importing: a new one finds the batch.
+	again, err := m.from.InTransit(m.ctx, m.q)
+	m.must("in transit", err)
+	m.sameBatch("in transit after a crash", again, b)
+	m.sameBatch("take after a crash", m.take(7), b)
+	m.must("import", m.to.Import(m.ctx, m.q, again))
+	// It crashes again before settling: the next imports the batch again.
+	again, err = m.from.InTransit(m.ctx, m.q)
+	m.must("in transit", err)
+	m.sameBatch("in transit after import", again, b)
+	m.must("import again", m.to.Import(m.ctx, m.q, again))
+	m.must("settle", m.from.Settle(m.ctx, m.q, again))
+	// And once more after settling: settling again changes nothing.
+	m.must("settle again", m.from.Settle(m.ctx, m.q, b))
+	if again, _ := m.from.InTransit(m.ctx, m.q); !again.Empty() {
+		m.t.Errorf("in transit after settle = %+v", again)
+	}
+	m.moveAll(4)
+	m.sameMessages("after a resumed move", m.view(), before)
+}
+
+func testTombstone(m *menv) {
+	ids := m.src.post(m.q, "c", 3, time.Hour)
+	c := m.src.claim(m.q, 1, time.Minute, 0)
+	m.seal()
+	m.src.wantKind("finish with messages left", m.from.Finish(m.ctx, m.q, tombstoneTTL), kind(storage.Conflict))
+	m.take(1)
+	m.src.wantKind("finish with a batch in transit", m.from.Finish(m.ctx, m.q, tombstoneTTL), kind(storage.Conflict))
+	m.moveAll(2)
+	m.must("finish", m.from.Finish(m.ctx, m.q, tombstoneTTL))
+	m.must("finish twice", m.from.Finish(m.ctx, m.q, tombstoneTTL))
+	m.must("done", m.to.Done(m.ctx, m.q))
+
+	qs, ms, cs := m.src.d.Queues(), m.src.d.Messages(), m.src.d.Claims()
+	ctx, q := m.ctx, m.q
+	calls := map[string]func() error{
+		"post": func() error {
+			_, err := ms.Post(ctx, q, "c", []storage.NewMessage{{TTL: time.Hour, Body: []byte("1")}})
+			return err
+		},
+		"list": func() error {
+			_, _, err := ms.List(ctx, q, storage.ListMessagesOptions{Limit: 10})
+			return err
+		},
+		"get":          func() error { _, err := ms.Get(ctx, q, ids[0]); return err },
+		"get many":     func() error { _, err := ms.GetMany(ctx, q, ids); return err },
+		"delete":       func() error { return ms.Delete(ctx, q, ids[1], "") },
+		"delete many":  func() error { return ms.DeleteMany(ctx, q, ids, "") },
+		"pop":          func() error { _, err := ms.Pop(ctx, q, 1); return err },
+		"claim":        func() error { _, err := cs.Create(ctx, q, storage.ClaimOptions{TTL: time.Minute, Limit: 1}); return err },
+		"claim get":    func() error { _, err := cs.Get(ctx, q, c.ID); return err },
+		"claim update": func() error { return cs.Update(ctx, q, c.ID, time.Minute, 0) },
+		"claim delete": func() error { return cs.Delete(ctx, q, c.ID) },
+		"exists":       func() error { _, err := qs.Exists(ctx, q); return err },
+		"create":       func() error { _, err := qs.Create(ctx, q, storage.Metadata{}); return err },
+		"get metadata": func() error { _, err := qs.GetMetadata(ctx, q); return err },
+		"set metadata": func() error { return qs.SetMetadata(ctx, q, storage.Metadata{"a": "b"}) },
+		"update metadata": func() error {
+			_, err := qs.UpdateMetadata(ctx, q, func(md storage.Metadata) (storage.Metadata, error) { return md, nil })
+			return err
+		},
+		"stats":        func() error { _, err := qs.Stats(ctx, q); return err },
+		"purge":        func() error { return qs.Purge(ctx, q) },
+		"queue delete": func() error { return qs.Delete(ctx, q) },
+	}
+	for name, call := range calls {
+		m.wantMoved(name+" on the tombstone", call())
+	}
+	list, err := qs.List(ctx, q.Project, storage.ListQueuesOptions{Limit: 100})
+	m.must("queue list", err)
+	for _, info := range list {
+		if info.Name == q.Name {
+			m.t.Errorf("the source still lists the moved queue")
+		}
+	}
+	// The target serves everything.
+	if got := messageIDs(listAll(m.dst, m.q)); !sameSet(got, ids) {
+		m.t.Errorf("target holds %v, want %v", got, ids)
+	}
+	// Once the tombstone lapses the source forgets the queue.
+	m.clock.Advance(tombstoneTTL + time.Second)
+	if ok, err := qs.Exists(ctx, q); err != nil || ok {
+		m.t.Errorf("exists after the tombstone lapsed = %v, %v", ok, err)
+	}
+}
+
+// sameSet reports whether a and b hold the same strings, in any order.
+func sameSet(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	n := map[string]int{}
+	for _, s := range a {
+		n[s]++
+	}
+	for _, s := range b {
+		n[s]--
+	}
+	for _, v := range n {
+		if v != 0 {
+			return false
+		}
+	}
+	return true
+}

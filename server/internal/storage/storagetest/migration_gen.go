@@ -1,0 +1,148 @@
+package storagetest
+
+import (
+	"fmt"
+	"math/rand"
+	"time"
+
+	"sluice.dev/server/internal/storage"
+)
+
+// genRounds is how many random queues one run moves.
+const genRounds = 8
+
+// testGeneratedMoves moves random queues (free, claimed, delayed and
+// near-expiry messages, claims about to lapse) in random batch sizes while
+// time passes and clients delete, with random mover crashes. After every
+// batch the queue as a client reads it (the source's messages, then the
+// target's) must be exactly what it was before the batch, as time alone
+// changes it: every attribute and the order preserved, nothing lost or
+// doubled. The seed is logged, to replay a failure.
+func testGeneratedMoves(m *menv) {
+	seed := time.Now().UnixNano()
+	m.t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewSource(seed))
+	for round := 0; round < genRounds; round++ {
+		m.q = m.src.queue(fmt.Sprintf("gen%d", round))
+		m.dst.queue(m.q.Name)
+		populate(m, rng)
+		m.seal()
+		moveRandomly(m, rng)
+		checkTarget(m)
+	}
+}
+
+// populate posts and claims a random mix on the source.
+func populate(m *menv, rng *rand.Rand) {
+	ms := m.src.d.Messages()
+	n := rng.Intn(25)
+	for i := 0; i < n; i++ {
+		m.clock.Advance(time.Duration(rng.Intn(300)) * time.Millisecond)
+		nm := storage.NewMessage{TTL: time.Minute + time.Duration(rng.Intn(3600))*time.Second, Body: []byte(fmt.Sprint(i))}
+		if rng.Intn(6) == 0 {
+			nm.TTL = time.Second + time.Duration(rng.Intn(3000))*time.Millisecond // near expiry
+		}
+		if rng.Intn(5) == 0 {
+			nm.Delay = time.Second + time.Duration(rng.Intn(20000))*time.Millisecond
+		}
+		if _, err := ms.Post(m.ctx, m.q, fmt.Sprint("client-", rng.Intn(2)), []storage.NewMessage{nm}); err != nil {
+			m.t.Fatalf("post: %v", err)
+		}
+		if rng.Intn(5) == 0 {
+			ttl := time.Minute + time.Duration(rng.Intn(300))*time.Second
+			if rng.Intn(3) == 0 {
+				ttl = time.Second + time.Duration(rng.Intn(2000))*time.Millisecond // about to lapse
+			}
+			m.src.claim(m.q, 1+rng.Intn(4), ttl, time.Duration(rng.Intn(60))*time.Second)
+		}
+	}
+}
+
+// moveRandomly runs the mover in random batch sizes, with time passing,
+// client deletes between batches and mover crashes inside them.
+func moveRandomly(m *menv, rng *rand.Rand) {
+	prev := m.view()
+	for i := 0; ; i++ {
+		if i > 1000 {
+			m.t.Fatal("move did not end after 1000 batches")
+		}
+		if rng.Intn(3) == 0 && len(prev) > 0 {
+			j := rng.Intn(len(prev))
+			deleteRouted(m, prev[j])
+			prev = append(prev[:j:j], prev[j+1:]...)
+		}
+		b := m.take(1 + rng.Intn(8))
+		if b.Empty() {
+			break
+		}
+		_, err := m.src.d.Messages().Get(m.ctx, m.q, b.Messages[0].ID)
+		m.wantMoving("get in transit", err)
+		m.must("import", m.to.Import(m.ctx, m.q, b))
+		if rng.Intn(4) == 0 {
+			// The mover crashed after importing; the next one resumes.
+			again, err := m.from.InTransit(m.ctx, m.q)
+			m.must("in transit", err)
+			m.sameBatch("in transit after a crash", again, b)
+			m.must("import again", m.to.Import(m.ctx, m.q, again))
+		}
+		m.must("settle", m.from.Settle(m.ctx, m.q, b))
+		m.clock.Advance(time.Duration(rng.Intn(700)) * time.Millisecond)
+		now := m.view()
+		m.sameMessages(fmt.Sprintf("batch %d", i), now, alive(prev, m.clock.Now()))
+		prev = now
+	}
+	if left := listAll(m.src, m.q); len(left) > 0 {
+		m.t.Fatalf("source holds %v after the move", messageIDs(left))
+	}
+	m.must("finish", m.from.Finish(m.ctx, m.q, tombstoneTTL))
+	m.sameMessages("after finish", listAll(m.dst, m.q), alive(prev, m.clock.Now()))
+}
+
+// deleteRouted deletes msg as the pooled driver does while a queue moves:
+// on the source, and on the target when the source says it moved.
+func deleteRouted(m *menv, msg storage.Message) {
+	m.t.Helper()
+	err := m.src.d.Messages().Delete(m.ctx, m.q, msg.ID, msg.ClaimID)
+	if _, moved := storage.MovedTo(err); moved {
+		err = m.dst.d.Messages().Delete(m.ctx, m.q, msg.ID, msg.ClaimID)
+	}
+	m.must("delete "+msg.ID, err)
+}
+
+// checkTarget checks that the moved queue works on the target: moved claims
+// hold their messages, new posts sort after every moved message, and a new
+// claim takes the free visible messages in their original order.
+func checkTarget(m *menv) {
+	m.t.Helper()
+	moved := listAll(m.dst, m.q)
+	claims := map[string][]string{}
+	for _, msg := range moved {
+		if msg.ClaimID != "" {
+			claims[msg.ClaimID] = append(claims[msg.ClaimID], msg.ID)
+		}
+	}
+	for id, want := range claims {
+		c, err := m.dst.d.Claims().Get(m.ctx, m.q, id)
+		m.must("moved claim get", err)
+		if !sameSet(messageIDs(c.Messages), want) {
+			m.t.Errorf("moved claim %s holds %v, want %v", id, messageIDs(c.Messages), want)
+		}
+	}
+	posted := m.dst.post(m.q, "c", 2, time.Hour)
+	all := listAll(m.dst, m.q)
+	if got := messageIDs(all); len(got) != len(moved)+2 || !equalStrings(got[len(moved):], posted) {
+		m.t.Fatalf("target after posting = %v, want %v then %v", got, messageIDs(moved), posted)
+	}
+	now := m.clock.Now()
+	var want []string
+	for _, msg := range all {
+		if msg.ClaimID == "" && !msg.DelayUntil.After(now) {
+			want = append(want, msg.ID)
+		}
+	}
+	c := m.dst.claim(m.q, 100, time.Minute, 0)
+	if got := messageIDs(c.Messages); !equalStrings(got, want) {
+		m.t.Errorf("claim on target took %v, want %v in order", got, want)
+	}
+	m.must("done", m.to.Done(m.ctx, m.q))
+}
