@@ -266,12 +266,15 @@ func testTombstone(m *menv) {
 			_, _, err := ms.List(ctx, q, storage.ListMessagesOptions{Limit: 10})
 			return err
 		},
-		"get":          func() error { _, err := ms.Get(ctx, q, ids[0]); return err },
-		"get many":     func() error { _, err := ms.GetMany(ctx, q, ids); return err },
-		"delete":       func() error { return ms.Delete(ctx, q, ids[1], "") },
-		"delete many":  func() error { return ms.DeleteMany(ctx, q, ids, "") },
-		"pop":          func() error { _, err := ms.Pop(ctx, q, 1); return err },
-		"claim":        func() error { _, err := cs.Create(ctx, q, storage.ClaimOptions{TTL: time.Minute, Limit: 1}); return err },
+		"get":         func() error { _, err := ms.Get(ctx, q, ids[0]); return err },
+		"get many":    func() error { _, err := ms.GetMany(ctx, q, ids); return err },
+		"delete":      func() error { return ms.Delete(ctx, q, ids[1], "") },
+		"delete many": func() error { return ms.DeleteMany(ctx, q, ids, "") },
+		"pop":         func() error { _, err := ms.Pop(ctx, q, 1); return err },
+		"claim": func() error {
+			_, err := cs.Create(ctx, q, storage.ClaimOptions{TTL: time.Minute, Limit: 1})
+			return err
+		},
 		"claim get":    func() error { _, err := cs.Get(ctx, q, c.ID); return err },
 		"claim update": func() error { return cs.Update(ctx, q, c.ID, time.Minute, 0) },
 		"claim delete": func() error { return cs.Delete(ctx, q, c.ID) },
