@@ -37,3 +37,9 @@ func TestConformance(t *testing.T) {
 func TestModel(t *testing.T) {
 	storagetest.RunModel(t, opener(t, "model"), storagetest.ModelOptions{Checks: 30})
 }
+
+// TestMigration runs the shared suite for moving a queue between two
+// FerretDB backends.
+func TestMigration(t *testing.T) {
+	storagetest.RunMigration(t, opener(t, "move_from"), opener(t, "move_to"))
+}

@@ -56,6 +56,13 @@ func transitRef(q storage.QueueRef) storage.QueueRef {
 	return storage.QueueRef{Project: q.Project, Name: q.Name + "#transit"}
 }
 
+// movedRef names where the source keeps the messages and claims it
+// settled, without their bodies, so a call naming one is sent to the target
+// while a deleted one is simply not found. Finish removes them.
+func movedRef(q storage.QueueRef) storage.QueueRef {
+	return storage.QueueRef{Project: q.Project, Name: q.Name + "#moved"}
+}
+
 var (
 	errNotSealed = errors.New("queue is not sealed for a move")
 	errTaken     = errors.New("a batch was already taken: the move can only go forward")
@@ -69,6 +76,25 @@ func (d *Driver) queueDoc(ctx context.Context, q storage.QueueRef) (queueDoc, bo
 		return doc, false, nil
 	}
 	return doc, err == nil, err
+}
+
+// dropLapsed removes q's tombstone when it has run out, so the name is free
+// here again; it reports whether there was one.
+func (d *Driver) dropLapsed(ctx context.Context, q storage.QueueRef) (bool, error) {
+	res, err := d.queues.DeleteOne(ctx, append(queueKey(q), bson.E{Key: "tb", Value: bson.M{"$gt": int64(0), "$lte": d.now()}}))
+	if err != nil {
+		return false, err
+	}
+	return res.DeletedCount > 0, nil
+}
+
+func firstErr(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // tombstoned reports a live tombstone left by Finish.
@@ -101,8 +127,13 @@ func (s migrationStore) Seal(ctx context.Context, q storage.QueueRef, target str
 			continue
 		}
 		// Posts that read the document before the seal take positions from
-		// the clock up to now; the sequence covers them too.
-		seq := max(d.clock.Now().UnixMicro(), 0)
+		// the clock up to now; the sequence covers them too. A queue with
+		// no document has no post under way: a post creates the document
+		// and reads it again, so it sees the seal.
+		var seq int64
+		if found {
+			seq = d.clock.Now().UnixMicro()
+		}
 		var last msgDoc
 		err = d.messages.FindOne(ctx, queueFilter(q), findNewest).Decode(&last)
 		if err == nil {
@@ -200,7 +231,7 @@ func (s migrationStore) Finish(ctx context.Context, q storage.QueueRef, ttl time
 	if err != nil {
 		return wrap(opFinish, err)
 	}
-	for _, r := range []storage.QueueRef{q, transitRef(q)} {
+	for _, r := range []storage.QueueRef{q, transitRef(q), movedRef(q)} {
 		if err := (queueStore{d}).purge(ctx, r); err != nil {
 			return wrap(opFinish, err)
 		}
@@ -208,27 +239,38 @@ func (s migrationStore) Finish(ctx context.Context, q storage.QueueRef, ttl time
 	return nil
 }
 
-// moveRedirect is what a call on q answers when it found nothing here for
-// msgIDs / claimIDs (either may be empty): Moving when one of them is in
-// transit, Moved once the queue finished here or batches were settled, nil
-// when the miss is a plain miss. It costs a read only on a miss.
-func (d *Driver) moveRedirect(ctx context.Context, op string, q storage.QueueRef, msgIDs, claimIDs []string) error {
+// where is what a source knows of ids a call did not find here.
+type where int
+
+const (
+	notMoved  where = iota // a plain miss (or the queue is not moving)
+	inTransit              // one of them is in a batch in transit: retry
+	settled                // one of them was moved: ask the target
+	finished               // the queue moved away (tombstone): ask the target
+)
+
+// whereAre looks up msgIDs and claimIDs (either may be empty) in the
+// queue's transit and moved records. It costs a read, so calls make it only
+// on a miss.
+func (d *Driver) whereAre(ctx context.Context, q storage.QueueRef, msgIDs, claimIDs []string) (where, string, error) {
 	doc, found, err := d.queueDoc(ctx, q)
-	if err != nil {
-		return wrap(op, err)
+	if err != nil || !found || doc.Move.MV == "" {
+		return notMoved, "", err
 	}
-	if !found || doc.Move.MV == "" {
-		return nil
-	}
-	now := d.now()
 	if doc.Move.TB > 0 {
-		if doc.tombstoned(now) {
-			return storage.E(op, storage.Conflict, storage.Moved{Target: doc.Move.MV})
+		if doc.tombstoned(d.now()) {
+			return finished, doc.Move.MV, nil
 		}
-		return nil
+		return notMoved, "", nil
 	}
-	if doc.Move.TR {
-		tq := queueFilter(transitRef(q))
+	for _, r := range []struct {
+		ref  storage.QueueRef
+		on   bool
+		then where
+	}{{transitRef(q), doc.Move.TR, inTransit}, {movedRef(q), doc.Move.TK, settled}} {
+		if !r.on {
+			continue
+		}
 		for _, c := range []struct {
 			coll *mongo.Collection
 			ids  []string
@@ -236,19 +278,37 @@ func (d *Driver) moveRedirect(ctx context.Context, op string, q storage.QueueRef
 			if len(c.ids) == 0 {
 				continue
 			}
-			n, err := c.coll.CountDocuments(ctx, append(tq, bson.E{Key: "_id", Value: bson.M{"$in": c.ids}}), options.Count().SetLimit(1))
+			n, err := c.coll.CountDocuments(ctx, append(queueFilter(r.ref), bson.E{Key: "_id", Value: bson.M{"$in": c.ids}}), options.Count().SetLimit(1))
 			if err != nil {
-				return wrap(op, err)
+				return notMoved, "", err
 			}
 			if n > 0 {
-				return storage.E(op, storage.Unavailable, storage.ErrMoving)
+				return r.then, doc.Move.MV, nil
 			}
 		}
 	}
-	if doc.Move.TK && len(msgIDs)+len(claimIDs) > 0 {
-		return storage.E(op, storage.Conflict, storage.Moved{Target: doc.Move.MV})
+	return notMoved, "", nil
+}
+
+// answer turns a where into the error a call gives: Moving, Moved or none.
+func (w where) answer(op, target string) error {
+	switch w {
+	case inTransit:
+		return storage.E(op, storage.Unavailable, storage.ErrMoving)
+	case settled, finished:
+		return storage.E(op, storage.Conflict, storage.Moved{Target: target})
 	}
 	return nil
+}
+
+// moveRedirect is what a call that found nothing here for msgIDs /
+// claimIDs answers: Moving, Moved, or nil for a plain miss.
+func (d *Driver) moveRedirect(ctx context.Context, op string, q storage.QueueRef, msgIDs, claimIDs []string) error {
+	w, target, err := d.whereAre(ctx, q, msgIDs, claimIDs)
+	if err != nil {
+		return wrap(op, err)
+	}
+	return w.answer(op, target)
 }
 
 // tombstone answers Moved when Finish left a live tombstone for q: calls

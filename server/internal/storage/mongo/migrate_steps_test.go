@@ -140,8 +140,14 @@ func TestMoveStepsAreIdempotent(t *testing.T) {
 		t.Fatalf("target order %v, want %v", order, want)
 	}
 	for name, err := range map[string]error{
-		"post":   func() error { _, err := p.src.Messages().Post(ctx, q, "c", []storage.NewMessage{{TTL: time.Hour, Body: json.RawMessage(`1`)}}); return err }(),
-		"claim":  func() error { _, err := p.src.Claims().Create(ctx, q, storage.ClaimOptions{TTL: time.Minute, Limit: 1}); return err }(),
+		"post": func() error {
+			_, err := p.src.Messages().Post(ctx, q, "c", []storage.NewMessage{{TTL: time.Hour, Body: json.RawMessage(`1`)}})
+			return err
+		}(),
+		"claim": func() error {
+			_, err := p.src.Claims().Create(ctx, q, storage.ClaimOptions{TTL: time.Minute, Limit: 1})
+			return err
+		}(),
 		"stats":  func() error { _, err := p.src.Queues().Stats(ctx, q); return err }(),
 		"meta":   func() error { _, err := p.src.Queues().GetMetadata(ctx, q); return err }(),
 		"exists": func() error { _, err := p.src.Queues().Exists(ctx, q); return err }(),

@@ -97,9 +97,9 @@ func (s migrationStore) InTransit(ctx context.Context, q storage.QueueRef) (stor
 	return b, wrap(opInTransit, err)
 }
 
-// Settle removes b's messages and claims from transit; once nothing is left
-// in transit, claims may go on. Calls naming them answer Moved from then on
-// (moveRedirect).
+// Settle moves b's messages and claims from transit to the moved records;
+// once nothing is left in transit, claims may go on. Calls naming them
+// answer Moved from then on (whereAre).
 func (s migrationStore) Settle(ctx context.Context, q storage.QueueRef, b storage.Batch) error {
 	d := s.d
 	doc, found, err := d.queueDoc(ctx, q)
@@ -120,10 +120,15 @@ func (s migrationStore) Settle(ctx context.Context, q storage.QueueRef, b storag
 	for i, c := range b.Claims {
 		cids[i] = c.ID
 	}
-	if _, err := d.messages.DeleteMany(ctx, append(tq, bson.E{Key: "_id", Value: bson.M{"$in": ids}})); err != nil {
+	// Kept under the moved name, bodies dropped: calls naming them are
+	// sent on (whereAre).
+	moved := movedRef(q).Name
+	if _, err := d.messages.UpdateMany(ctx, append(tq, bson.E{Key: "_id", Value: bson.M{"$in": ids}}),
+		bson.D{{Key: "$set", Value: bson.D{{Key: "q", Value: moved}, {Key: "b", Value: ""}, {Key: "e", Value: int64(0)}}}}); err != nil {
 		return wrap(opSettle, err)
 	}
-	if _, err := d.claims.DeleteMany(ctx, append(tq, bson.E{Key: "_id", Value: bson.M{"$in": cids}})); err != nil {
+	if _, err := d.claims.UpdateMany(ctx, append(tq, bson.E{Key: "_id", Value: bson.M{"$in": cids}}),
+		bson.D{{Key: "$set", Value: bson.D{{Key: "q", Value: moved}}}}); err != nil {
 		return wrap(opSettle, err)
 	}
 	if err := d.dropLocks(ctx, ids); err != nil {
@@ -172,7 +177,8 @@ func (d *Driver) rename(ctx context.Context, doc *msgDoc, q, tq storage.QueueRef
 }
 
 // gatherClaims puts the live claims holding a message in transit, and all
-// their other messages, in transit too.
+// their other messages with every message after the oldest of them, in
+// transit too.
 func (d *Driver) gatherClaims(ctx context.Context, q storage.QueueRef) error {
 	tq := transitRef(q)
 	for round := 0; round < gatherRounds; round++ {
@@ -197,12 +203,21 @@ func (d *Driver) gatherClaims(ctx context.Context, q storage.QueueRef) error {
 		if _, err := d.claims.UpdateMany(ctx, append(queueFilter(q), inClaims), bson.D{{Key: "$set", Value: bson.D{{Key: "q", Value: tq.Name}}}}); err != nil {
 			return err
 		}
-		rest, err := d.findMessages(ctx, append(queueFilter(q), bson.E{Key: "cl", Value: bson.M{"$in": cids}}, bson.E{Key: "ce", Value: bson.M{"$gt": now}}, alive(now)), options.Find())
+		// The oldest message those claims still hold here, and every
+		// message after it: a batch is a suffix of the queue, so what
+		// stays here sorts before everything moved (FIFO).
+		var oldest msgDoc
+		err = d.messages.FindOne(ctx, append(queueFilter(q), bson.E{Key: "cl", Value: bson.M{"$in": cids}}, bson.E{Key: "ce", Value: bson.M{"$gt": now}}, alive(now)),
+			options.FindOne().SetSort(byPosition)).Decode(&oldest)
+		if errors.Is(err, mongo.ErrNoDocuments) {
+			return nil
+		}
 		if err != nil {
 			return err
 		}
-		if len(rest) == 0 {
-			return nil
+		rest, err := d.findMessages(ctx, append(queueFilter(q), bson.E{Key: "k", Value: bson.M{"$gte": oldest.K}}, alive(now)), options.Find())
+		if err != nil {
+			return err
 		}
 		for i := range rest {
 			if err := d.rename(ctx, &rest[i], q, tq); err != nil {
