@@ -236,7 +236,9 @@ func (s migrationStore) Finish(ctx context.Context, q storage.QueueRef, ttl time
 			return wrap(opFinish, err)
 		}
 	}
-	return nil
+	// Subscriptions moved before the switch; no message comes here to
+	// notify about any more.
+	return wrap(opFinish, d.dropNotifications(ctx, q))
 }
 
 // where is what a source knows of ids a call did not find here.

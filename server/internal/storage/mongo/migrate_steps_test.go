@@ -33,6 +33,9 @@ func TestMoveStepsAreIdempotent(t *testing.T) {
 	ctx := context.Background()
 	q := storage.QueueRef{Project: "steps", Name: "q"}
 	ids := postN(t, p.src, q, 5)
+	if _, _, err := p.src.Subscriptions().Create(ctx, q, storage.Subscription{Subscriber: "http://127.0.0.1:1/hook", TTL: time.Hour}); err != nil {
+		t.Fatalf("subscribe: %v", err)
+	}
 
 	s1, err := p.from.Seal(ctx, q, targetName)
 	if err != nil {
@@ -159,6 +162,11 @@ func TestMoveStepsAreIdempotent(t *testing.T) {
 	qs, err := p.src.Queues().List(ctx, q.Project, storage.ListQueuesOptions{Limit: 10})
 	if err != nil || len(qs) != 0 {
 		t.Fatalf("finished source lists %v, %v; want none", qs, err)
+	}
+	// Only the tombstone is left of the queue on the source.
+	left, err := p.src.(storage.Inspector).Leftovers(ctx, q.Project)
+	if err != nil || len(left) != 1 {
+		t.Fatalf("finished source still holds %v, %v; want only the tombstone", left, err)
 	}
 	// Once the tombstone ran out the name is free again here.
 	p.clock.Advance(time.Hour + time.Second)
