@@ -51,7 +51,10 @@ type MovedClaim struct {
 
 // Batch is one step of a move: messages, newest first, and every live claim
 // that holds any of them together with all of that claim's messages, so a
-// claim is never split between backends.
+// claim is never split between backends. A batch is always a suffix of the
+// source queue in Seq order: when a claim also holds older messages, every
+// message from its oldest one on comes too, so what stays on the source
+// still sorts before everything moved (FIFO).
 type Batch struct {
 	Messages []MovedMessage
 	Claims   []MovedClaim

@@ -40,3 +40,16 @@ const (
 	OpDeliveryStats       = "deliveries.stats"
 	OpDeliveryPending     = "deliveries.pending"
 )
+
+// Operation names of a move's steps (migrate.go).
+const (
+	OpMigrateSeal      = "migrate.seal"
+	OpMigrateUnseal    = "migrate.unseal"
+	OpMigrateTake      = "migrate.take"
+	OpMigrateSettle    = "migrate.settle"
+	OpMigrateFinish    = "migrate.finish"
+	OpMigratePrepare   = "migrate.prepare"
+	OpMigrateImport    = "migrate.import"
+	OpMigrateDone      = "migrate.done"
+	OpMigrateInTransit = "migrate.in_transit"
+)

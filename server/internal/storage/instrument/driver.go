@@ -10,8 +10,8 @@ import (
 )
 
 // Driver is a storage.Driver whose calls are timed. Wrap returns it, or a
-// value that also implements storage.DepthReporter and/or storage.Inspector
-// exactly when the wrapped driver does, so type assertions on the result
+// value that also implements storage.DepthReporter, storage.Inspector and/or
+// storage.Migrator exactly when the wrapped driver does, so type assertions on the result
 // answer as they would on the driver itself.
 type Driver struct {
 	d storage.Driver

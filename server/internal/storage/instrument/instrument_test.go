@@ -47,8 +47,9 @@ func TestOptionalInterfacesFollowTheDriver(t *testing.T) {
 		}
 		_, depth := w.(storage.DepthReporter)
 		_, insp := w.(storage.Inspector)
-		if depth != tc.wantDepth || insp != tc.wantDepth {
-			t.Errorf("%s: wrapped DepthReporter %v Inspector %v, want %v", tc.name, depth, insp, tc.wantDepth)
+		_, mig := w.(storage.Migrator)
+		if depth != tc.wantDepth || insp != tc.wantDepth || mig != tc.wantDepth {
+			t.Errorf("%s: wrapped DepthReporter %v Inspector %v Migrator %v, want %v", tc.name, depth, insp, mig, tc.wantDepth)
 		}
 	}
 }

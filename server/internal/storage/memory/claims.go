@@ -10,9 +10,16 @@ import (
 type claimStore struct{ d *Driver }
 
 func (s claimStore) Create(_ context.Context, ref storage.QueueRef, opts storage.ClaimOptions) (storage.Claim, error) {
+	if err := s.d.gone(storage.OpClaimCreate, ref); err != nil {
+		return storage.Claim{}, err
+	}
 	q := s.d.lock(ref, false)
 	if q == nil {
 		return storage.Claim{}, nil
+	}
+	if err := s.d.busy(storage.OpClaimCreate, ref); err != nil {
+		q.mu.Unlock()
+		return storage.Claim{}, err
 	}
 	now := s.d.clock.Now()
 	c := &claim{id: storage.NewID(), ttl: opts.TTL, grace: opts.Grace, created: now, expires: now.Add(opts.TTL), pos: -1}
@@ -71,12 +78,17 @@ func (s claimStore) deadLetter(project string, dl *storage.DeadLetter, dead []*m
 
 func (s claimStore) Get(_ context.Context, ref storage.QueueRef, id string) (storage.Claim, error) {
 	q := s.d.lock(ref, false)
-	if q == nil {
-		return storage.Claim{}, storage.E(storage.OpClaimGet, storage.NotFound, storage.ErrNoClaim)
+	if q != nil {
+		defer q.mu.Unlock()
 	}
-	defer q.mu.Unlock()
-	c := q.claims[id]
+	var c *claim
+	if q != nil {
+		c = q.claims[id]
+	}
 	if c == nil {
+		if err := s.d.named(storage.OpClaimGet, ref, id); err != nil {
+			return storage.Claim{}, err
+		}
 		return storage.Claim{}, storage.E(storage.OpClaimGet, storage.NotFound, storage.ErrNoClaim)
 	}
 	out := storage.Claim{ID: c.id, TTL: c.ttl, Created: c.created}
@@ -90,12 +102,17 @@ func (s claimStore) Get(_ context.Context, ref storage.QueueRef, id string) (sto
 
 func (s claimStore) Update(_ context.Context, ref storage.QueueRef, id string, ttl, grace time.Duration) error {
 	q := s.d.lock(ref, false)
-	if q == nil {
-		return storage.E(storage.OpClaimUpdate, storage.NotFound, storage.ErrNoClaim)
+	if q != nil {
+		defer q.mu.Unlock()
 	}
-	defer q.mu.Unlock()
-	c := q.claims[id]
+	var c *claim
+	if q != nil {
+		c = q.claims[id]
+	}
 	if c == nil {
+		if err := s.d.named(storage.OpClaimUpdate, ref, id); err != nil {
+			return err
+		}
 		return storage.E(storage.OpClaimUpdate, storage.NotFound, storage.ErrNoClaim)
 	}
 	now := s.d.clock.Now()
@@ -111,12 +128,12 @@ func (s claimStore) Update(_ context.Context, ref storage.QueueRef, id string, t
 
 func (s claimStore) Delete(_ context.Context, ref storage.QueueRef, id string) error {
 	q := s.d.lock(ref, false)
-	if q == nil {
-		return nil
+	if q != nil {
+		defer q.mu.Unlock()
+		if c := q.claims[id]; c != nil {
+			q.release(c)
+			return nil
+		}
 	}
-	defer q.mu.Unlock()
-	if c := q.claims[id]; c != nil {
-		q.release(c)
-	}
-	return nil
+	return s.d.named(storage.OpClaimDelete, ref, id)
 }

@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"sluice.dev/server/internal/storage"
 )
@@ -24,7 +25,7 @@ func init() {
 }
 
 // Driver is the memory driver. It implements storage.Driver,
-// storage.DepthReporter and storage.Inspector.
+// storage.DepthReporter, storage.Inspector and storage.Migrator.
 type Driver struct {
 	clock  storage.Clock
 	events storage.Events
@@ -34,6 +35,12 @@ type Driver struct {
 	mu       sync.RWMutex
 	queues   map[storage.QueueRef]*queue
 	projects map[string][]string // queue names per project, sorted
+
+	// Queues taking part in a move (migrate.go); nMoves counts them so the
+	// usual case, none, costs calls one atomic load.
+	mvMu   sync.Mutex
+	moves  map[storage.QueueRef]*move
+	nMoves atomic.Int64
 }
 
 // New returns an empty memory driver.
@@ -45,6 +52,7 @@ func New(opts storage.Options) *Driver {
 		notif:    newNotifier(),
 		queues:   map[storage.QueueRef]*queue{},
 		projects: map[string][]string{},
+		moves:    map[storage.QueueRef]*move{},
 	}
 }
 
@@ -177,6 +185,13 @@ func (d *Driver) Leftovers(_ context.Context, project string) ([]string, error) 
 	for _, name := range d.projects[project] {
 		out = append(out, "index entry "+name)
 	}
+	d.mvMu.Lock()
+	for ref := range d.moves {
+		if ref.Project == project {
+			out = append(out, "migration record "+ref.Name)
+		}
+	}
+	d.mvMu.Unlock()
 	d.notif.mu.Lock()
 	for ref, subs := range d.notif.subs {
 		if ref.Project == project {

@@ -10,8 +10,15 @@ import (
 type messageStore struct{ d *Driver }
 
 func (s messageStore) Post(_ context.Context, ref storage.QueueRef, clientID string, msgs []storage.NewMessage) ([]string, error) {
+	if err := s.d.sealedErr(storage.OpMessagePost, ref); err != nil {
+		return nil, err
+	}
 	q := s.d.lock(ref, true)
 	defer q.mu.Unlock()
+	// Again under the queue's lock: a seal may have come in between.
+	if err := s.d.sealedErr(storage.OpMessagePost, ref); err != nil {
+		return nil, err
+	}
 	now := s.d.clock.Now()
 	ids := make([]string, len(msgs))
 	made := make([]*message, len(msgs))
@@ -45,6 +52,9 @@ func (s messageStore) List(_ context.Context, ref storage.QueueRef, opts storage
 			}
 			byID = true
 		}
+	}
+	if err := s.d.gone(storage.OpMessageList, ref); err != nil {
+		return nil, "", err
 	}
 	q := s.d.lock(ref, false)
 	if q == nil {
@@ -92,18 +102,26 @@ const listScanBudget = 1000
 
 func (s messageStore) Get(_ context.Context, ref storage.QueueRef, id string) (storage.Message, error) {
 	q := s.d.lock(ref, false)
-	if q == nil {
-		return storage.Message{}, storage.E(storage.OpMessageGet, storage.NotFound, storage.ErrNoMessage)
+	if q != nil {
+		defer q.mu.Unlock()
 	}
-	defer q.mu.Unlock()
-	m := q.msgs[id]
+	var m *message
+	if q != nil {
+		m = q.msgs[id]
+	}
 	if m == nil {
+		if err := s.d.named(storage.OpMessageGet, ref, id); err != nil {
+			return storage.Message{}, err
+		}
 		return storage.Message{}, storage.E(storage.OpMessageGet, storage.NotFound, storage.ErrNoMessage)
 	}
 	return m.snapshot(), nil
 }
 
 func (s messageStore) GetMany(_ context.Context, ref storage.QueueRef, ids []string) ([]storage.Message, error) {
+	if err := s.d.gone(storage.OpMessageGetMany, ref); err != nil {
+		return nil, err
+	}
 	q := s.d.lock(ref, false)
 	if q == nil {
 		return nil, nil
@@ -113,6 +131,8 @@ func (s messageStore) GetMany(_ context.Context, ref storage.QueueRef, ids []str
 	for _, id := range ids {
 		if m := q.msgs[id]; m != nil {
 			out = append(out, m.snapshot())
+		} else if err := s.d.named(storage.OpMessageGetMany, ref, id); storage.Is(err, storage.Unavailable) {
+			return nil, err // in transit; moved ones are the target's to answer
 		}
 	}
 	return out, nil
@@ -120,13 +140,15 @@ func (s messageStore) GetMany(_ context.Context, ref storage.QueueRef, ids []str
 
 func (s messageStore) Delete(_ context.Context, ref storage.QueueRef, id, claimID string) error {
 	q := s.d.lock(ref, false)
-	if q == nil {
-		return nil
+	if q != nil {
+		defer q.mu.Unlock()
 	}
-	defer q.mu.Unlock()
-	m := q.msgs[id]
+	var m *message
+	if q != nil {
+		m = q.msgs[id]
+	}
 	if m == nil {
-		return nil
+		return s.d.named(storage.OpMessageDelete, ref, id)
 	}
 	if err := checkClaim(m, claimID); err != nil {
 		return err
@@ -152,11 +174,27 @@ func checkClaim(m *message, claimID string) error {
 }
 
 func (s messageStore) DeleteMany(_ context.Context, ref storage.QueueRef, ids []string, claimID string) error {
+	if err := s.d.gone(storage.OpMessageDeleteMany, ref); err != nil {
+		return err
+	}
 	q := s.d.lock(ref, false)
 	if q == nil {
 		return nil
 	}
 	defer q.mu.Unlock()
+	// Nothing is deleted while any id is in transit; ids that moved are
+	// the target's to delete, so the caller is sent on after the rest.
+	var moved error
+	for _, id := range ids {
+		if q.msgs[id] == nil {
+			switch err := s.d.named(storage.OpMessageDeleteMany, ref, id); {
+			case storage.Is(err, storage.Unavailable):
+				return err
+			case err != nil:
+				moved = err
+			}
+		}
+	}
 	for _, id := range ids {
 		m := q.msgs[id]
 		if m == nil || (m.claim != nil && m.claim.id != claimID) {
@@ -164,15 +202,21 @@ func (s messageStore) DeleteMany(_ context.Context, ref storage.QueueRef, ids []
 		}
 		q.remove(m)
 	}
-	return nil
+	return moved
 }
 
 func (s messageStore) Pop(_ context.Context, ref storage.QueueRef, limit int) ([]storage.Message, error) {
+	if err := s.d.gone(storage.OpMessagePop, ref); err != nil {
+		return nil, err
+	}
 	q := s.d.lock(ref, false)
 	if q == nil {
 		return nil, nil
 	}
 	defer q.mu.Unlock()
+	if err := s.d.busy(storage.OpMessagePop, ref); err != nil {
+		return nil, err
+	}
 	var out []storage.Message
 	for len(out) < limit && q.ready.Len() > 0 {
 		m := q.ready.pop()

@@ -9,6 +9,9 @@ import (
 type queueStore struct{ d *Driver }
 
 func (s queueStore) Create(_ context.Context, ref storage.QueueRef, meta storage.Metadata) (bool, error) {
+	if err := s.d.gone(storage.OpQueueCreate, ref); err != nil {
+		return false, err
+	}
 	q, made := s.d.lockNew(ref, true)
 	defer q.mu.Unlock()
 	if made {
@@ -18,12 +21,18 @@ func (s queueStore) Create(_ context.Context, ref storage.QueueRef, meta storage
 }
 
 func (s queueStore) Exists(_ context.Context, ref storage.QueueRef) (bool, error) {
+	if err := s.d.gone(storage.OpQueueExists, ref); err != nil {
+		return false, err
+	}
 	s.d.mu.RLock()
 	defer s.d.mu.RUnlock()
 	return s.d.queues[ref] != nil, nil
 }
 
 func (s queueStore) GetMetadata(_ context.Context, ref storage.QueueRef) (storage.Metadata, error) {
+	if err := s.d.gone(storage.OpQueueGetMetadata, ref); err != nil {
+		return nil, err
+	}
 	q := s.d.lock(ref, false)
 	if q == nil {
 		return storage.Metadata{}, nil
@@ -33,6 +42,9 @@ func (s queueStore) GetMetadata(_ context.Context, ref storage.QueueRef) (storag
 }
 
 func (s queueStore) SetMetadata(_ context.Context, ref storage.QueueRef, meta storage.Metadata) error {
+	if err := s.d.gone(storage.OpQueueSetMetadata, ref); err != nil {
+		return err
+	}
 	q := s.d.lock(ref, true)
 	defer q.mu.Unlock()
 	q.meta = meta.Clone()
@@ -40,7 +52,13 @@ func (s queueStore) SetMetadata(_ context.Context, ref storage.QueueRef, meta st
 }
 
 func (s queueStore) Delete(_ context.Context, ref storage.QueueRef) error {
+	if err := s.d.gone(storage.OpQueueDelete, ref); err != nil {
+		return err
+	}
 	s.d.drop(ref)
+	s.d.mvMu.Lock()
+	s.d.forget(ref) // a seal or an import record goes with the queue
+	s.d.mvMu.Unlock()
 	s.d.notif.purge(ref)
 	return nil
 }
@@ -64,6 +82,9 @@ func (s queueStore) List(_ context.Context, project string, opts storage.ListQue
 }
 
 func (s queueStore) Stats(_ context.Context, ref storage.QueueRef) (storage.QueueStats, error) {
+	if err := s.d.gone(storage.OpQueueStats, ref); err != nil {
+		return storage.QueueStats{}, err
+	}
 	q := s.d.lock(ref, false)
 	if q == nil {
 		return storage.QueueStats{}, nil
@@ -80,6 +101,9 @@ func (s queueStore) Stats(_ context.Context, ref storage.QueueRef) (storage.Queu
 }
 
 func (s queueStore) Purge(_ context.Context, ref storage.QueueRef) error {
+	if err := s.d.gone(storage.OpQueuePurge, ref); err != nil {
+		return err
+	}
 	q := s.d.lock(ref, false)
 	if q == nil {
 		return nil
@@ -92,6 +116,9 @@ func (s queueStore) Purge(_ context.Context, ref storage.QueueRef) error {
 // UpdateMetadata runs update under the queue's lock: nothing else reads or
 // writes the metadata in between.
 func (s queueStore) UpdateMetadata(_ context.Context, ref storage.QueueRef, update storage.MetadataUpdate) (storage.Metadata, error) {
+	if err := s.d.gone(storage.OpQueueUpdateMetadata, ref); err != nil {
+		return nil, err
+	}
 	q := s.d.lock(ref, false)
 	if q == nil {
 		return nil, storage.E(storage.OpQueueUpdateMetadata, storage.NotFound, nil)

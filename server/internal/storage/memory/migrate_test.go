@@ -1,0 +1,10 @@
+package memory_test
+
+import (
+	"testing"
+
+	"sluice.dev/server/internal/storage/storagetest"
+)
+
+// Two memory drivers stand for the source and the target backend.
+func TestMigration(t *testing.T) { storagetest.RunMigration(t, open, open) }
