@@ -37,19 +37,6 @@ var _ storage.Migrator = (*Driver)(nil)
 // Migrations returns the driver's part in moving a queue.
 func (d *Driver) Migrations() storage.MigrationStore { return migrationStore{d} }
 
-// Operation names of the migration steps, for errors and metrics.
-const (
-	opSeal      = "migrate.seal"
-	opUnseal    = "migrate.unseal"
-	opTake      = "migrate.take"
-	opInTransit = "migrate.in_transit"
-	opSettle    = "migrate.settle"
-	opFinish    = "migrate.finish"
-	opPrepare   = "migrate.prepare"
-	opImport    = "migrate.import"
-	opDone      = "migrate.done"
-)
-
 // transitRef names where a queue's batch in transit is kept: '#' is not
 // allowed in queue names, so no real queue has this name.
 func transitRef(q storage.QueueRef) storage.QueueRef {
@@ -104,25 +91,26 @@ func (doc *queueDoc) tombstoned(now int64) bool { return doc.Move.TB > now }
 // position so far. It creates the document when the queue does not exist,
 // so a post through a stale placement cannot recreate it here.
 func (s migrationStore) Seal(ctx context.Context, q storage.QueueRef, target string) (storage.Sealed, error) {
+	const op = storage.OpMigrateSeal
 	d := s.d
 	if target == "" {
-		return storage.Sealed{}, storage.E(opSeal, storage.Invalid, errors.New("no target"))
+		return storage.Sealed{}, storage.E(op, storage.Invalid, errors.New("no target"))
 	}
 	for attempt := 0; attempt < 5; attempt++ {
 		doc, found, err := d.queueDoc(ctx, q)
 		if err != nil {
-			return storage.Sealed{}, wrap(opSeal, err)
+			return storage.Sealed{}, wrap(op, err)
 		}
 		if found && doc.Move.MV != "" && !(doc.Move.TB > 0 && !doc.tombstoned(d.now())) {
 			if doc.Move.MV != target {
-				return storage.Sealed{}, storage.E(opSeal, storage.Conflict, fmt.Errorf("queue is already moving to %s", doc.Move.MV))
+				return storage.Sealed{}, storage.E(op, storage.Conflict, fmt.Errorf("queue is already moving to %s", doc.Move.MV))
 			}
 			return d.sealed(&doc)
 		}
 		if found && doc.Move.TB > 0 { // an expired tombstone: the queue is gone
 			_, err = d.queues.DeleteOne(ctx, append(queueKey(q), bson.E{Key: "tb", Value: doc.Move.TB}))
 			if err != nil {
-				return storage.Sealed{}, wrap(opSeal, err)
+				return storage.Sealed{}, wrap(op, err)
 			}
 			continue
 		}
@@ -139,7 +127,7 @@ func (s migrationStore) Seal(ctx context.Context, q storage.QueueRef, target str
 		if err == nil {
 			seq = max(seq, last.K)
 		} else if !errors.Is(err, mongo.ErrNoDocuments) {
-			return storage.Sealed{}, wrap(opSeal, err)
+			return storage.Sealed{}, wrap(op, err)
 		}
 		seal := moveState{MV: target, SS: seq, SE: found}
 		if !found {
@@ -148,14 +136,14 @@ func (s migrationStore) Seal(ctx context.Context, q storage.QueueRef, target str
 				continue // created meanwhile: seal what is there
 			}
 			if err != nil {
-				return storage.Sealed{}, wrap(opSeal, err)
+				return storage.Sealed{}, wrap(op, err)
 			}
 			return storage.Sealed{Seq: seq, Metadata: storage.Metadata{}}, nil
 		}
 		res, err := d.queues.UpdateOne(ctx, append(queueKey(q), bson.E{Key: "mv", Value: bson.M{"$exists": false}}),
 			bson.D{{Key: "$set", Value: bson.D{{Key: "mv", Value: target}, {Key: "ss", Value: seq}, {Key: "se", Value: true}}}})
 		if err != nil {
-			return storage.Sealed{}, wrap(opSeal, err)
+			return storage.Sealed{}, wrap(op, err)
 		}
 		if res.MatchedCount == 0 {
 			continue // sealed or deleted meanwhile: read again
@@ -164,13 +152,13 @@ func (s migrationStore) Seal(ctx context.Context, q storage.QueueRef, target str
 		// metadata write that read the queue before the seal can undo
 		// it: read again until the seal is seen.
 	}
-	return storage.Sealed{}, storage.E(opSeal, storage.Conflict, errors.New("queue changed while sealing; try again"))
+	return storage.Sealed{}, storage.E(op, storage.Conflict, errors.New("queue changed while sealing; try again"))
 }
 
 func (d *Driver) sealed(doc *queueDoc) (storage.Sealed, error) {
 	meta, err := decodeMeta(doc.M)
 	if err != nil {
-		return storage.Sealed{}, storage.E(opSeal, storage.Internal, err)
+		return storage.Sealed{}, storage.E(storage.OpMigrateSeal, storage.Internal, err)
 	}
 	return storage.Sealed{Seq: doc.Move.SS, Metadata: meta, Exists: doc.Move.SE}, nil
 }
@@ -178,40 +166,42 @@ func (d *Driver) sealed(doc *queueDoc) (storage.Sealed, error) {
 // Unseal removes the seal while no batch was taken. A queue document the
 // seal created is removed with it.
 func (s migrationStore) Unseal(ctx context.Context, q storage.QueueRef) error {
+	const op = storage.OpMigrateUnseal
 	d := s.d
 	doc, found, err := d.queueDoc(ctx, q)
 	switch {
 	case err != nil:
-		return wrap(opUnseal, err)
+		return wrap(op, err)
 	case !found || doc.Move.MV == "":
 		return nil
 	case doc.Move.TK || doc.Move.TB > 0:
-		return storage.E(opUnseal, storage.Conflict, errTaken)
+		return storage.E(op, storage.Conflict, errTaken)
 	}
 	unsealed := append(queueKey(q), bson.E{Key: "tk", Value: bson.M{"$exists": false}})
 	if !doc.Move.SE {
 		_, err = d.queues.DeleteOne(ctx, unsealed)
-		return wrap(opUnseal, err)
+		return wrap(op, err)
 	}
 	res, err := d.queues.UpdateOne(ctx, unsealed, bson.D{{Key: "$unset", Value: bson.D{
 		{Key: "mv", Value: ""}, {Key: "ss", Value: ""}, {Key: "se", Value: ""}}}})
 	if err == nil && res.MatchedCount == 0 {
-		return storage.E(opUnseal, storage.Conflict, errTaken)
+		return storage.E(op, storage.Conflict, errTaken)
 	}
-	return wrap(opUnseal, err)
+	return wrap(op, err)
 }
 
 // Finish removes the queue's leftovers and turns its document into a
 // tombstone. It refuses while messages remain or a batch is in transit:
 // removing them would lose them.
 func (s migrationStore) Finish(ctx context.Context, q storage.QueueRef, ttl time.Duration) error {
+	const op = storage.OpMigrateFinish
 	d := s.d
 	doc, found, err := d.queueDoc(ctx, q)
 	switch {
 	case err != nil:
-		return wrap(opFinish, err)
+		return wrap(op, err)
 	case !found || doc.Move.MV == "":
-		return storage.E(opFinish, storage.Conflict, errNotSealed)
+		return storage.E(op, storage.Conflict, errNotSealed)
 	case doc.Move.TB > 0:
 		return nil // finished before
 	}
@@ -219,26 +209,26 @@ func (s migrationStore) Finish(ctx context.Context, q storage.QueueRef, ttl time
 	for _, r := range []bson.D{append(queueFilter(q), alive(now)), queueFilter(transitRef(q))} {
 		n, err := d.messages.CountDocuments(ctx, r, options.Count().SetLimit(1))
 		if err != nil {
-			return wrap(opFinish, err)
+			return wrap(op, err)
 		}
 		if n > 0 {
-			return storage.E(opFinish, storage.Conflict, errors.New("messages are left to move"))
+			return storage.E(op, storage.Conflict, errors.New("messages are left to move"))
 		}
 	}
 	_, err = d.queues.UpdateOne(ctx, queueKey(q), bson.D{
 		{Key: "$set", Value: bson.D{{Key: "tb", Value: now + ms(ttl)}, {Key: "m", Value: "{}"}}},
 		{Key: "$unset", Value: bson.D{{Key: "tr", Value: ""}}}})
 	if err != nil {
-		return wrap(opFinish, err)
+		return wrap(op, err)
 	}
 	for _, r := range []storage.QueueRef{q, transitRef(q), movedRef(q)} {
 		if err := (queueStore{d}).purge(ctx, r); err != nil {
-			return wrap(opFinish, err)
+			return wrap(op, err)
 		}
 	}
 	// Subscriptions moved before the switch; no message comes here to
 	// notify about any more.
-	return wrap(opFinish, d.dropNotifications(ctx, q))
+	return wrap(op, d.dropNotifications(ctx, q))
 }
 
 // where is what a source knows of ids a call did not find here.

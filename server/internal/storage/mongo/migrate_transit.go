@@ -28,52 +28,53 @@ var newestFirst = bson.D{{Key: "k", Value: -1}, {Key: "_id", Value: -1}}
 // claims themselves, to the transit name. A batch already in transit is
 // completed and returned instead.
 func (s migrationStore) Take(ctx context.Context, q storage.QueueRef, limit int) (storage.Batch, error) {
+	const op = storage.OpMigrateTake
 	d := s.d
 	if limit <= 0 {
-		return storage.Batch{}, storage.E(opTake, storage.Invalid, errors.New("limit must be positive"))
+		return storage.Batch{}, storage.E(op, storage.Invalid, errors.New("limit must be positive"))
 	}
 	doc, found, err := d.queueDoc(ctx, q)
 	switch {
 	case err != nil:
-		return storage.Batch{}, wrap(opTake, err)
+		return storage.Batch{}, wrap(op, err)
 	case !found || doc.Move.MV == "":
-		return storage.Batch{}, storage.E(opTake, storage.Conflict, errNotSealed)
+		return storage.Batch{}, storage.E(op, storage.Conflict, errNotSealed)
 	case doc.Move.TB > 0:
-		return storage.Batch{}, storage.E(opTake, storage.Conflict, storage.Moved{Target: doc.Move.MV})
+		return storage.Batch{}, storage.E(op, storage.Conflict, storage.Moved{Target: doc.Move.MV})
 	}
 	if !doc.Move.TR || !doc.Move.TK {
 		if _, err := d.queues.UpdateOne(ctx, queueKey(q), bson.D{{Key: "$set", Value: bson.D{{Key: "tr", Value: true}, {Key: "tk", Value: true}}}}); err != nil {
-			return storage.Batch{}, wrap(opTake, err)
+			return storage.Batch{}, wrap(op, err)
 		}
 	}
 	tq := transitRef(q)
 	n, err := d.messages.CountDocuments(ctx, queueFilter(tq), options.Count().SetLimit(1))
 	if err != nil {
-		return storage.Batch{}, wrap(opTake, err)
+		return storage.Batch{}, wrap(op, err)
 	}
 	if n == 0 {
 		now := d.now()
 		docs, err := d.findMessages(ctx, append(queueFilter(q), alive(now)), options.Find().SetSort(newestFirst).SetLimit(int64(limit)))
 		if err != nil {
-			return storage.Batch{}, wrap(opTake, err)
+			return storage.Batch{}, wrap(op, err)
 		}
 		for i := range docs {
 			if err := d.rename(ctx, &docs[i], q, tq); err != nil {
-				return storage.Batch{}, wrap(opTake, err)
+				return storage.Batch{}, wrap(op, err)
 			}
 		}
 	}
 	if err := d.gatherClaims(ctx, q); err != nil {
-		return storage.Batch{}, wrap(opTake, err)
+		return storage.Batch{}, wrap(op, err)
 	}
 	b, err := d.transit(ctx, q)
 	if err != nil {
-		return storage.Batch{}, wrap(opTake, err)
+		return storage.Batch{}, wrap(op, err)
 	}
 	if b.Empty() {
 		// Nothing left to move: claims may go on.
 		if err := d.endTransit(ctx, q); err != nil {
-			return storage.Batch{}, wrap(opTake, err)
+			return storage.Batch{}, wrap(op, err)
 		}
 	}
 	return b, nil
@@ -82,32 +83,34 @@ func (s migrationStore) Take(ctx context.Context, q storage.QueueRef, limit int)
 // InTransit returns the batch in transit, completing a Take that stopped
 // part-way so a claim is never split.
 func (s migrationStore) InTransit(ctx context.Context, q storage.QueueRef) (storage.Batch, error) {
+	const op = storage.OpMigrateInTransit
 	d := s.d
 	doc, found, err := d.queueDoc(ctx, q)
 	if err != nil {
-		return storage.Batch{}, wrap(opInTransit, err)
+		return storage.Batch{}, wrap(op, err)
 	}
 	if !found || !doc.Move.TR {
 		return storage.Batch{}, nil
 	}
 	if err := d.gatherClaims(ctx, q); err != nil {
-		return storage.Batch{}, wrap(opInTransit, err)
+		return storage.Batch{}, wrap(op, err)
 	}
 	b, err := d.transit(ctx, q)
-	return b, wrap(opInTransit, err)
+	return b, wrap(op, err)
 }
 
 // Settle moves b's messages and claims from transit to the moved records;
 // once nothing is left in transit, claims may go on. Calls naming them
 // answer Moved from then on (whereAre).
 func (s migrationStore) Settle(ctx context.Context, q storage.QueueRef, b storage.Batch) error {
+	const op = storage.OpMigrateSettle
 	d := s.d
 	doc, found, err := d.queueDoc(ctx, q)
 	switch {
 	case err != nil:
-		return wrap(opSettle, err)
+		return wrap(op, err)
 	case !found || doc.Move.MV == "":
-		return storage.E(opSettle, storage.Conflict, errNotSealed)
+		return storage.E(op, storage.Conflict, errNotSealed)
 	case doc.Move.TB > 0:
 		return nil // finished: nothing is in transit any more
 	}
@@ -125,21 +128,21 @@ func (s migrationStore) Settle(ctx context.Context, q storage.QueueRef, b storag
 	moved := movedRef(q).Name
 	if _, err := d.messages.UpdateMany(ctx, append(tq, bson.E{Key: "_id", Value: bson.M{"$in": ids}}),
 		bson.D{{Key: "$set", Value: bson.D{{Key: "q", Value: moved}, {Key: "b", Value: ""}, {Key: "e", Value: int64(0)}}}}); err != nil {
-		return wrap(opSettle, err)
+		return wrap(op, err)
 	}
 	if _, err := d.claims.UpdateMany(ctx, append(tq, bson.E{Key: "_id", Value: bson.M{"$in": cids}}),
 		bson.D{{Key: "$set", Value: bson.D{{Key: "q", Value: moved}}}}); err != nil {
-		return wrap(opSettle, err)
+		return wrap(op, err)
 	}
 	if err := d.dropLocks(ctx, ids); err != nil {
-		return wrap(opSettle, err)
+		return wrap(op, err)
 	}
 	n, err := d.messages.CountDocuments(ctx, tq, options.Count().SetLimit(1))
 	if err != nil {
-		return wrap(opSettle, err)
+		return wrap(op, err)
 	}
 	if n == 0 {
-		return wrap(opSettle, d.endTransit(ctx, q))
+		return wrap(op, d.endTransit(ctx, q))
 	}
 	return nil
 }
@@ -173,7 +176,7 @@ func (d *Driver) rename(ctx context.Context, doc *msgDoc, q, tq storage.QueueRef
 		}
 		*doc = fresh
 	}
-	return storage.E(opTake, storage.Unavailable, storage.ErrMoving)
+	return storage.E(storage.OpMigrateTake, storage.Unavailable, storage.ErrMoving)
 }
 
 // gatherClaims puts the live claims holding a message in transit, and all
