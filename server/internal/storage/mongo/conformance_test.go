@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"sluice.dev/server/internal/storage"
+	"sluice.dev/server/internal/storage/memory"
 	"sluice.dev/server/internal/storage/mongo"
 	"sluice.dev/server/internal/storage/storagetest"
 	"sluice.dev/server/internal/testutil"
@@ -42,4 +43,13 @@ func TestModel(t *testing.T) {
 // FerretDB backends.
 func TestMigration(t *testing.T) {
 	storagetest.RunMigration(t, opener(t, "move_from"), opener(t, "move_to"))
+}
+
+// TestMigrationAcrossKinds moves queues between FerretDB and the memory
+// driver both ways: the two number their messages differently (clock
+// microseconds here, a counter there), and FIFO must survive either way.
+func TestMigrationAcrossKinds(t *testing.T) {
+	mem := func(t testing.TB, clock storage.Clock) storage.Driver { return memory.New(storagetest.Options(clock)) }
+	t.Run("ToMemory", func(t *testing.T) { storagetest.RunMigration(t, opener(t, "move_out"), mem) })
+	t.Run("FromMemory", func(t *testing.T) { storagetest.RunMigration(t, mem, opener(t, "move_in")) })
 }
