@@ -64,7 +64,11 @@ func (s migrationStore) Prepare(ctx context.Context, q storage.QueueRef, meta st
 			return wrap(op, err)
 		}
 	}
-	if _, err := d.queues.UpdateOne(ctx, queueKey(q), bson.D{{Key: "$max", Value: bson.D{{Key: "kf", Value: floor}}}}); err != nil {
+	// Both writes match only while they change something: FerretDB
+	// writes an update back as a whole document, so a write that changes
+	// nothing could still undo a client's metadata write racing it.
+	below := bson.E{Key: "$or", Value: bson.A{bson.M{"kf": bson.M{"$exists": false}}, bson.M{"kf": bson.M{"$lt": floor}}}}
+	if _, err := d.queues.UpdateOne(ctx, append(queueKey(q), below), bson.D{{Key: "$set", Value: bson.D{{Key: "kf", Value: floor}}}}); err != nil {
 		return wrap(op, err)
 	}
 	unset := append(queueKey(q), bson.E{Key: "v", Value: bson.M{"$in": bson.A{int64(0), nil}}}, bson.E{Key: "pm", Value: bson.M{"$exists": false}})

@@ -203,7 +203,8 @@ func (d *Driver) gatherClaims(ctx context.Context, q storage.QueueRef) error {
 			return nil
 		}
 		inClaims := bson.E{Key: "_id", Value: bson.M{"$in": cids}}
-		if _, err := d.claims.UpdateMany(ctx, append(queueFilter(q), inClaims), bson.D{{Key: "$set", Value: bson.D{{Key: "q", Value: tq.Name}}}}); err != nil {
+		res, err := d.claims.UpdateMany(ctx, append(queueFilter(q), inClaims), bson.D{{Key: "$set", Value: bson.D{{Key: "q", Value: tq.Name}}}})
+		if err != nil {
 			return err
 		}
 		// The oldest message those claims still hold here, and every
@@ -213,7 +214,12 @@ func (d *Driver) gatherClaims(ctx context.Context, q storage.QueueRef) error {
 		err = d.messages.FindOne(ctx, append(queueFilter(q), bson.E{Key: "cl", Value: bson.M{"$in": cids}}, bson.E{Key: "ce", Value: bson.M{"$gt": now}}, alive(now)),
 			options.FindOne().SetSort(byPosition)).Decode(&oldest)
 		if errors.Is(err, mongo.ErrNoDocuments) {
-			return nil
+			if res.ModifiedCount == 0 {
+				return nil
+			}
+			// Look once more: on FerretDB a claim renewal racing the
+			// rename writes the claim back whole, under the old name.
+			continue
 		}
 		if err != nil {
 			return err
