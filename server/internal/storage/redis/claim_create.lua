@@ -8,6 +8,8 @@
 -- Returns {lapsed claims, dead-lettered, messages...}.
 local now, cid, ttl, grace, limit = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local maxcc, dlq, dlttl = tonumber(ARGV[6]), ARGV[7], tonumber(ARGV[8])
+local answer = busy(now)
+if answer then return answer end
 local cexp = now + ttl
 local mexp = cexp + grace
 local lapsed = advance(now)

@@ -3,7 +3,11 @@
 -- messages it still holds...}.
 local now, cid = tonumber(ARGV[1]), ARGV[2]
 local h = redis.call('HMGET', ckey(cid), 't', 'c', 'e', 'i')
-if not h[1] or tonumber(h[3]) <= now then return {} end
+if not h[1] then
+  local target, answer = move_state(now)
+  return answer or whereabouts(cid, target) or {}
+end
+if tonumber(h[3]) <= now then return {} end
 local out = {h[1], h[2]}
 for _, id in ipairs(split(h[4])) do
   local m = load(id, now)

@@ -3,7 +3,13 @@
 local now, cid = tonumber(ARGV[1]), ARGV[2]
 local lapsed = advance(now)
 local ck = ckey(cid)
-local ids = split(redis.call('HGET', ck, 'i'))
+local list = redis.call('HGET', ck, 'i')
+if not list then
+  local target, answer = move_state(now)
+  local w = answer or whereabouts(cid, target)
+  if w then return w end
+end
+local ids = split(list)
 for _, id in ipairs(ids) do
   local mk = mkey(id)
   if redis.call('HGET', mk, 'k') == cid then

@@ -5,7 +5,11 @@ local now, cid, ttl, grace = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3]), tonu
 local lapsed = advance(now)
 local ck = ckey(cid)
 local h = redis.call('HMGET', ck, 'e', 'i')
-if not h[1] or tonumber(h[1]) <= now then return {lapsed, 0} end
+if not h[1] then
+  local target, answer = move_state(now)
+  return answer or whereabouts(cid, target) or {lapsed, 0}
+end
+if tonumber(h[1]) <= now then return {lapsed, 0} end
 local cexp = now + ttl
 local mexp = cexp + grace
 redis.call('HSET', ck, 't', ttl, 'g', grace, 'e', cexp)

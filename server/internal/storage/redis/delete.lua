@@ -6,7 +6,11 @@
 -- (Forbidden), 2 claim id does not hold it (Invalid).
 local now, id, cid = tonumber(ARGV[1]), ARGV[2], ARGV[3]
 local h = redis.call('HMGET', mkey(id), 'e', 'k', 'x')
-if not h[1] or tonumber(h[1]) <= now then return {0, 0} end
+if not h[1] then
+  local target, answer = move_state(now)
+  return answer or whereabouts(id, target) or {0, 0}
+end
+if tonumber(h[1]) <= now then return {0, 0} end
 local holder = ''
 if h[2] and tonumber(h[3]) > now then holder = h[2] end
 if holder ~= cid then

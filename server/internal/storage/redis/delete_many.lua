@@ -1,7 +1,19 @@
 -- KEYS: scope. ARGV: now, claim id ("" for none), ids...
 -- Deletes the messages no live claim holds, or that claim id holds.
 -- Returns {lapsed claims}.
+-- While the queue moves, nothing is deleted when any id is in transit, and
+-- ids that moved are the target's: the answer is Moved after the rest went.
 local now, cid = tonumber(ARGV[1]), ARGV[2]
+local target, answer = move_state(now)
+if answer then return answer end
+local moved = false
+if target then
+  for i = 3, #ARGV do
+    local w, moving = whereabouts(ARGV[i], target)
+    if moving then return w end
+    if w then moved = true end
+  end
+end
 local lapsed = advance(now)
 for i = 3, #ARGV do
   local id = ARGV[i]
@@ -10,4 +22,5 @@ for i = 3, #ARGV do
     drop(id)
   end
 end
+if moved then return moved_reply(target) end
 return {lapsed}

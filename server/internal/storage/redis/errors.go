@@ -24,6 +24,9 @@ func wrap(op string, err error) error {
 	var rerr goredis.Error
 	if errors.As(err, &rerr) && !errors.Is(err, goredis.ErrClosed) {
 		msg := rerr.Error()
+		if e := moveReply(op, msg); e != nil {
+			return e
+		}
 		for _, p := range transientPrefixes {
 			if strings.HasPrefix(msg, p) {
 				return storage.E(op, storage.Unavailable, err)
@@ -41,4 +44,18 @@ func wrap(op string, err error) error {
 func isNetworkText(msg string) bool {
 	return strings.Contains(msg, "unreachable") || strings.Contains(msg, "connection") ||
 		strings.Contains(msg, "pool timeout") || strings.Contains(msg, "i/o timeout")
+}
+
+// moveReply maps the replies lib.lua's scripts give while a queue moves
+// (moved_reply, moving_reply, conflict_reply) to the storage error model.
+func moveReply(op, msg string) error {
+	switch {
+	case strings.HasPrefix(msg, "SLUICEMOVED "):
+		return storage.E(op, storage.Conflict, storage.Moved{Target: strings.TrimPrefix(msg, "SLUICEMOVED ")})
+	case strings.HasPrefix(msg, "SLUICEMOVING "):
+		return storage.E(op, storage.Unavailable, storage.ErrMoving)
+	case strings.HasPrefix(msg, "SLUICECONFLICT "):
+		return storage.E(op, storage.Conflict, strings.TrimPrefix(msg, "SLUICECONFLICT "))
+	}
+	return nil
 }

@@ -17,6 +17,8 @@ local CL        -- zset claim id -> claim expiry
 local HELD      -- zset id -> expiry of the claim holding it
 -- Subscriptions and deliveries: see below.
 local SX, SD, SI, SN, DA, DS
+-- Moving a queue: see below.
+local TR, TI, MV, IM
 
 local function bind(keys)
   P = keys[1]
@@ -24,6 +26,7 @@ local function bind(keys)
   DLY, CL, HELD = P .. ':dly', P .. ':cl', P .. ':held'
   SX, SD, SI, SN = P .. ':sx', P .. ':sd', P .. ':si', P .. ':sn'
   DA, DS = P .. ':da', P .. ':ds'
+  TR, TI, MV, IM = P .. ':tr', P .. ':ti', P .. ':mv', P .. ':im'
 end
 
 -- Work one call may spend on cleanup; what is left waits for the next call
@@ -209,5 +212,58 @@ local function record_deliveries(subs, now, mid, ttl, body, e)
   for _, sid in ipairs(subs) do
     redis.call('ZADD', dpkey(sid), e, mid)
     redis.call('ZADD', DUE, now, duemember(mid, sid))
+  end
+end
+
+-- Moving a queue (docs/pooling.md, "Moving a queue"). In the queue hash:
+-- g = the target the queue is sealed to, gs/ge/gm = what the seal saw
+-- (sequence, exists, metadata), t = "1" once a batch was taken, z = end
+-- of the tombstone Finish leaves (the hash then holds only g and z). Under
+-- the scope: :tr the batch in transit (JSON), :ti its message and claim
+-- ids, :mv the ids settled; on a target :im the ids imported. Errors go
+-- back as replies the Go side maps to kinds (errors.go).
+local function moved_reply(target) return redis.error_reply('SLUICEMOVED ' .. target) end
+local function moving_reply() return redis.error_reply('SLUICEMOVING queue is moving') end
+local function conflict_reply(why) return redis.error_reply('SLUICECONFLICT ' .. why) end
+
+-- move_state returns the target the queue is sealed to (nil: none) and the
+-- answer to give at once when the queue left (a live tombstone). A lapsed
+-- tombstone reads as no move at all.
+local function move_state(now)
+  local f = redis.call('HMGET', Q, 'g', 'z')
+  if f[2] then
+    if tonumber(f[2]) > now then return f[1], moved_reply(f[1]) end
+    redis.call('DEL', Q) -- a tombstone holds nothing else
+    return nil, nil
+  end
+  return f[1], nil
+end
+
+-- whereabouts answers for a message or claim id this sealed queue does not
+-- hold: Moving while in transit, Moved once settled, nil otherwise. The
+-- second result tells Moving (true) from Moved.
+local function whereabouts(id, target)
+  if not target then return nil, false end
+  if redis.call('SISMEMBER', TI, id) == 1 then return moving_reply(), true end
+  if redis.call('SISMEMBER', MV, id) == 1 then return moved_reply(target), false end
+  return nil, false
+end
+
+-- busy is the answer for claims and pops: the tombstone's, or Moving while
+-- a batch is in transit (they would skip past it).
+local function busy(now)
+  local target, answer = move_state(now)
+  if answer then return answer end
+  if target and redis.call('EXISTS', TR) == 1 then return moving_reply() end
+  return nil
+end
+
+-- delete_all deletes the per-id keys (keyof(id)) of every member of zkey.
+local function delete_all(zkey, keyof)
+  local ids = redis.call('ZRANGE', zkey, 0, -1)
+  for i = 1, #ids, 500 do
+    local batch = {}
+    for j = i, math.min(i + 499, #ids) do batch[#batch + 1] = keyof(ids[j]) end
+    redis.call('DEL', unpack(batch))
   end
 end

@@ -3,6 +3,8 @@
 -- Returns {next marker or "", messages...}. The next marker is set when the
 -- page is full or when the scan budget ran out before the end of the queue.
 local now, last, limit, client = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3]), ARGV[4]
+local _, answer = move_state(now)
+if answer then return answer end
 local echo, claimed, delayed = ARGV[5] == '1', ARGV[6] == '1', ARGV[7] == '1'
 -- A message id marker resumes after that message, or from the start when it
 -- is gone (Zaqar's marker form).

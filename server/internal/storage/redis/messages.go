@@ -77,10 +77,14 @@ var (
 )
 
 func (s messageStore) Get(ctx context.Context, q storage.QueueRef, id string) (storage.Message, error) {
-	msgs, err := s.GetMany(ctx, q, []string{id})
-	if err != nil {
-		return storage.Message{}, err
+	if id == "" {
+		return storage.Message{}, storage.E(storage.OpMessageGet, storage.NotFound, storage.ErrNoMessage)
 	}
+	res, err := getScript.Run(ctx, s.d.fc, []string{scope(q)}, s.d.nowMS(), "1", id).Slice()
+	if err != nil {
+		return storage.Message{}, wrap(storage.OpMessageGet, err)
+	}
+	msgs := parseMessages(res)
 	if len(msgs) == 0 {
 		return storage.Message{}, storage.E(storage.OpMessageGet, storage.NotFound, storage.ErrNoMessage)
 	}
@@ -88,19 +92,19 @@ func (s messageStore) Get(ctx context.Context, q storage.QueueRef, id string) (s
 }
 
 func (s messageStore) GetMany(ctx context.Context, q storage.QueueRef, ids []string) ([]storage.Message, error) {
-	args := make([]any, 0, 1+len(ids))
-	args = append(args, s.d.nowMS())
+	args := make([]any, 0, 2+len(ids))
+	args = append(args, s.d.nowMS(), "0")
 	for _, id := range ids {
 		if id != "" {
 			args = append(args, id)
 		}
 	}
-	if len(args) == 1 {
+	if len(args) == 2 {
 		return nil, nil
 	}
 	res, err := getScript.Run(ctx, s.d.fc, []string{scope(q)}, args...).Slice()
 	if err != nil {
-		return nil, wrap(storage.OpMessageGet, err)
+		return nil, wrap(storage.OpMessageGetMany, err)
 	}
 	return parseMessages(res), nil
 }

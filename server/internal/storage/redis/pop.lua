@@ -1,6 +1,8 @@
 -- KEYS: scope. ARGV: now, limit. Removes and returns the oldest free,
 -- visible messages. Returns {lapsed claims, messages...}.
 local now, limit = tonumber(ARGV[1]), tonumber(ARGV[2])
+local answer = busy(now)
+if answer then return answer end
 local out = {advance(now)}
 while #out <= limit do
   local ids = redis.call('ZRANGE', RDY, 0, limit - #out)

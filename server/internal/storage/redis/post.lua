@@ -7,7 +7,7 @@
 -- Returns {0}.
 --
 -- The hottest script, so it spends as few commands as it can: one HMGET and
--- one HSET of the queue hash serve the queue's creation (as ensure), the
+-- one HSET of the queue hash serve the seal of a queue being moved, the queue's creation (as ensure), the
 -- sequence and the keepalive horizon (as keepalive, which would read it
 -- again); only the indexes it wrote are checked for a TTL; and the expiry
 -- step, which keeps the indexes of a queue nobody reads from bounded, runs
@@ -16,7 +16,14 @@
 -- bookkeeping waits for the calls that need it.
 local now = tonumber(ARGV[1])
 local n = (#ARGV - 4) / 4
-local qh = redis.call('HMGET', Q, 'm', 's', 'x')
+local qh = redis.call('HMGET', Q, 'm', 's', 'x', 'g', 'z')
+-- Sealed (or a tombstone): posts go to the target. A lapsed tombstone is
+-- no queue at all.
+if qh[4] then
+  if not qh[5] or tonumber(qh[5]) > now then return moved_reply(qh[4]) end
+  redis.call('DEL', Q)
+  qh = {}
+end
 local seq = tonumber(qh[2] or '0')
 if math.floor((seq + n) / 16) > math.floor(seq / 16) then expire(now) end
 local client = ARGV[2]

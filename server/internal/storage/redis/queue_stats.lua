@@ -1,6 +1,8 @@
 -- KEYS: scope. ARGV: now.
 -- Returns {lapsed claims, total, claimed, oldest or {}, newest or {}}.
 local now = tonumber(ARGV[1])
+local _, answer = move_state(now)
+if answer then return answer end
 local lapsed = advance(now)
 local total = redis.call('ZCOUNT', EXP, '(' .. now, '+inf')
 local claimed = redis.call('ZCOUNT', HELD, '(' .. now, '+inf')

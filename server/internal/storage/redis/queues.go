@@ -5,8 +5,6 @@ import (
 	_ "embed"
 	"encoding/json"
 
-	goredis "github.com/redis/go-redis/v9"
-
 	"sluice.dev/server/internal/storage"
 )
 
@@ -51,22 +49,35 @@ func (s queueStore) Create(ctx context.Context, q storage.QueueRef, meta storage
 		return false, err
 	}
 	keys := queueKeys(q)
-	n, err := queueCreate.Run(ctx, s.d.fc, keys, js, q.Name, keys[0]).Int64()
+	n, err := queueCreate.Run(ctx, s.d.fc, keys, js, q.Name, keys[0], s.d.nowMS()).Int64()
 	return n == 1, wrap(storage.OpQueueCreate, err)
 }
 
 func (s queueStore) Exists(ctx context.Context, q storage.QueueRef) (bool, error) {
-	n, err := s.d.c.Exists(ctx, scope(q)+":q").Result()
-	return n == 1, wrap(storage.OpQueueExists, err)
+	_, ok, err := s.d.metadata(ctx, storage.OpQueueExists, scope(q))
+	return ok, err
+}
+
+// metadata reads the queue hash's metadata text, or ok == false when the
+// queue does not exist (a sealed queue that never existed has a hash with
+// only its seal). The same read answers Moved for a moved queue's
+// tombstone.
+func (d *Driver) metadata(ctx context.Context, op, scope string) (js string, ok bool, err error) {
+	f, err := d.c.HMGet(ctx, scope+":q", "m", "g", "z").Result()
+	if err != nil {
+		return "", false, wrap(op, err)
+	}
+	if z := toString(f[2]); z != "" && toInt(z) > d.nowMS() {
+		return "", false, storage.E(op, storage.Conflict, storage.Moved{Target: toString(f[1])})
+	}
+	js, ok = f[0].(string)
+	return js, ok, nil
 }
 
 func (s queueStore) GetMetadata(ctx context.Context, q storage.QueueRef) (storage.Metadata, error) {
-	js, err := s.d.c.HGet(ctx, scope(q)+":q", "m").Result()
-	if err == goredis.Nil {
-		return storage.Metadata{}, nil
-	}
-	if err != nil {
-		return nil, wrap(storage.OpQueueGetMetadata, err)
+	js, ok, err := s.d.metadata(ctx, storage.OpQueueGetMetadata, scope(q))
+	if err != nil || !ok {
+		return storage.Metadata{}, err
 	}
 	return decodeMeta(storage.OpQueueGetMetadata, js)
 }
@@ -83,7 +94,7 @@ func (s queueStore) SetMetadata(ctx context.Context, q storage.QueueRef, meta st
 		return err
 	}
 	keys := queueKeys(q)
-	return wrap(storage.OpQueueSetMetadata, queueSetMetadata.Run(ctx, s.d.fc, keys, js, q.Name, keys[0]).Err())
+	return wrap(storage.OpQueueSetMetadata, queueSetMetadata.Run(ctx, s.d.fc, keys, js, q.Name, keys[0], s.d.nowMS()).Err())
 }
 
 var (
@@ -99,14 +110,10 @@ func (s queueStore) UpdateMetadata(ctx context.Context, q storage.QueueRef, upda
 	key := scope(q)
 	return storage.SwapMetadata(ctx, op, storage.MetadataCAS{
 		Load: func(ctx context.Context) (string, bool, error) {
-			js, err := s.d.c.HGet(ctx, key+":q", "m").Result()
-			if err == goredis.Nil {
-				return "", false, nil
-			}
-			return js, err == nil, wrap(op, err)
+			return s.d.metadata(ctx, op, key)
 		},
 		Swap: func(ctx context.Context, prev, next string) (bool, bool, error) {
-			n, err := queueSwapMetadata.Run(ctx, s.d.fc, []string{key}, prev, next).Int64()
+			n, err := queueSwapMetadata.Run(ctx, s.d.fc, []string{key}, prev, next, s.d.nowMS()).Int64()
 			return n == 1, n >= 0, wrap(op, err)
 		},
 		Decode: func(raw string) (storage.Metadata, error) { return decodeMeta(op, raw) },
@@ -122,13 +129,13 @@ var (
 
 func (s queueStore) Delete(ctx context.Context, q storage.QueueRef) error {
 	keys := queueKeys(q)
-	return wrap(storage.OpQueueDelete, queueDelete.Run(ctx, s.d.fc, keys, q.Name, keys[0], "0").Err())
+	return wrap(storage.OpQueueDelete, queueDelete.Run(ctx, s.d.fc, keys, q.Name, keys[0], "0", s.d.nowMS()).Err())
 }
 
 // Purge runs the delete script in its keep-the-queue mode.
 func (s queueStore) Purge(ctx context.Context, q storage.QueueRef) error {
 	keys := queueKeys(q)
-	return wrap(storage.OpQueuePurge, queueDelete.Run(ctx, s.d.fc, keys, q.Name, keys[0], "1").Err())
+	return wrap(storage.OpQueuePurge, queueDelete.Run(ctx, s.d.fc, keys, q.Name, keys[0], "1", s.d.nowMS()).Err())
 }
 
 var (

@@ -1,0 +1,34 @@
+package redis_test
+
+import (
+	"context"
+	"net/url"
+	"testing"
+
+	"sluice.dev/server/internal/storage"
+	"sluice.dev/server/internal/storage/redis"
+	"sluice.dev/server/internal/storage/storagetest"
+	"sluice.dev/server/internal/testutil"
+)
+
+// openDB opens database db of the package's redis-server: the source and
+// the target of a move are two databases, so the same queue can live on
+// both.
+func openDB(db string) storagetest.Opener {
+	return func(t testing.TB, clock storage.Clock) storage.Driver {
+		t.Helper()
+		if server.r == nil {
+			testutil.NoRedis(t)
+		}
+		u, _ := url.Parse(server.r.URL)
+		u.Path = "/" + db
+		d, err := redis.Open(context.Background(), u, storagetest.Options(clock))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = d.Close() })
+		return d
+	}
+}
+
+func TestMigration(t *testing.T) { storagetest.RunMigration(t, openDB("1"), openDB("2")) }
