@@ -65,7 +65,10 @@ func (b Batch) Empty() bool { return len(b.Messages) == 0 && len(b.Claims) == 0 
 
 // MigrationStore is one backend's part in moving a queue. On the source:
 // Seal, Take, InTransit, Settle, Finish (and Unseal to roll back before
-// anything was taken). On the target: Prepare, Import, Done.
+// anything was taken). On the target: Prepare, Import, Done. How the other
+// stores answer on a source while its queue moves (calls with many ids,
+// refused steps, the tombstone) is spelled out, and checked for every
+// driver, by storagetest.RunMigration.
 type MigrationStore interface {
 	// Seal marks the queue as moving to target. From then on Post on this
 	// backend answers Moved(target); every other call keeps working on the

@@ -189,6 +189,9 @@ func (s migrationStore) Unseal(_ context.Context, ref storage.QueueRef) error {
 }
 
 func (s migrationStore) Take(_ context.Context, ref storage.QueueRef, limit int) (storage.Batch, error) {
+	if limit < 1 {
+		return storage.Batch{}, storage.E(storage.OpMigrateTake, storage.Invalid, storage.ErrArgument)
+	}
 	q := s.d.lock(ref, false)
 	if q != nil {
 		defer q.mu.Unlock()

@@ -7,9 +7,9 @@
 -- Returns {0}.
 --
 -- The hottest script, so it spends as few commands as it can: one HMGET and
--- one HSET of the queue hash serve the seal of a queue being moved, the queue's creation (as ensure), the
--- sequence and the keepalive horizon (as keepalive, which would read it
--- again); only the indexes it wrote are checked for a TTL; and the expiry
+-- one HSET of the queue hash serve the queue's creation (as ensure), the
+-- sequence, the keepalive horizon (as keepalive, which would read it
+-- again) and the seal of a queue being moved (two more fields of the read); only the indexes it wrote are checked for a TTL; and the expiry
 -- step, which keeps the indexes of a queue nobody reads from bounded, runs
 -- when the sequence crosses a multiple of 16: it drops up to BUDGET (500)
 -- messages each time, far more than 16 sequence numbers add. Claim

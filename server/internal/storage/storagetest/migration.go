@@ -55,6 +55,7 @@ func RunMigration(t *testing.T, source, target Opener) {
 
 var migrationCases = []testCase2{
 	{"Migration/SealRefusesPostsOnly", testSeal},
+	{"Migration/SealRacesPosts", testSealRace},
 	{"Migration/UnsealBeforeTakeOnly", testUnseal},
 	{"Migration/TransitAnswersMoving", testTransit},
 	{"Migration/SettledAnswersMoved", testSettled},

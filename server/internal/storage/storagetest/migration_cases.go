@@ -3,6 +3,7 @@ package storagetest
 import (
 	"encoding/json"
 	"reflect"
+	"sync"
 	"time"
 
 	"sluice.dev/server/internal/storage"
@@ -75,6 +76,10 @@ func testUnseal(m *menv) {
 	_, err := m.from.Take(m.ctx, other, 5)
 	m.src.wantKind("take from a queue that is not sealed", err, kind(storage.Conflict))
 
+	m.seal()
+	_, err = m.from.Take(m.ctx, m.q, 0)
+	m.src.wantKind("take with limit 0", err, kind(storage.Invalid))
+	m.must("unseal after a refused take", m.from.Unseal(m.ctx, m.q))
 	m.seal()
 	m.take(1)
 	m.src.wantKind("unseal after a take", m.from.Unseal(m.ctx, m.q), kind(storage.Conflict))
@@ -338,4 +343,64 @@ func sameJSON(a, b any) bool {
 	ja, _ := json.Marshal(a)
 	jb, _ := json.Marshal(b)
 	return string(ja) == string(jb)
+}
+
+// testSealRace seals while posters post until refused: every acknowledged
+// post is on the source (the seal covers it), and once a poster was
+// refused its later posts are refused too.
+func testSealRace(m *menv) {
+	const posters, tries, after = 4, 20000, 3
+	var mu sync.Mutex
+	acked := map[string]bool{}
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for p := 0; p < posters; p++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			refused, left := false, after
+			for i := 0; i < tries && left > 0; i++ {
+				ids, err := m.src.d.Messages().Post(m.ctx, m.q, "c", []storage.NewMessage{{TTL: time.Hour, Body: []byte("1")}})
+				switch _, moved := storage.MovedTo(err); {
+				case moved:
+					refused = true
+					left--
+				case err != nil:
+					m.t.Errorf("post: %v", err)
+					return
+				case refused:
+					m.t.Errorf("post accepted after a refusal: %v", ids)
+				default:
+					mu.Lock()
+					acked[ids[0]] = true
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	close(start)
+	// Seal once some posts landed, so both outcomes occur (bounded wait).
+	for i := 0; i < 500; i++ {
+		mu.Lock()
+		n := len(acked)
+		mu.Unlock()
+		if n >= posters*5 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	s, err := m.from.Seal(m.ctx, m.q, m.target)
+	m.must("seal", err)
+	wg.Wait()
+	got := messageIDs(listAll(m.src, m.q))
+	m.t.Logf("%d posts acknowledged before the seal, the rest refused", len(acked))
+	if len(got) != len(acked) || int64(len(got)) > s.Seq {
+		m.t.Fatalf("source holds %d messages, %d acknowledged, seal saw seq %d", len(got), len(acked), s.Seq)
+	}
+	for _, id := range got {
+		if !acked[id] {
+			m.t.Errorf("message %s on the source was never acknowledged", id)
+		}
+	}
 }
