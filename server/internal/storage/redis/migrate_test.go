@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"sluice.dev/server/internal/storage"
+	"sluice.dev/server/internal/storage/memory"
 	"sluice.dev/server/internal/storage/redis"
 	"sluice.dev/server/internal/storage/storagetest"
 	"sluice.dev/server/internal/testutil"
@@ -32,3 +33,11 @@ func openDB(db string) storagetest.Opener {
 }
 
 func TestMigration(t *testing.T) { storagetest.RunMigration(t, openDB("1"), openDB("2")) }
+
+// A batch taken by one kind of driver imports into another: everything a
+// batch carries is in storage.Batch, nothing driver-specific.
+func TestMigrationBetweenKinds(t *testing.T) {
+	mem := func(_ testing.TB, clock storage.Clock) storage.Driver { return memory.New(storagetest.Options(clock)) }
+	t.Run("MemoryToRedis", func(t *testing.T) { storagetest.RunMigration(t, mem, openDB("1")) })
+	t.Run("RedisToMemory", func(t *testing.T) { storagetest.RunMigration(t, openDB("1"), mem) })
+}
