@@ -97,7 +97,8 @@ type MigrationStore interface {
 	Finish(ctx context.Context, q QueueRef, ttl time.Duration) error
 
 	// Prepare creates the queue on the target with meta and raises its
-	// sequence to at least floor. Preparing twice changes nothing.
+	// sequence to at least floor. Preparing twice changes nothing. A
+	// tombstone an earlier move away left here goes: the queue comes back.
 	Prepare(ctx context.Context, q QueueRef, meta Metadata, floor int64) error
 	// Import stores b on the target with ids, bodies, TTLs, creation times,
 	// delays, claims and claim counts as they were, each message at its

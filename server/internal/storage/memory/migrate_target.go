@@ -11,6 +11,14 @@ import (
 // The target's part in a move: Prepare, Import, Done.
 
 func (s migrationStore) Prepare(_ context.Context, ref storage.QueueRef, meta storage.Metadata, floor int64) error {
+	// A tombstone of an earlier move away goes: the queue comes back.
+	if mv := s.d.moveOf(ref); mv != nil {
+		s.d.mvMu.Lock()
+		if !mv.tombUntil.IsZero() {
+			s.d.forget(ref)
+		}
+		s.d.mvMu.Unlock()
+	}
 	q, made := s.d.lockNew(ref, true)
 	defer q.mu.Unlock()
 	if made {

@@ -62,6 +62,7 @@ var migrationCases = []testCase2{
 	{"Migration/ImportIdempotent", testImportIdempotent},
 	{"Migration/ResumeAfterCrash", testResume},
 	{"Migration/FinishLeavesTombstone", testTombstone},
+	{"Migration/MoveBack", testMoveBack},
 	{"Migration/GeneratedMoves", testGeneratedMoves},
 }
 

@@ -404,3 +404,38 @@ func testSealRace(m *menv) {
 		}
 	}
 }
+
+// testMoveBack moves a queue away and back again: the target of the way
+// back still holds the tombstone of the first move, which Prepare clears.
+func testMoveBack(m *menv) {
+	ids := m.src.post(m.q, "c", 3, time.Hour)
+	m.seal()
+	m.moveAll(2)
+	m.must("finish", m.from.Finish(m.ctx, m.q, tombstoneTTL))
+	m.must("done", m.to.Done(m.ctx, m.q))
+	before := listAll(m.dst, m.q)
+
+	s, err := m.to.Seal(m.ctx, m.q, "pool-back")
+	m.must("seal on the way back", err)
+	m.must("prepare on the way back", m.from.Prepare(m.ctx, m.q, s.Metadata, s.Seq))
+	for i := 0; ; i++ {
+		b, err := m.to.Take(m.ctx, m.q, 2)
+		m.must("take on the way back", err)
+		if b.Empty() || i > 100 {
+			break
+		}
+		m.must("import on the way back", m.from.Import(m.ctx, m.q, b))
+		m.must("settle on the way back", m.to.Settle(m.ctx, m.q, b))
+	}
+	m.must("finish on the way back", m.to.Finish(m.ctx, m.q, tombstoneTTL))
+	m.must("done on the way back", m.from.Done(m.ctx, m.q))
+	m.sameMessages("back on the source", listAll(m.src, m.q), before)
+	posted := m.src.post(m.q, "c", 1, time.Hour)
+	if got := messageIDs(listAll(m.src, m.q)); !equalStrings(got, append(append([]string{}, ids...), posted...)) {
+		m.t.Errorf("source after the way back = %v", got)
+	}
+	_, err = m.dst.d.Messages().Get(m.ctx, m.q, ids[0])
+	if to, ok := storage.MovedTo(err); !ok || to != "pool-back" {
+		m.t.Errorf("the first target after the way back answers %v, want Moved(pool-back)", err)
+	}
+}
