@@ -15,7 +15,7 @@ import (
 // opener opens a driver on database db of a real FerretDB process, closed
 // when the test ends; every case gets its own driver on the same database
 // (the suites give each case its own projects).
-func opener(t *testing.T, db string) func(t testing.TB, clock storage.Clock) storage.Driver {
+func opener(t testing.TB, db string) func(t testing.TB, clock storage.Clock) storage.Driver {
 	f := testutil.StartFerretDB(t)
 	u, _ := url.Parse(f.URI(db))
 	return func(t testing.TB, clock storage.Clock) storage.Driver {
@@ -53,3 +53,7 @@ func TestMigrationAcrossKinds(t *testing.T) {
 	t.Run("ToMemory", func(t *testing.T) { storagetest.RunMigration(t, opener(t, "move_out"), mem) })
 	t.Run("FromMemory", func(t *testing.T) { storagetest.RunMigration(t, mem, opener(t, "move_in")) })
 }
+
+// BenchmarkDriver runs the shared driver benchmarks on FerretDB (see
+// docs/benchmarks.md for how they compare across changes).
+func BenchmarkDriver(b *testing.B) { storagetest.Bench(b, opener(b, "bench")) }
