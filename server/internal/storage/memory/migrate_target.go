@@ -41,6 +41,7 @@ func (s migrationStore) Import(_ context.Context, ref storage.QueueRef, b storag
 	}
 	now := s.d.clock.Now()
 	claims := map[string]*claim{}
+	var placed []*message
 	for _, c := range b.Claims {
 		if !mv.imported[c.ID] && c.Expires.After(now) {
 			claims[c.ID] = &claim{id: c.ID, ttl: c.TTL, grace: c.Grace, created: c.Created, expires: c.Expires, pos: -1}
@@ -61,7 +62,9 @@ func (s migrationStore) Import(_ context.Context, ref storage.QueueRef, b storag
 			claimCount: mm.ClaimCount, pos: [nSlots]int{-1, -1, -1},
 		}
 		q.place(m, claims[mm.ClaimID], now)
+		placed = append(placed, m)
 	}
+	q.merge(placed)
 	for _, c := range claims {
 		if len(c.msgs) > 0 {
 			sort.Slice(c.msgs, func(i, j int) bool { return c.msgs[i].seq < c.msgs[j].seq })
@@ -72,17 +75,13 @@ func (s migrationStore) Import(_ context.Context, ref storage.QueueRef, b storag
 	return nil
 }
 
-// place stores an imported message at its own seq, held by c when c is
-// not nil.
+// place stores an imported message, held by c when c is not nil; merge
+// then puts the batch's messages into order.
 func (q *queue) place(m *message, c *claim, now time.Time) {
 	if m.seq > q.seq {
 		q.seq = m.seq
 	}
 	q.msgs[m.id] = m
-	i := q.after(m.seq)
-	q.order = append(q.order, nil)
-	copy(q.order[i+1:], q.order[i:])
-	q.order[i] = m
 	q.expiry.push(m)
 	if m.delayUntil.After(now) {
 		q.delayed.push(m)
@@ -109,4 +108,23 @@ func (s migrationStore) Done(_ context.Context, ref storage.QueueRef) error {
 		s.d.forget(ref)
 	}
 	return nil
+}
+
+// merge puts imported messages into order at their seqs, in one pass: a
+// move imports its batches newest first, so each lands before the last.
+func (q *queue) merge(ms []*message) {
+	if len(ms) == 0 {
+		return
+	}
+	sort.Slice(ms, func(i, j int) bool { return ms[i].seq < ms[j].seq })
+	out := make([]*message, 0, len(q.order)+len(ms))
+	i := 0
+	for _, m := range q.order {
+		for i < len(ms) && ms[i].seq < m.seq {
+			out = append(out, ms[i])
+			i++
+		}
+		out = append(out, m)
+	}
+	q.order = append(out, ms[i:]...)
 }

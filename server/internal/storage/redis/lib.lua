@@ -18,7 +18,7 @@ local HELD      -- zset id -> expiry of the claim holding it
 -- Subscriptions and deliveries: see below.
 local SX, SD, SI, SN, DA, DS
 -- Moving a queue: see below.
-local TR, TI, MV, IM
+local TI, TC, MV, IM
 
 local function bind(keys)
   P = keys[1]
@@ -26,7 +26,7 @@ local function bind(keys)
   DLY, CL, HELD = P .. ':dly', P .. ':cl', P .. ':held'
   SX, SD, SI, SN = P .. ':sx', P .. ':sd', P .. ':si', P .. ':sn'
   DA, DS = P .. ':da', P .. ':ds'
-  TR, TI, MV, IM = P .. ':tr', P .. ':ti', P .. ':mv', P .. ':im'
+  TI, TC, MV, IM = P .. ':ti', P .. ':tc', P .. ':mv', P .. ':im'
 end
 
 -- Work one call may spend on cleanup; what is left waits for the next call
@@ -219,9 +219,14 @@ end
 -- g = the target the queue is sealed to, gs/ge/gm = what the seal saw
 -- (sequence, exists, metadata), t = "1" once a batch was taken, z = end
 -- of the tombstone Finish leaves (the hash then holds only g and z). Under
--- the scope: :tr the batch in transit (JSON), :ti its message and claim
--- ids, :mv the ids settled; on a target :im the ids imported. Errors go
--- back as replies the Go side maps to kinds (errors.go).
+-- the scope: the batch in transit is its message hashes renamed to
+-- :t:<id> and its claim hashes to :tc:<id> (out of every index, so no
+-- other script finds them), listed in :ti (zset id -> seq) and :tc (zset
+-- claim id -> 0); :mv holds the ids settled; on a target :im the ids
+-- imported. Errors go back as replies the Go side maps to kinds
+-- (errors.go).
+local function tkey(id) return P .. ':t:' .. id end
+local function tckey(id) return P .. ':tc:' .. id end
 local function moved_reply(target) return redis.error_reply('SLUICEMOVED ' .. target) end
 local function moving_reply() return redis.error_reply('SLUICEMOVING queue is moving') end
 local function conflict_reply(why) return redis.error_reply('SLUICECONFLICT ' .. why) end
@@ -244,7 +249,7 @@ end
 -- second result tells Moving (true) from Moved.
 local function whereabouts(id, target)
   if not target then return nil, false end
-  if redis.call('SISMEMBER', TI, id) == 1 then return moving_reply(), true end
+  if redis.call('ZSCORE', TI, id) or redis.call('ZSCORE', TC, id) then return moving_reply(), true end
   if redis.call('SISMEMBER', MV, id) == 1 then return moved_reply(target), false end
   return nil, false
 end
@@ -254,7 +259,7 @@ end
 local function busy(now)
   local target, answer = move_state(now)
   if answer then return answer end
-  if target and redis.call('EXISTS', TR) == 1 then return moving_reply() end
+  if target and redis.call('EXISTS', TI, TC) > 0 then return moving_reply() end
   return nil
 end
 
@@ -265,5 +270,44 @@ local function delete_all(zkey, keyof)
     local batch = {}
     for j = i, math.min(i + 499, #ids) do batch[#batch + 1] = keyof(ids[j]) end
     redis.call('DEL', unpack(batch))
+  end
+end
+
+-- push appends its arguments to the array t.
+local function push(t, ...)
+  for _, v in ipairs({...}) do t[#t + 1] = v end
+end
+
+-- transit_reply reads the batch in transit back from its records, in the
+-- form mig_take.lua replies: {message count, claim count, then per
+-- message id, body, created, expires, delay, client, claim id, claim
+-- expiry, claim count, seq (newest first), then per claim id, ttl, grace,
+-- created, expires}.
+local function transit_reply()
+  local out = {0, 0}
+  local ids = redis.call('ZRANGE', TI, 0, -1)
+  for i = #ids, 1, -1 do
+    local id = ids[i]
+    local h = redis.call('HMGET', tkey(id), 'b', 'c', 'e', 'd', 'u', 'k', 'x', 'n', 's')
+    if h[1] then
+      push(out, id, h[1], h[2], h[3], h[4] or '0', h[5] or '', h[6] or '', h[7] or '0', h[8] or '0', h[9] or '0')
+      out[1] = out[1] + 1
+    end
+  end
+  for _, cid in ipairs(redis.call('ZRANGE', TC, 0, -1)) do
+    local c = redis.call('HMGET', tckey(cid), 't', 'g', 'c', 'e')
+    if c[4] then
+      push(out, cid, c[1] or '0', c[2] or '0', c[3] or '0', c[4])
+      out[2] = out[2] + 1
+    end
+  end
+  return out
+end
+
+-- zchunks calls redis.call(cmd, key, ...) over list in chunks that fit
+-- Lua's argument limit.
+local function zchunks(cmd, key, list)
+  for i = 1, #list, 1000 do
+    redis.call(cmd, key, unpack(list, i, math.min(i + 999, #list)))
   end
 end

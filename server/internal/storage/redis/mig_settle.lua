@@ -1,16 +1,18 @@
 -- KEYS: scope. ARGV: the batch's message ids.
--- Ends the transit: its ids answer Moved from now on. Settling a batch
--- settled before changes nothing. Returns 1.
-local tr = redis.call('GET', TR)
-if not tr then return 1 end
+-- Ends the transit: its records go and its ids answer Moved from now on.
+-- Settling a batch settled before changes nothing. Returns 1.
+if redis.call('EXISTS', TI, TC) == 0 then return 1 end
 for i = 1, #ARGV do
-  if redis.call('SISMEMBER', TI, ARGV[i]) == 0 then
+  if not redis.call('ZSCORE', TI, ARGV[i]) then
     return conflict_reply('the batch is not the one in transit')
   end
 end
-local ids = redis.call('SMEMBERS', TI)
-for i = 1, #ids, 1000 do
-  redis.call('SADD', MV, unpack(ids, i, math.min(i + 999, #ids)))
+for _, z in ipairs({{TI, tkey}, {TC, tckey}}) do
+  local ids = redis.call('ZRANGE', z[1], 0, -1)
+  if #ids > 0 then
+    delete_all(z[1], z[2])
+    zchunks('SADD', MV, ids)
+  end
 end
-redis.call('DEL', TR, TI)
+redis.call('DEL', TI, TC)
 return 1

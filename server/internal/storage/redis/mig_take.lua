@@ -1,17 +1,15 @@
 -- KEYS: scope. ARGV: now, limit.
 -- Takes the newest limit live messages, every claim holding any of them
 -- and, so that what stays sorts before everything moved, every message
--- from such a claim's oldest one on, out of the queue into transit (:tr,
--- :ti) in this one step. While a batch is in transit it returns that batch.
--- Returns the batch as JSON {"m": [[id, body, created, expires, delay,
--- client, claim id, claim expiry, claim count, seq]...], "c": [[id, ttl,
--- grace, created, expires]...]} (every value a string), or "" when the
--- queue has nothing left.
+-- from such a claim's oldest one on, out of the queue into transit in this
+-- one step: their hashes are renamed out of sight and their index entries
+-- go (see lib.lua). While a batch is in transit it returns that batch.
+-- Returns the batch as transit_reply (lib.lua) does; {0, 0} when the queue
+-- has nothing left.
 local now, limit = tonumber(ARGV[1]), tonumber(ARGV[2])
 local f = redis.call('HMGET', Q, 'g', 'z')
 if not f[1] or f[2] then return conflict_reply('the queue is not sealed') end
-local tr = redis.call('GET', TR)
-if tr then return tr end
+if redis.call('EXISTS', TI, TC) > 0 then return transit_reply() end
 advance(now)
 
 local picked, msgs, claims, cls = {}, {}, {}, {}
@@ -35,11 +33,13 @@ while not stop do
       if cid ~= '' and not claims[cid] then
         claims[cid] = true
         local c = redis.call('HMGET', ckey(cid), 't', 'g', 'c', 'e', 'i')
-        cls[#cls + 1] = {cid, c[1] or '0', c[2] or '0', c[3] or '0', c[4] or '0'}
-        for _, held in ipairs(split(c[5])) do
-          local s = redis.call('ZSCORE', IDS, held)
-          if s and redis.call('HGET', mkey(held), 'k') == cid and (not lowest or tonumber(s) < lowest) then
-            lowest = tonumber(s)
+        if c[4] then
+          cls[#cls + 1] = {cid, c[1] or '0', c[2] or '0', c[3] or '0', c[4]}
+          for _, held in ipairs(split(c[5])) do
+            local s = redis.call('ZSCORE', IDS, held)
+            if s and redis.call('HGET', mkey(held), 'k') == cid and (not lowest or tonumber(s) < lowest) then
+              lowest = tonumber(s)
+            end
           end
         end
       end
@@ -47,22 +47,23 @@ while not stop do
   end
   start = start + 100
 end
-if #msgs == 0 then return '' end
+if #msgs == 0 then return {0, 0} end
 
-local ids = {}
+local out, ids, ti = {#msgs, #cls}, {}, {}
 for _, m in ipairs(msgs) do
-  drop(m[1])
+  push(out, unpack(m))
+  redis.call('RENAME', mkey(m[1]), tkey(m[1]))
   ids[#ids + 1] = m[1]
+  ti[#ti + 1] = m[10]
+  ti[#ti + 1] = m[1]
 end
+for _, key in ipairs({IDS, EXP, RDY, DLY, HELD}) do zchunks('ZREM', key, ids) end
+zchunks('ZADD', TI, ti)
 for _, c in ipairs(cls) do
-  redis.call('DEL', ckey(c[1]))
+  push(out, unpack(c))
+  redis.call('RENAME', ckey(c[1]), tckey(c[1]))
   redis.call('ZREM', CL, c[1])
-  ids[#ids + 1] = c[1]
-end
-local js = cjson.encode({m = msgs, c = cls})
-redis.call('SET', TR, js)
-for i = 1, #ids, 1000 do
-  redis.call('SADD', TI, unpack(ids, i, math.min(i + 999, #ids)))
+  redis.call('ZADD', TC, 0, c[1])
 end
 redis.call('HSET', Q, 't', '1')
-return js
+return out

@@ -3,11 +3,7 @@ package redis
 import (
 	"context"
 	_ "embed"
-	"encoding/json"
-	"strconv"
 	"time"
-
-	goredis "github.com/redis/go-redis/v9"
 
 	"sluice.dev/server/internal/storage"
 )
@@ -32,6 +28,9 @@ var (
 	//go:embed mig_take.lua
 	migTakeSrc string
 	migTake    = register("mig_take", migTakeSrc)
+	//go:embed mig_transit.lua
+	migTransitSrc string
+	migTransit    = register("mig_transit", migTransitSrc)
 	//go:embed mig_settle.lua
 	migSettleSrc string
 	migSettle    = register("mig_settle", migSettleSrc)
@@ -74,23 +73,20 @@ func (s migrationStore) Take(ctx context.Context, q storage.QueueRef, limit int)
 	if limit < 1 {
 		return storage.Batch{}, storage.E(op, storage.Invalid, storage.ErrArgument)
 	}
-	js, err := migTake.Run(ctx, s.d.fc, []string{scope(q)}, s.d.nowMS(), limit).Text()
+	res, err := migTake.Run(ctx, s.d.fc, []string{scope(q)}, s.d.nowMS(), limit).Slice()
 	if err != nil {
 		return storage.Batch{}, wrap(op, err)
 	}
-	return decodeBatch(op, js)
+	return parseBatch(op, res)
 }
 
 func (s migrationStore) InTransit(ctx context.Context, q storage.QueueRef) (storage.Batch, error) {
 	const op = storage.OpMigrateInTransit
-	js, err := s.d.c.Get(ctx, scope(q)+":tr").Result()
-	if err == goredis.Nil {
-		return storage.Batch{}, nil
-	}
+	res, err := migTransit.Run(ctx, s.d.fc, []string{scope(q)}).Slice()
 	if err != nil {
 		return storage.Batch{}, wrap(op, err)
 	}
-	return decodeBatch(op, js)
+	return parseBatch(op, res)
 }
 
 func (s migrationStore) Settle(ctx context.Context, q storage.QueueRef, b storage.Batch) error {
@@ -122,63 +118,37 @@ func (s migrationStore) Import(ctx context.Context, q storage.QueueRef, b storag
 	if b.Empty() {
 		return nil
 	}
-	js, err := encodeBatch(b)
-	if err != nil {
-		return storage.E(op, storage.Invalid, err)
-	}
 	keys := queueKeys(q)
-	return wrap(op, migImport.Run(ctx, s.d.fc, keys, s.d.nowMS(), q.Name, keys[0], js).Err())
+	args := batchArgs(make([]any, 0, 5+10*len(b.Messages)+5*len(b.Claims)), b)
+	args = append([]any{s.d.nowMS(), q.Name, keys[0]}, args...)
+	return wrap(op, migImport.Run(ctx, s.d.fc, keys, args...).Err())
 }
 
 func (s migrationStore) Done(ctx context.Context, q storage.QueueRef) error {
 	return wrap(storage.OpMigrateDone, s.d.c.Del(ctx, scope(q)+":im").Err())
 }
 
-// wireBatch is a batch as the scripts read and write it: arrays of
-// strings (see mig_take.lua). An empty Lua table encodes as {}, so the
-// arrays are decoded only when they are arrays.
-type wireBatch struct {
-	M json.RawMessage `json:"m"`
-	C json.RawMessage `json:"c"`
-}
-
-func decodeBatch(op, js string) (storage.Batch, error) {
+// parseBatch reads a batch as the scripts reply it (lib.lua's
+// transit_reply): {message count, claim count, then 10 fields per message
+// and 5 per claim}.
+func parseBatch(op string, res []any) (storage.Batch, error) {
 	var b storage.Batch
-	if js == "" {
-		return b, nil
+	if len(res) < 2 {
+		return b, storage.E(op, storage.Internal, "malformed script reply")
 	}
-	var w wireBatch
-	var msgs, claims [][]string
-	if err := json.Unmarshal([]byte(js), &w); err != nil {
-		return b, storage.E(op, storage.Internal, err)
+	nm, nc := int(toInt(res[0])), int(toInt(res[1]))
+	if nm < 0 || nc < 0 || len(res) != 2+10*nm+5*nc {
+		return b, storage.E(op, storage.Internal, "malformed script reply")
 	}
-	for _, part := range []struct {
-		raw json.RawMessage
-		to  *[][]string
-	}{{w.M, &msgs}, {w.C, &claims}} {
-		if len(part.raw) > 0 && part.raw[0] == '[' {
-			if err := json.Unmarshal(part.raw, part.to); err != nil {
-				return b, storage.E(op, storage.Internal, err)
-			}
-		}
-	}
-	for _, f := range msgs {
-		if len(f) != 10 {
-			return storage.Batch{}, storage.E(op, storage.Internal, "malformed batch")
-		}
-		vals := make([]any, 9)
-		for i := range vals {
-			vals[i] = f[i]
-		}
-		m, _ := parseMessage(vals)
+	for i := 0; i < nm; i++ {
+		f := res[2+10*i : 2+10*(i+1)]
+		m, _ := parseMessage(f[:9])
 		b.Messages = append(b.Messages, storage.MovedMessage{Message: m, Seq: toInt(f[9])})
 	}
-	for _, f := range claims {
-		if len(f) != 5 {
-			return storage.Batch{}, storage.E(op, storage.Internal, "malformed batch")
-		}
+	for j := 0; j < nc; j++ {
+		f := res[2+10*nm+5*j : 2+10*nm+5*(j+1)]
 		b.Claims = append(b.Claims, storage.MovedClaim{
-			ID:      f[0],
+			ID:      toString(f[0]),
 			TTL:     time.Duration(toInt(f[1])) * time.Millisecond,
 			Grace:   time.Duration(toInt(f[2])) * time.Millisecond,
 			Created: msTime(toInt(f[3])),
@@ -188,26 +158,23 @@ func decodeBatch(op, js string) (storage.Batch, error) {
 	return b, nil
 }
 
-// encodeBatch writes b as mig_take.lua does, for mig_import.lua, whatever
-// driver took it.
-func encodeBatch(b storage.Batch) (string, error) {
-	ms := func(t time.Time) string {
+// batchArgs writes b as the scripts reply a batch, for mig_import.lua,
+// whatever driver took it.
+func batchArgs(args []any, b storage.Batch) []any {
+	ms := func(t time.Time) int64 {
 		if t.IsZero() {
-			return "0"
+			return 0
 		}
-		return strconv.FormatInt(t.UnixMilli(), 10)
+		return t.UnixMilli()
 	}
-	msgs := make([][]string, 0, len(b.Messages))
+	args = append(args, len(b.Messages), len(b.Claims))
 	for _, m := range b.Messages {
-		msgs = append(msgs, []string{m.ID, string(m.Body), ms(m.Created), ms(m.Created.Add(m.TTL)),
-			ms(m.DelayUntil), m.ClientID, m.ClaimID, ms(m.ClaimExpires), strconv.Itoa(m.ClaimCount),
-			strconv.FormatInt(m.Seq, 10)})
+		// The body goes out as []byte: go-redis writes it without a copy.
+		args = append(args, m.ID, []byte(m.Body), ms(m.Created), ms(m.Created.Add(m.TTL)),
+			ms(m.DelayUntil), m.ClientID, m.ClaimID, ms(m.ClaimExpires), m.ClaimCount, m.Seq)
 	}
-	claims := make([][]string, 0, len(b.Claims))
 	for _, c := range b.Claims {
-		claims = append(claims, []string{c.ID, strconv.FormatInt(c.TTL.Milliseconds(), 10),
-			strconv.FormatInt(c.Grace.Milliseconds(), 10), ms(c.Created), ms(c.Expires)})
+		args = append(args, c.ID, c.TTL.Milliseconds(), c.Grace.Milliseconds(), ms(c.Created), ms(c.Expires))
 	}
-	js, err := json.Marshal(map[string]any{"m": msgs, "c": claims})
-	return string(js), err
+	return args
 }

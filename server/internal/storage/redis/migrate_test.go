@@ -41,3 +41,5 @@ func TestMigrationBetweenKinds(t *testing.T) {
 	t.Run("MemoryToRedis", func(t *testing.T) { storagetest.RunMigration(t, mem, openDB("1")) })
 	t.Run("RedisToMemory", func(t *testing.T) { storagetest.RunMigration(t, openDB("1"), mem) })
 }
+
+func BenchmarkMove(b *testing.B) { storagetest.BenchMove(b, openDB("1"), openDB("2")) }

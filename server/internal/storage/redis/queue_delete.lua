@@ -6,8 +6,10 @@ delete_all(IDS, mkey)
 delete_all(CL, ckey)
 redis.call('DEL', IDS, EXP, RDY, DLY, CL, HELD)
 if ARGV[3] ~= '1' then
+  delete_all(TI, tkey)
+  delete_all(TC, tckey)
   drop_all_subs()
-  redis.call('DEL', Q, TR, TI, MV, IM)
+  redis.call('DEL', Q, TI, TC, MV, IM)
   redis.call('ZREM', KEYS[2], ARGV[1])
   redis.call('SREM', KEYS[3], ARGV[2])
 end
