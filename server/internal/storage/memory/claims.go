@@ -21,6 +21,12 @@ func (s claimStore) Create(_ context.Context, ref storage.QueueRef, opts storage
 		q.mu.Unlock()
 		return storage.Claim{}, err
 	}
+	if dl := opts.DeadLetter; dl.Active() && s.d.sealedErr("", storage.QueueRef{Project: ref.Project, Name: dl.Queue}) != nil {
+		// The dead-letter queue is moving away (sealed, or a tombstone): a
+		// message moved into it here would be stranded, so the policy waits
+		// until the queue lives on one backend again.
+		opts.DeadLetter = nil
+	}
 	now := s.d.clock.Now()
 	c := &claim{id: storage.NewID(), ttl: opts.TTL, grace: opts.Grace, created: now, expires: now.Add(opts.TTL), pos: -1}
 	var dead []*message

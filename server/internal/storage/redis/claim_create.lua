@@ -8,6 +8,10 @@
 -- Returns {lapsed claims, dead-lettered, messages...}.
 local now, cid, ttl, grace, limit = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local maxcc, dlq, dlttl = tonumber(ARGV[6]), ARGV[7], tonumber(ARGV[8])
+-- A dead-letter queue that is moving away (sealed, or a tombstone) takes
+-- no message here, where it would be stranded: the policy waits until the
+-- queue lives on one backend again.
+if maxcc > 0 and redis.call('HEXISTS', KEYS[2] .. ':q', 'g') == 1 then maxcc = 0 end
 local answer = busy(now)
 if answer then return answer end
 local cexp = now + ttl

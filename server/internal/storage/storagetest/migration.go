@@ -63,6 +63,7 @@ var migrationCases = []testCase2{
 	{"Migration/ResumeAfterCrash", testResume},
 	{"Migration/FinishLeavesTombstone", testTombstone},
 	{"Migration/MoveBack", testMoveBack},
+	{"Migration/DeadLetterIntoMoved", testDeadLetterIntoMoved},
 	{"Migration/GeneratedMoves", testGeneratedMoves},
 }
 

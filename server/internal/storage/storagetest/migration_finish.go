@@ -110,3 +110,25 @@ func testMoveBack(m *menv) {
 		m.t.Errorf("the first target after the way back answers %v, want Moved(pool-back)", err)
 	}
 }
+
+// testDeadLetterIntoMoved claims with a dead-letter policy whose queue has
+// moved away: the exhausted message stays and is claimed, rather than
+// being stranded under the tombstone.
+func testDeadLetterIntoMoved(m *menv) {
+	m.src.post(m.q, "c", 1, time.Hour)
+	m.seal()
+	m.moveAll(10)
+	m.must("finish", m.from.Finish(m.ctx, m.q, tombstoneTTL))
+	work := m.src.queue("work")
+	ids := m.src.post(work, "c", 1, time.Hour)
+	dl := &storage.DeadLetter{MaxClaimCount: 1, Queue: m.q.Name}
+	c := m.src.claim(work, 1, time.Minute, 0)
+	m.must("release", m.src.d.Claims().Delete(m.ctx, work, c.ID))
+	c, err := m.src.d.Claims().Create(m.ctx, work, storage.ClaimOptions{TTL: time.Minute, Limit: 1, DeadLetter: dl})
+	m.must("claim with the policy", err)
+	if !equalStrings(messageIDs(c.Messages), ids) {
+		m.t.Errorf("claim took %v, want the exhausted message %v kept while its dead-letter queue moved away", messageIDs(c.Messages), ids)
+	}
+	_, err = m.src.d.Messages().Get(m.ctx, m.q, ids[0])
+	m.wantMoved("the moved dead-letter queue", err)
+}
