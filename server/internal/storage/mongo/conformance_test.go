@@ -57,3 +57,9 @@ func TestMigrationAcrossKinds(t *testing.T) {
 // BenchmarkDriver runs the shared driver benchmarks on FerretDB (see
 // docs/benchmarks.md for how they compare across changes).
 func BenchmarkDriver(b *testing.B) { storagetest.Bench(b, opener(b, "bench")) }
+
+// BenchmarkMove measures Take, Import and Settle between two FerretDB
+// backends (docs/benchmarks.md).
+func BenchmarkMove(b *testing.B) {
+	storagetest.BenchMove(b, opener(b, "bench_from"), opener(b, "bench_to"))
+}

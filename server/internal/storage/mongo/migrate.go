@@ -84,6 +84,19 @@ func firstErr(errs ...error) error {
 	return nil
 }
 
+// movingAway reports that q is sealed here or a live tombstone.
+func (d *Driver) movingAway(ctx context.Context, q storage.QueueRef) (bool, error) {
+	var doc queueDoc
+	err := d.queues.FindOne(ctx, queueKey(q), projectMove).Decode(&doc)
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return doc.Move.MV != "" && (doc.Move.TB == 0 || doc.tombstoned(d.now())), nil
+}
+
 // tombstoned reports a live tombstone left by Finish.
 func (doc *queueDoc) tombstoned(now int64) bool { return doc.Move.TB > now }
 
