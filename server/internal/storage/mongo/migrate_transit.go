@@ -3,6 +3,7 @@ package mongo
 import (
 	"context"
 	"errors"
+	"strconv"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -58,10 +59,8 @@ func (s migrationStore) Take(ctx context.Context, q storage.QueueRef, limit int)
 		if err != nil {
 			return storage.Batch{}, wrap(op, err)
 		}
-		for i := range docs {
-			if err := d.rename(ctx, &docs[i], q, tq); err != nil {
-				return storage.Batch{}, wrap(op, err)
-			}
+		if err := d.renameAll(ctx, docs, q, tq); err != nil {
+			return storage.Batch{}, wrap(op, err)
 		}
 	}
 	if err := d.gatherClaims(ctx, q); err != nil {
@@ -157,6 +156,70 @@ func (d *Driver) endTransit(ctx context.Context, q storage.QueueRef) error {
 	return err
 }
 
+// renameAll renames docs from q to tq with a few writes for the whole
+// batch: each message still only at the version it was read at (a claim
+// that changed it first wins), under its version lock on FerretDB. The
+// ones that changed meanwhile go through rename one at a time.
+func (d *Driver) renameAll(ctx context.Context, docs []msgDoc, q, tq storage.QueueRef) error {
+	if len(docs) == 0 {
+		return nil
+	}
+	mine := make([]msgDoc, 0, len(docs))
+	if d.lockVersions {
+		locks := make([]any, len(docs))
+		for i := range docs {
+			locks[i] = lockDoc{ID: docs[i].ID + ":" + strconv.FormatInt(docs[i].V, 10), M: docs[i].ID, V: docs[i].V,
+				P: docs[i].P, Q: docs[i].Q, X: time.Now().Add(lockLease)}
+		}
+		_, err := d.locks.InsertMany(ctx, locks, options.InsertMany().SetOrdered(false))
+		lost := map[int]bool{}
+		var bwe mongo.BulkWriteException
+		switch {
+		case err == nil:
+		case errors.As(err, &bwe) && onlyDuplicates(err):
+			for _, we := range bwe.WriteErrors {
+				lost[we.Index] = true
+			}
+		default:
+			return err
+		}
+		for i := range docs {
+			if !lost[i] {
+				mine = append(mine, docs[i])
+			}
+		}
+	} else {
+		mine = docs
+	}
+	if len(mine) > 0 {
+		at := make(bson.A, len(mine))
+		for i := range mine {
+			at[i] = bson.M{"_id": mine[i].ID, "v": mine[i].V}
+		}
+		_, err := d.messages.UpdateMany(ctx, append(queueFilter(q), bson.E{Key: "$or", Value: at}),
+			bson.D{{Key: "$set", Value: bson.D{{Key: "q", Value: tq.Name}}}, {Key: "$inc", Value: bson.D{{Key: "v", Value: int64(1)}}}})
+		if err != nil {
+			return err
+		}
+	}
+	// Whatever is still here changed under us (or lost its lock): one at
+	// a time, re-reading it.
+	ids := make([]string, len(docs))
+	for i := range docs {
+		ids[i] = docs[i].ID
+	}
+	left, err := d.findMessages(ctx, append(queueFilter(q), bson.E{Key: "_id", Value: bson.M{"$in": ids}}), options.Find())
+	if err != nil {
+		return err
+	}
+	for i := range left {
+		if err := d.rename(ctx, &left[i], q, tq); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // rename moves one message from q to tq by a version change, re-reading it
 // when a concurrent writer changed it first; a message deleted (or taken by
 // another mover) meanwhile is skipped.
@@ -228,10 +291,8 @@ func (d *Driver) gatherClaims(ctx context.Context, q storage.QueueRef) error {
 		if err != nil {
 			return err
 		}
-		for i := range rest {
-			if err := d.rename(ctx, &rest[i], q, tq); err != nil {
-				return err
-			}
+		if err := d.renameAll(ctx, rest, q, tq); err != nil {
+			return err
 		}
 	}
 	return nil
