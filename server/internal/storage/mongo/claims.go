@@ -23,6 +23,18 @@ func (s claimStore) Create(ctx context.Context, q storage.QueueRef, o storage.Cl
 	if err := d.claimable(ctx, op, q); err != nil {
 		return storage.Claim{}, err
 	}
+	if dl := o.DeadLetter; dl.Active() {
+		away, err := d.movingAway(ctx, storage.QueueRef{Project: q.Project, Name: dl.Queue})
+		if err != nil {
+			return storage.Claim{}, wrap(op, err)
+		}
+		if away {
+			// A message dead-lettered into a queue moving away from here
+			// would be stranded: the policy waits until the queue lives
+			// on one backend again, and the message is claimed instead.
+			o.DeadLetter = nil
+		}
+	}
 	now := d.now()
 	// Lapsed claims are noticed here: deleting them is exclusive, so each
 	// is reported once.

@@ -79,7 +79,9 @@ func (m *msgDoc) message(now int64) storage.Message {
 		ClientID:   m.U,
 		ClaimCount: m.CC,
 	}
-	if m.D > now {
+	if m.D > 0 {
+		// As every driver reports it: when it was (or will be) visible,
+		// for a message posted with a delay.
 		out.DelayUntil = time.UnixMilli(m.D)
 	}
 	if m.CL != "" && m.CE > now {

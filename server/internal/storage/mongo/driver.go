@@ -67,8 +67,8 @@ type Driver struct {
 	dstats     *mongo.Collection
 	// imported remembers the ids a move brought here (migrate_target.go).
 	imported *mongo.Collection
-	clock      storage.Clock
-	events     storage.Events
+	clock    storage.Clock
+	events   storage.Events
 
 	// lockVersions: the server does not apply single-document updates
 	// atomically (FerretDB), so version changes take a lock document first.

@@ -28,10 +28,11 @@ func (d *Driver) Depth(ctx context.Context) (storage.Depth, error) {
 }
 
 // Leftovers lists what the driver still stores for a project: queue,
-// message, claim and lock documents, expired or not.
+// message, claim and lock documents, expired or not, and records a move
+// left.
 func (d *Driver) Leftovers(ctx context.Context, project string) ([]string, error) {
 	var out []string
-	for _, c := range []*mongo.Collection{d.queues, d.messages, d.claims, d.locks, d.subs, d.deliveries, d.dstats} {
+	for _, c := range []*mongo.Collection{d.queues, d.messages, d.claims, d.locks, d.subs, d.deliveries, d.dstats, d.imported} {
 		cur, err := c.Find(ctx, bson.M{"p": project}, options.Find().SetLimit(20))
 		if err != nil {
 			return nil, wrap("mongo.leftovers", err)

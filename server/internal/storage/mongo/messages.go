@@ -187,11 +187,15 @@ func (s messageStore) GetMany(ctx context.Context, q storage.QueueRef, ids []str
 		return nil, wrap(op, err)
 	}
 	if len(docs) < len(ids) {
-		// Some are missing: in transit (retry), or moved when none is
-		// here; the others are answered here, the rest by the target.
-		err := s.d.moveRedirect(ctx, op, q, ids, nil)
-		if storage.Is(err, storage.Unavailable) || (err != nil && len(docs) == 0) {
-			return nil, err
+		// Some are missing: one in transit makes the caller retry, a
+		// finished queue sends it on; moved ones the caller reads on the
+		// target.
+		w, target, err := s.d.whereAre(ctx, q, ids, nil)
+		if err != nil {
+			return nil, wrap(op, err)
+		}
+		if w == inTransit || w == finished {
+			return nil, w.answer(op, target)
 		}
 	}
 	out := make([]storage.Message, len(docs))
@@ -240,20 +244,23 @@ func (s messageStore) DeleteMany(ctx context.Context, q storage.QueueRef, ids []
 	if claimID != "" {
 		held = append(held, bson.M{"cl": claimID})
 	}
-	f := append(queueFilter(q), bson.E{Key: "_id", Value: bson.M{"$in": ids}}, bson.E{Key: "$or", Value: held})
-	res, err := s.d.messages.DeleteMany(ctx, f)
+	// One of them in transit: nothing is deleted, the caller retries. One
+	// moved: what is here goes, then the caller repeats on the target.
+	w, target, err := s.d.whereAre(ctx, q, ids, nil)
 	if err != nil {
+		return wrap(op, err)
+	}
+	if w == inTransit || w == finished {
+		return w.answer(op, target)
+	}
+	f := append(queueFilter(q), bson.E{Key: "_id", Value: bson.M{"$in": ids}}, bson.E{Key: "$or", Value: held})
+	if _, err := s.d.messages.DeleteMany(ctx, f); err != nil {
 		return wrap(op, err)
 	}
 	if err := s.d.dropLocks(ctx, ids); err != nil {
 		return wrap(op, err)
 	}
-	if int(res.DeletedCount) < len(ids) {
-		// Some were not here: in transit (retry) or moved (the target
-		// deletes the rest; deleting again is harmless).
-		return s.d.moveRedirect(ctx, op, q, ids, nil)
-	}
-	return nil
+	return w.answer(op, target)
 }
 
 // Pop removes and returns up to limit of the oldest free, visible messages.

@@ -28,6 +28,10 @@ func (s queueStore) UpdateMetadata(ctx context.Context, q storage.QueueRef, upda
 			if errors.Is(err, mongo.ErrNoDocuments) {
 				return "", false, nil
 			}
+			if err == nil && doc.Move.MV != "" && (doc.Move.TB == 0 || doc.tombstoned(d.now())) {
+				// Metadata moves with the queue (Seal read it).
+				return "", false, storage.E(op, storage.Conflict, storage.Moved{Target: doc.Move.MV})
+			}
 			ver = doc.V
 			return doc.M, err == nil, wrap(op, err)
 		},

@@ -37,23 +37,17 @@ var _ storage.Migrator = (*Driver)(nil)
 // Migrations returns the driver's part in moving a queue.
 func (d *Driver) Migrations() storage.MigrationStore { return migrationStore{d} }
 
-// Operation names of the migration steps, for errors and metrics.
-const (
-	opSeal      = "migrate.seal"
-	opUnseal    = "migrate.unseal"
-	opTake      = "migrate.take"
-	opInTransit = "migrate.in_transit"
-	opSettle    = "migrate.settle"
-	opFinish    = "migrate.finish"
-	opPrepare   = "migrate.prepare"
-	opImport    = "migrate.import"
-	opDone      = "migrate.done"
-)
-
 // transitRef names where a queue's batch in transit is kept: '#' is not
 // allowed in queue names, so no real queue has this name.
 func transitRef(q storage.QueueRef) storage.QueueRef {
 	return storage.QueueRef{Project: q.Project, Name: q.Name + "#transit"}
+}
+
+// movedRef names where the source keeps the messages and claims it
+// settled, without their bodies, so a call naming one is sent to the target
+// while a deleted one is simply not found. Finish removes them.
+func movedRef(q storage.QueueRef) storage.QueueRef {
+	return storage.QueueRef{Project: q.Project, Name: q.Name + "#moved"}
 }
 
 var (
@@ -71,6 +65,38 @@ func (d *Driver) queueDoc(ctx context.Context, q storage.QueueRef) (queueDoc, bo
 	return doc, err == nil, err
 }
 
+// dropLapsed removes q's tombstone when it has run out, so the name is free
+// here again; it reports whether there was one.
+func (d *Driver) dropLapsed(ctx context.Context, q storage.QueueRef) (bool, error) {
+	res, err := d.queues.DeleteOne(ctx, append(queueKey(q), bson.E{Key: "tb", Value: bson.M{"$gt": int64(0), "$lte": d.now()}}))
+	if err != nil {
+		return false, err
+	}
+	return res.DeletedCount > 0, nil
+}
+
+func firstErr(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// movingAway reports that q is sealed here or a live tombstone.
+func (d *Driver) movingAway(ctx context.Context, q storage.QueueRef) (bool, error) {
+	var doc queueDoc
+	err := d.queues.FindOne(ctx, queueKey(q), projectMove).Decode(&doc)
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return doc.Move.MV != "" && (doc.Move.TB == 0 || doc.tombstoned(d.now())), nil
+}
+
 // tombstoned reports a live tombstone left by Finish.
 func (doc *queueDoc) tombstoned(now int64) bool { return doc.Move.TB > now }
 
@@ -78,37 +104,43 @@ func (doc *queueDoc) tombstoned(now int64) bool { return doc.Move.TB > now }
 // position so far. It creates the document when the queue does not exist,
 // so a post through a stale placement cannot recreate it here.
 func (s migrationStore) Seal(ctx context.Context, q storage.QueueRef, target string) (storage.Sealed, error) {
+	const op = storage.OpMigrateSeal
 	d := s.d
 	if target == "" {
-		return storage.Sealed{}, storage.E(opSeal, storage.Invalid, errors.New("no target"))
+		return storage.Sealed{}, storage.E(op, storage.Invalid, errors.New("no target"))
 	}
 	for attempt := 0; attempt < 5; attempt++ {
 		doc, found, err := d.queueDoc(ctx, q)
 		if err != nil {
-			return storage.Sealed{}, wrap(opSeal, err)
+			return storage.Sealed{}, wrap(op, err)
 		}
 		if found && doc.Move.MV != "" && !(doc.Move.TB > 0 && !doc.tombstoned(d.now())) {
 			if doc.Move.MV != target {
-				return storage.Sealed{}, storage.E(opSeal, storage.Conflict, fmt.Errorf("queue is already moving to %s", doc.Move.MV))
+				return storage.Sealed{}, storage.E(op, storage.Conflict, fmt.Errorf("queue is already moving to %s", doc.Move.MV))
 			}
 			return d.sealed(&doc)
 		}
 		if found && doc.Move.TB > 0 { // an expired tombstone: the queue is gone
 			_, err = d.queues.DeleteOne(ctx, append(queueKey(q), bson.E{Key: "tb", Value: doc.Move.TB}))
 			if err != nil {
-				return storage.Sealed{}, wrap(opSeal, err)
+				return storage.Sealed{}, wrap(op, err)
 			}
 			continue
 		}
 		// Posts that read the document before the seal take positions from
-		// the clock up to now; the sequence covers them too.
-		seq := max(d.clock.Now().UnixMicro(), 0)
+		// the clock up to now; the sequence covers them too. A queue with
+		// no document has no post under way: a post creates the document
+		// and reads it again, so it sees the seal.
+		var seq int64
+		if found {
+			seq = d.clock.Now().UnixMicro()
+		}
 		var last msgDoc
 		err = d.messages.FindOne(ctx, queueFilter(q), findNewest).Decode(&last)
 		if err == nil {
 			seq = max(seq, last.K)
 		} else if !errors.Is(err, mongo.ErrNoDocuments) {
-			return storage.Sealed{}, wrap(opSeal, err)
+			return storage.Sealed{}, wrap(op, err)
 		}
 		seal := moveState{MV: target, SS: seq, SE: found}
 		if !found {
@@ -117,14 +149,14 @@ func (s migrationStore) Seal(ctx context.Context, q storage.QueueRef, target str
 				continue // created meanwhile: seal what is there
 			}
 			if err != nil {
-				return storage.Sealed{}, wrap(opSeal, err)
+				return storage.Sealed{}, wrap(op, err)
 			}
 			return storage.Sealed{Seq: seq, Metadata: storage.Metadata{}}, nil
 		}
 		res, err := d.queues.UpdateOne(ctx, append(queueKey(q), bson.E{Key: "mv", Value: bson.M{"$exists": false}}),
 			bson.D{{Key: "$set", Value: bson.D{{Key: "mv", Value: target}, {Key: "ss", Value: seq}, {Key: "se", Value: true}}}})
 		if err != nil {
-			return storage.Sealed{}, wrap(opSeal, err)
+			return storage.Sealed{}, wrap(op, err)
 		}
 		if res.MatchedCount == 0 {
 			continue // sealed or deleted meanwhile: read again
@@ -133,13 +165,13 @@ func (s migrationStore) Seal(ctx context.Context, q storage.QueueRef, target str
 		// metadata write that read the queue before the seal can undo
 		// it: read again until the seal is seen.
 	}
-	return storage.Sealed{}, storage.E(opSeal, storage.Conflict, errors.New("queue changed while sealing; try again"))
+	return storage.Sealed{}, storage.E(op, storage.Conflict, errors.New("queue changed while sealing; try again"))
 }
 
 func (d *Driver) sealed(doc *queueDoc) (storage.Sealed, error) {
 	meta, err := decodeMeta(doc.M)
 	if err != nil {
-		return storage.Sealed{}, storage.E(opSeal, storage.Internal, err)
+		return storage.Sealed{}, storage.E(storage.OpMigrateSeal, storage.Internal, err)
 	}
 	return storage.Sealed{Seq: doc.Move.SS, Metadata: meta, Exists: doc.Move.SE}, nil
 }
@@ -147,40 +179,42 @@ func (d *Driver) sealed(doc *queueDoc) (storage.Sealed, error) {
 // Unseal removes the seal while no batch was taken. A queue document the
 // seal created is removed with it.
 func (s migrationStore) Unseal(ctx context.Context, q storage.QueueRef) error {
+	const op = storage.OpMigrateUnseal
 	d := s.d
 	doc, found, err := d.queueDoc(ctx, q)
 	switch {
 	case err != nil:
-		return wrap(opUnseal, err)
+		return wrap(op, err)
 	case !found || doc.Move.MV == "":
 		return nil
 	case doc.Move.TK || doc.Move.TB > 0:
-		return storage.E(opUnseal, storage.Conflict, errTaken)
+		return storage.E(op, storage.Conflict, errTaken)
 	}
 	unsealed := append(queueKey(q), bson.E{Key: "tk", Value: bson.M{"$exists": false}})
 	if !doc.Move.SE {
 		_, err = d.queues.DeleteOne(ctx, unsealed)
-		return wrap(opUnseal, err)
+		return wrap(op, err)
 	}
 	res, err := d.queues.UpdateOne(ctx, unsealed, bson.D{{Key: "$unset", Value: bson.D{
 		{Key: "mv", Value: ""}, {Key: "ss", Value: ""}, {Key: "se", Value: ""}}}})
 	if err == nil && res.MatchedCount == 0 {
-		return storage.E(opUnseal, storage.Conflict, errTaken)
+		return storage.E(op, storage.Conflict, errTaken)
 	}
-	return wrap(opUnseal, err)
+	return wrap(op, err)
 }
 
 // Finish removes the queue's leftovers and turns its document into a
 // tombstone. It refuses while messages remain or a batch is in transit:
 // removing them would lose them.
 func (s migrationStore) Finish(ctx context.Context, q storage.QueueRef, ttl time.Duration) error {
+	const op = storage.OpMigrateFinish
 	d := s.d
 	doc, found, err := d.queueDoc(ctx, q)
 	switch {
 	case err != nil:
-		return wrap(opFinish, err)
+		return wrap(op, err)
 	case !found || doc.Move.MV == "":
-		return storage.E(opFinish, storage.Conflict, errNotSealed)
+		return storage.E(op, storage.Conflict, errNotSealed)
 	case doc.Move.TB > 0:
 		return nil // finished before
 	}
@@ -188,47 +222,60 @@ func (s migrationStore) Finish(ctx context.Context, q storage.QueueRef, ttl time
 	for _, r := range []bson.D{append(queueFilter(q), alive(now)), queueFilter(transitRef(q))} {
 		n, err := d.messages.CountDocuments(ctx, r, options.Count().SetLimit(1))
 		if err != nil {
-			return wrap(opFinish, err)
+			return wrap(op, err)
 		}
 		if n > 0 {
-			return storage.E(opFinish, storage.Conflict, errors.New("messages are left to move"))
+			return storage.E(op, storage.Conflict, errors.New("messages are left to move"))
 		}
 	}
 	_, err = d.queues.UpdateOne(ctx, queueKey(q), bson.D{
 		{Key: "$set", Value: bson.D{{Key: "tb", Value: now + ms(ttl)}, {Key: "m", Value: "{}"}}},
 		{Key: "$unset", Value: bson.D{{Key: "tr", Value: ""}}}})
 	if err != nil {
-		return wrap(opFinish, err)
-	}
-	for _, r := range []storage.QueueRef{q, transitRef(q)} {
-		if err := (queueStore{d}).purge(ctx, r); err != nil {
-			return wrap(opFinish, err)
-		}
-	}
-	return nil
-}
-
-// moveRedirect is what a call on q answers when it found nothing here for
-// msgIDs / claimIDs (either may be empty): Moving when one of them is in
-// transit, Moved once the queue finished here or batches were settled, nil
-// when the miss is a plain miss. It costs a read only on a miss.
-func (d *Driver) moveRedirect(ctx context.Context, op string, q storage.QueueRef, msgIDs, claimIDs []string) error {
-	doc, found, err := d.queueDoc(ctx, q)
-	if err != nil {
 		return wrap(op, err)
 	}
-	if !found || doc.Move.MV == "" {
-		return nil
-	}
-	now := d.now()
-	if doc.Move.TB > 0 {
-		if doc.tombstoned(now) {
-			return storage.E(op, storage.Conflict, storage.Moved{Target: doc.Move.MV})
+	for _, r := range []storage.QueueRef{q, transitRef(q), movedRef(q)} {
+		if err := (queueStore{d}).purge(ctx, r); err != nil {
+			return wrap(op, err)
 		}
-		return nil
 	}
-	if doc.Move.TR {
-		tq := queueFilter(transitRef(q))
+	// Subscriptions moved before the switch; no message comes here to
+	// notify about any more.
+	return wrap(op, d.dropNotifications(ctx, q))
+}
+
+// where is what a source knows of ids a call did not find here.
+type where int
+
+const (
+	notMoved  where = iota // a plain miss (or the queue is not moving)
+	inTransit              // one of them is in a batch in transit: retry
+	settled                // one of them was moved: ask the target
+	finished               // the queue moved away (tombstone): ask the target
+)
+
+// whereAre looks up msgIDs and claimIDs (either may be empty) in the
+// queue's transit and moved records. It costs a read, so calls make it only
+// on a miss.
+func (d *Driver) whereAre(ctx context.Context, q storage.QueueRef, msgIDs, claimIDs []string) (where, string, error) {
+	doc, found, err := d.queueDoc(ctx, q)
+	if err != nil || !found || doc.Move.MV == "" {
+		return notMoved, "", err
+	}
+	if doc.Move.TB > 0 {
+		if doc.tombstoned(d.now()) {
+			return finished, doc.Move.MV, nil
+		}
+		return notMoved, "", nil
+	}
+	for _, r := range []struct {
+		ref  storage.QueueRef
+		on   bool
+		then where
+	}{{transitRef(q), doc.Move.TR, inTransit}, {movedRef(q), doc.Move.TK, settled}} {
+		if !r.on {
+			continue
+		}
 		for _, c := range []struct {
 			coll *mongo.Collection
 			ids  []string
@@ -236,19 +283,37 @@ func (d *Driver) moveRedirect(ctx context.Context, op string, q storage.QueueRef
 			if len(c.ids) == 0 {
 				continue
 			}
-			n, err := c.coll.CountDocuments(ctx, append(tq, bson.E{Key: "_id", Value: bson.M{"$in": c.ids}}), options.Count().SetLimit(1))
+			n, err := c.coll.CountDocuments(ctx, append(queueFilter(r.ref), bson.E{Key: "_id", Value: bson.M{"$in": c.ids}}), options.Count().SetLimit(1))
 			if err != nil {
-				return wrap(op, err)
+				return notMoved, "", err
 			}
 			if n > 0 {
-				return storage.E(op, storage.Unavailable, storage.ErrMoving)
+				return r.then, doc.Move.MV, nil
 			}
 		}
 	}
-	if doc.Move.TK && len(msgIDs)+len(claimIDs) > 0 {
-		return storage.E(op, storage.Conflict, storage.Moved{Target: doc.Move.MV})
+	return notMoved, "", nil
+}
+
+// answer turns a where into the error a call gives: Moving, Moved or none.
+func (w where) answer(op, target string) error {
+	switch w {
+	case inTransit:
+		return storage.E(op, storage.Unavailable, storage.ErrMoving)
+	case settled, finished:
+		return storage.E(op, storage.Conflict, storage.Moved{Target: target})
 	}
 	return nil
+}
+
+// moveRedirect is what a call that found nothing here for msgIDs /
+// claimIDs answers: Moving, Moved, or nil for a plain miss.
+func (d *Driver) moveRedirect(ctx context.Context, op string, q storage.QueueRef, msgIDs, claimIDs []string) error {
+	w, target, err := d.whereAre(ctx, q, msgIDs, claimIDs)
+	if err != nil {
+		return wrap(op, err)
+	}
+	return w.answer(op, target)
 }
 
 // tombstone answers Moved when Finish left a live tombstone for q: calls

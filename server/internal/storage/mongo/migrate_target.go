@@ -34,23 +34,24 @@ func importedID(q storage.QueueRef, kind, id string) string {
 // its positions, and writes meta over the metadata a post created with the
 // queue (version 0), never over metadata a client set here since.
 func (s migrationStore) Prepare(ctx context.Context, q storage.QueueRef, meta storage.Metadata, floor int64) error {
+	const op = storage.OpMigratePrepare
 	d := s.d
-	mj, err := jsonMeta(opPrepare, meta)
+	mj, err := jsonMeta(op, meta)
 	if err != nil {
 		return err
 	}
 	doc, found, err := d.queueDoc(ctx, q)
 	if err != nil {
-		return wrap(opPrepare, err)
+		return wrap(op, err)
 	}
 	if found && doc.Move.MV != "" {
 		if doc.Move.TB == 0 {
-			return storage.E(opPrepare, storage.Conflict, fmt.Errorf("queue is moving from here to %s", doc.Move.MV))
+			return storage.E(op, storage.Conflict, fmt.Errorf("queue is moving from here to %s", doc.Move.MV))
 		}
 		// The tombstone of an earlier move away from here: the queue
 		// comes back.
 		if _, err := d.queues.DeleteOne(ctx, append(queueKey(q), bson.E{Key: "tb", Value: doc.Move.TB})); err != nil {
-			return wrap(opPrepare, err)
+			return wrap(op, err)
 		}
 		found = false
 	}
@@ -60,21 +61,26 @@ func (s migrationStore) Prepare(ctx context.Context, q storage.QueueRef, meta st
 			return nil
 		}
 		if !mongo.IsDuplicateKeyError(err) {
-			return wrap(opPrepare, err)
+			return wrap(op, err)
 		}
 	}
-	if _, err := d.queues.UpdateOne(ctx, queueKey(q), bson.D{{Key: "$max", Value: bson.D{{Key: "kf", Value: floor}}}}); err != nil {
-		return wrap(opPrepare, err)
+	// Both writes match only while they change something: FerretDB
+	// writes an update back as a whole document, so a write that changes
+	// nothing could still undo a client's metadata write racing it.
+	below := bson.E{Key: "$or", Value: bson.A{bson.M{"kf": bson.M{"$exists": false}}, bson.M{"kf": bson.M{"$lt": floor}}}}
+	if _, err := d.queues.UpdateOne(ctx, append(queueKey(q), below), bson.D{{Key: "$set", Value: bson.D{{Key: "kf", Value: floor}}}}); err != nil {
+		return wrap(op, err)
 	}
 	unset := append(queueKey(q), bson.E{Key: "v", Value: bson.M{"$in": bson.A{int64(0), nil}}}, bson.E{Key: "pm", Value: bson.M{"$exists": false}})
 	_, err = d.queues.UpdateOne(ctx, unset, bson.D{{Key: "$set", Value: bson.D{{Key: "m", Value: mj}, {Key: "pm", Value: true}}}})
-	return wrap(opPrepare, err)
+	return wrap(op, err)
 }
 
 // Import stores what of b was not imported before, then records it as
 // imported. A crash in between stores nothing twice: the documents keep
 // their ids, and a second insert of an id is refused.
 func (s migrationStore) Import(ctx context.Context, q storage.QueueRef, b storage.Batch) error {
+	const op = storage.OpMigrateImport
 	d := s.d
 	if b.Empty() {
 		return nil
@@ -88,11 +94,11 @@ func (s migrationStore) Import(ctx context.Context, q storage.QueueRef, b storag
 	}
 	cur, err := d.imported.Find(ctx, bson.M{"_id": bson.M{"$in": keys}}, options.Find().SetProjection(bson.M{"_id": 1}))
 	if err != nil {
-		return wrap(opImport, err)
+		return wrap(op, err)
 	}
 	var seen []importedDoc
 	if err := cur.All(ctx, &seen); err != nil {
-		return wrap(opImport, err)
+		return wrap(op, err)
 	}
 	done := map[string]bool{}
 	for _, r := range seen {
@@ -137,7 +143,7 @@ func (s migrationStore) Import(ctx context.Context, q storage.QueueRef, b storag
 			continue
 		}
 		if _, err := w.coll.InsertMany(ctx, w.docs, options.InsertMany().SetOrdered(false)); !onlyDuplicates(err) {
-			return wrap(opImport, err)
+			return wrap(op, err)
 		}
 	}
 	return nil
@@ -145,8 +151,9 @@ func (s migrationStore) Import(ctx context.Context, q storage.QueueRef, b storag
 
 // Done drops the record of imported ids.
 func (s migrationStore) Done(ctx context.Context, q storage.QueueRef) error {
+	const op = storage.OpMigrateDone
 	_, err := s.d.imported.DeleteMany(ctx, queueFilter(q))
-	return wrap(opDone, err)
+	return wrap(op, err)
 }
 
 // onlyDuplicates reports an insert error (or none) in which every write that

@@ -3,6 +3,7 @@ package mongo
 import (
 	"context"
 	"errors"
+	"strconv"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -28,52 +29,51 @@ var newestFirst = bson.D{{Key: "k", Value: -1}, {Key: "_id", Value: -1}}
 // claims themselves, to the transit name. A batch already in transit is
 // completed and returned instead.
 func (s migrationStore) Take(ctx context.Context, q storage.QueueRef, limit int) (storage.Batch, error) {
+	const op = storage.OpMigrateTake
 	d := s.d
 	if limit <= 0 {
-		return storage.Batch{}, storage.E(opTake, storage.Invalid, errors.New("limit must be positive"))
+		return storage.Batch{}, storage.E(op, storage.Invalid, errors.New("limit must be positive"))
 	}
 	doc, found, err := d.queueDoc(ctx, q)
 	switch {
 	case err != nil:
-		return storage.Batch{}, wrap(opTake, err)
+		return storage.Batch{}, wrap(op, err)
 	case !found || doc.Move.MV == "":
-		return storage.Batch{}, storage.E(opTake, storage.Conflict, errNotSealed)
+		return storage.Batch{}, storage.E(op, storage.Conflict, errNotSealed)
 	case doc.Move.TB > 0:
-		return storage.Batch{}, storage.E(opTake, storage.Conflict, storage.Moved{Target: doc.Move.MV})
+		return storage.Batch{}, storage.E(op, storage.Conflict, storage.Moved{Target: doc.Move.MV})
 	}
 	if !doc.Move.TR || !doc.Move.TK {
 		if _, err := d.queues.UpdateOne(ctx, queueKey(q), bson.D{{Key: "$set", Value: bson.D{{Key: "tr", Value: true}, {Key: "tk", Value: true}}}}); err != nil {
-			return storage.Batch{}, wrap(opTake, err)
+			return storage.Batch{}, wrap(op, err)
 		}
 	}
 	tq := transitRef(q)
 	n, err := d.messages.CountDocuments(ctx, queueFilter(tq), options.Count().SetLimit(1))
 	if err != nil {
-		return storage.Batch{}, wrap(opTake, err)
+		return storage.Batch{}, wrap(op, err)
 	}
 	if n == 0 {
 		now := d.now()
 		docs, err := d.findMessages(ctx, append(queueFilter(q), alive(now)), options.Find().SetSort(newestFirst).SetLimit(int64(limit)))
 		if err != nil {
-			return storage.Batch{}, wrap(opTake, err)
+			return storage.Batch{}, wrap(op, err)
 		}
-		for i := range docs {
-			if err := d.rename(ctx, &docs[i], q, tq); err != nil {
-				return storage.Batch{}, wrap(opTake, err)
-			}
+		if err := d.renameAll(ctx, docs, q, tq); err != nil {
+			return storage.Batch{}, wrap(op, err)
 		}
 	}
 	if err := d.gatherClaims(ctx, q); err != nil {
-		return storage.Batch{}, wrap(opTake, err)
+		return storage.Batch{}, wrap(op, err)
 	}
 	b, err := d.transit(ctx, q)
 	if err != nil {
-		return storage.Batch{}, wrap(opTake, err)
+		return storage.Batch{}, wrap(op, err)
 	}
 	if b.Empty() {
 		// Nothing left to move: claims may go on.
 		if err := d.endTransit(ctx, q); err != nil {
-			return storage.Batch{}, wrap(opTake, err)
+			return storage.Batch{}, wrap(op, err)
 		}
 	}
 	return b, nil
@@ -82,32 +82,34 @@ func (s migrationStore) Take(ctx context.Context, q storage.QueueRef, limit int)
 // InTransit returns the batch in transit, completing a Take that stopped
 // part-way so a claim is never split.
 func (s migrationStore) InTransit(ctx context.Context, q storage.QueueRef) (storage.Batch, error) {
+	const op = storage.OpMigrateInTransit
 	d := s.d
 	doc, found, err := d.queueDoc(ctx, q)
 	if err != nil {
-		return storage.Batch{}, wrap(opInTransit, err)
+		return storage.Batch{}, wrap(op, err)
 	}
 	if !found || !doc.Move.TR {
 		return storage.Batch{}, nil
 	}
 	if err := d.gatherClaims(ctx, q); err != nil {
-		return storage.Batch{}, wrap(opInTransit, err)
+		return storage.Batch{}, wrap(op, err)
 	}
 	b, err := d.transit(ctx, q)
-	return b, wrap(opInTransit, err)
+	return b, wrap(op, err)
 }
 
-// Settle removes b's messages and claims from transit; once nothing is left
-// in transit, claims may go on. Calls naming them answer Moved from then on
-// (moveRedirect).
+// Settle moves b's messages and claims from transit to the moved records;
+// once nothing is left in transit, claims may go on. Calls naming them
+// answer Moved from then on (whereAre).
 func (s migrationStore) Settle(ctx context.Context, q storage.QueueRef, b storage.Batch) error {
+	const op = storage.OpMigrateSettle
 	d := s.d
 	doc, found, err := d.queueDoc(ctx, q)
 	switch {
 	case err != nil:
-		return wrap(opSettle, err)
+		return wrap(op, err)
 	case !found || doc.Move.MV == "":
-		return storage.E(opSettle, storage.Conflict, errNotSealed)
+		return storage.E(op, storage.Conflict, errNotSealed)
 	case doc.Move.TB > 0:
 		return nil // finished: nothing is in transit any more
 	}
@@ -120,21 +122,26 @@ func (s migrationStore) Settle(ctx context.Context, q storage.QueueRef, b storag
 	for i, c := range b.Claims {
 		cids[i] = c.ID
 	}
-	if _, err := d.messages.DeleteMany(ctx, append(tq, bson.E{Key: "_id", Value: bson.M{"$in": ids}})); err != nil {
-		return wrap(opSettle, err)
+	// Kept under the moved name, bodies dropped: calls naming them are
+	// sent on (whereAre).
+	moved := movedRef(q).Name
+	if _, err := d.messages.UpdateMany(ctx, append(tq, bson.E{Key: "_id", Value: bson.M{"$in": ids}}),
+		bson.D{{Key: "$set", Value: bson.D{{Key: "q", Value: moved}, {Key: "b", Value: ""}, {Key: "e", Value: int64(0)}}}}); err != nil {
+		return wrap(op, err)
 	}
-	if _, err := d.claims.DeleteMany(ctx, append(tq, bson.E{Key: "_id", Value: bson.M{"$in": cids}})); err != nil {
-		return wrap(opSettle, err)
+	if _, err := d.claims.UpdateMany(ctx, append(tq, bson.E{Key: "_id", Value: bson.M{"$in": cids}}),
+		bson.D{{Key: "$set", Value: bson.D{{Key: "q", Value: moved}}}}); err != nil {
+		return wrap(op, err)
 	}
 	if err := d.dropLocks(ctx, ids); err != nil {
-		return wrap(opSettle, err)
+		return wrap(op, err)
 	}
 	n, err := d.messages.CountDocuments(ctx, tq, options.Count().SetLimit(1))
 	if err != nil {
-		return wrap(opSettle, err)
+		return wrap(op, err)
 	}
 	if n == 0 {
-		return wrap(opSettle, d.endTransit(ctx, q))
+		return wrap(op, d.endTransit(ctx, q))
 	}
 	return nil
 }
@@ -147,6 +154,70 @@ func (d *Driver) endTransit(ctx context.Context, q storage.QueueRef) error {
 	}
 	_, err := d.queues.UpdateOne(ctx, queueKey(q), bson.D{{Key: "$unset", Value: bson.D{{Key: "tr", Value: ""}}}})
 	return err
+}
+
+// renameAll renames docs from q to tq with a few writes for the whole
+// batch: each message still only at the version it was read at (a claim
+// that changed it first wins), under its version lock on FerretDB. The
+// ones that changed meanwhile go through rename one at a time.
+func (d *Driver) renameAll(ctx context.Context, docs []msgDoc, q, tq storage.QueueRef) error {
+	if len(docs) == 0 {
+		return nil
+	}
+	mine := make([]msgDoc, 0, len(docs))
+	if d.lockVersions {
+		locks := make([]any, len(docs))
+		for i := range docs {
+			locks[i] = lockDoc{ID: docs[i].ID + ":" + strconv.FormatInt(docs[i].V, 10), M: docs[i].ID, V: docs[i].V,
+				P: docs[i].P, Q: docs[i].Q, X: time.Now().Add(lockLease)}
+		}
+		_, err := d.locks.InsertMany(ctx, locks, options.InsertMany().SetOrdered(false))
+		lost := map[int]bool{}
+		var bwe mongo.BulkWriteException
+		switch {
+		case err == nil:
+		case errors.As(err, &bwe) && onlyDuplicates(err):
+			for _, we := range bwe.WriteErrors {
+				lost[we.Index] = true
+			}
+		default:
+			return err
+		}
+		for i := range docs {
+			if !lost[i] {
+				mine = append(mine, docs[i])
+			}
+		}
+	} else {
+		mine = docs
+	}
+	if len(mine) > 0 {
+		at := make(bson.A, len(mine))
+		for i := range mine {
+			at[i] = bson.M{"_id": mine[i].ID, "v": mine[i].V}
+		}
+		_, err := d.messages.UpdateMany(ctx, append(queueFilter(q), bson.E{Key: "$or", Value: at}),
+			bson.D{{Key: "$set", Value: bson.D{{Key: "q", Value: tq.Name}}}, {Key: "$inc", Value: bson.D{{Key: "v", Value: int64(1)}}}})
+		if err != nil {
+			return err
+		}
+	}
+	// Whatever is still here changed under us (or lost its lock): one at
+	// a time, re-reading it.
+	ids := make([]string, len(docs))
+	for i := range docs {
+		ids[i] = docs[i].ID
+	}
+	left, err := d.findMessages(ctx, append(queueFilter(q), bson.E{Key: "_id", Value: bson.M{"$in": ids}}), options.Find())
+	if err != nil {
+		return err
+	}
+	for i := range left {
+		if err := d.rename(ctx, &left[i], q, tq); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // rename moves one message from q to tq by a version change, re-reading it
@@ -168,11 +239,12 @@ func (d *Driver) rename(ctx context.Context, doc *msgDoc, q, tq storage.QueueRef
 		}
 		*doc = fresh
 	}
-	return storage.E(opTake, storage.Unavailable, storage.ErrMoving)
+	return storage.E(storage.OpMigrateTake, storage.Unavailable, storage.ErrMoving)
 }
 
 // gatherClaims puts the live claims holding a message in transit, and all
-// their other messages, in transit too.
+// their other messages with every message after the oldest of them, in
+// transit too.
 func (d *Driver) gatherClaims(ctx context.Context, q storage.QueueRef) error {
 	tq := transitRef(q)
 	for round := 0; round < gatherRounds; round++ {
@@ -194,20 +266,33 @@ func (d *Driver) gatherClaims(ctx context.Context, q storage.QueueRef) error {
 			return nil
 		}
 		inClaims := bson.E{Key: "_id", Value: bson.M{"$in": cids}}
-		if _, err := d.claims.UpdateMany(ctx, append(queueFilter(q), inClaims), bson.D{{Key: "$set", Value: bson.D{{Key: "q", Value: tq.Name}}}}); err != nil {
-			return err
-		}
-		rest, err := d.findMessages(ctx, append(queueFilter(q), bson.E{Key: "cl", Value: bson.M{"$in": cids}}, bson.E{Key: "ce", Value: bson.M{"$gt": now}}, alive(now)), options.Find())
+		res, err := d.claims.UpdateMany(ctx, append(queueFilter(q), inClaims), bson.D{{Key: "$set", Value: bson.D{{Key: "q", Value: tq.Name}}}})
 		if err != nil {
 			return err
 		}
-		if len(rest) == 0 {
-			return nil
-		}
-		for i := range rest {
-			if err := d.rename(ctx, &rest[i], q, tq); err != nil {
-				return err
+		// The oldest message those claims still hold here, and every
+		// message after it: a batch is a suffix of the queue, so what
+		// stays here sorts before everything moved (FIFO).
+		var oldest msgDoc
+		err = d.messages.FindOne(ctx, append(queueFilter(q), bson.E{Key: "cl", Value: bson.M{"$in": cids}}, bson.E{Key: "ce", Value: bson.M{"$gt": now}}, alive(now)),
+			options.FindOne().SetSort(byPosition)).Decode(&oldest)
+		if errors.Is(err, mongo.ErrNoDocuments) {
+			if res.ModifiedCount == 0 {
+				return nil
 			}
+			// Look once more: on FerretDB a claim renewal racing the
+			// rename writes the claim back whole, under the old name.
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		rest, err := d.findMessages(ctx, append(queueFilter(q), bson.E{Key: "k", Value: bson.M{"$gte": oldest.K}}, alive(now)), options.Find())
+		if err != nil {
+			return err
+		}
+		if err := d.renameAll(ctx, rest, q, tq); err != nil {
+			return err
 		}
 	}
 	return nil

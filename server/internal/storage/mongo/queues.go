@@ -30,9 +30,16 @@ func (s queueStore) Create(ctx context.Context, q storage.QueueRef, meta storage
 	if meta == nil {
 		b = []byte("{}")
 	}
-	_, err = s.d.queues.InsertOne(ctx, queueDoc{P: q.Project, N: q.Name, M: string(b)})
+	doc := queueDoc{P: q.Project, N: q.Name, M: string(b)}
+	_, err = s.d.queues.InsertOne(ctx, doc)
 	if mongo.IsDuplicateKeyError(err) {
-		return false, nil
+		if dropped, err := s.d.dropLapsed(ctx, q); err != nil || !dropped {
+			return false, firstErr(wrap(op, err), s.d.tombstone(ctx, op, q))
+		}
+		_, err = s.d.queues.InsertOne(ctx, doc)
+		if mongo.IsDuplicateKeyError(err) {
+			return false, nil
+		}
 	}
 	return err == nil, wrap(op, err)
 }
@@ -135,6 +142,12 @@ func (s queueStore) SetMetadata(ctx context.Context, q storage.QueueRef, meta st
 	upd := bson.D{{Key: "$set", Value: bson.D{{Key: "m", Value: string(b)}}}, {Key: "$inc", Value: bson.D{{Key: "v", Value: int64(1)}}}}
 	_, err = s.d.queues.UpdateOne(ctx, open, upd, options.UpdateOne().SetUpsert(true))
 	if mongo.IsDuplicateKeyError(err) { // lost an upsert race, or the queue is moving
+		if dropped, derr := s.d.dropLapsed(ctx, q); derr != nil {
+			return wrap(op, derr)
+		} else if dropped {
+			_, err = s.d.queues.UpdateOne(ctx, open, upd, options.UpdateOne().SetUpsert(true))
+			return wrap(op, err)
+		}
 		var res *mongo.UpdateResult
 		if res, err = s.d.queues.UpdateOne(ctx, open, upd); err == nil && res.MatchedCount == 0 {
 			return s.sealedAnswer(ctx, op, q)
@@ -156,21 +169,35 @@ func (s queueStore) sealedAnswer(ctx context.Context, op string, q storage.Queue
 	return storage.E(op, storage.Unavailable, errors.New("queue changed meanwhile; try again"))
 }
 
-// Delete removes the queue, then its messages, claims and locks.
+// Delete removes the queue, then its messages, claims and locks, and what
+// a move left of it; a queue that moved away answers Moved.
 func (s queueStore) Delete(ctx context.Context, q storage.QueueRef) error {
 	const op = storage.OpQueueDelete
+	if err := s.d.tombstone(ctx, op, q); err != nil {
+		return err
+	}
 	if _, err := s.d.queues.DeleteOne(ctx, queueKey(q)); err != nil {
 		return wrap(op, err)
 	}
 	if err := s.d.dropNotifications(ctx, q); err != nil {
 		return wrap(op, err)
 	}
-	return wrap(op, s.purge(ctx, q))
+	for _, r := range []storage.QueueRef{q, transitRef(q), movedRef(q)} {
+		if err := s.purge(ctx, r); err != nil {
+			return wrap(op, err)
+		}
+	}
+	_, err := s.d.imported.DeleteMany(ctx, queueFilter(q))
+	return wrap(op, err)
 }
 
 // Purge removes the queue's messages and claims.
 func (s queueStore) Purge(ctx context.Context, q storage.QueueRef) error {
-	return wrap(storage.OpQueuePurge, s.purge(ctx, q))
+	const op = storage.OpQueuePurge
+	if err := s.d.tombstone(ctx, op, q); err != nil {
+		return err
+	}
+	return wrap(op, s.purge(ctx, q))
 }
 
 func (s queueStore) purge(ctx context.Context, q storage.QueueRef) error {
