@@ -78,66 +78,62 @@ func movedErr(op, target string) error {
 // movingErr is the answer to a call that meets a batch in transit.
 func movingErr(op string) error { return storage.E(op, storage.Unavailable, storage.ErrMoving) }
 
-// gone answers Moved when the queue left this backend (a tombstone).
-func (d *Driver) gone(op string, ref storage.QueueRef) error {
+// answer looks at the queue's move record under its lock; a queue that
+// never moved answers nothing.
+func (d *Driver) answer(ref storage.QueueRef, pick func(*move) error) error {
 	mv := d.moveOf(ref)
 	if mv == nil {
 		return nil
 	}
 	d.mvMu.Lock()
 	defer d.mvMu.Unlock()
-	if !mv.tombUntil.IsZero() {
-		return movedErr(op, mv.target)
-	}
-	return nil
+	return pick(mv)
+}
+
+// gone answers Moved when the queue left this backend (a tombstone).
+func (d *Driver) gone(op string, ref storage.QueueRef) error {
+	return d.answer(ref, func(mv *move) error {
+		if !mv.tombUntil.IsZero() {
+			return movedErr(op, mv.target)
+		}
+		return nil
+	})
 }
 
 // sealedErr answers Moved when posts go elsewhere (sealed or tombstone).
 func (d *Driver) sealedErr(op string, ref storage.QueueRef) error {
-	mv := d.moveOf(ref)
-	if mv == nil {
+	return d.answer(ref, func(mv *move) error {
+		if mv.target != "" {
+			return movedErr(op, mv.target)
+		}
 		return nil
-	}
-	d.mvMu.Lock()
-	defer d.mvMu.Unlock()
-	if mv.target != "" {
-		return movedErr(op, mv.target)
-	}
-	return nil
+	})
 }
 
 // busy answers Moving while a batch is in transit: claims and pops would
 // skip past it. The queue's lock must be held.
 func (d *Driver) busy(op string, ref storage.QueueRef) error {
-	mv := d.moveOf(ref)
-	if mv == nil {
+	return d.answer(ref, func(mv *move) error {
+		if mv.transit != nil {
+			return movingErr(op)
+		}
 		return nil
-	}
-	d.mvMu.Lock()
-	defer d.mvMu.Unlock()
-	if mv.transit != nil {
-		return movingErr(op)
-	}
-	return nil
+	})
 }
 
 // named says where a message or claim id this backend does not hold went:
 // Moving while in transit, Moved once settled, nil when it never moved.
 // The queue's lock must be held (or the queue absent).
 func (d *Driver) named(op string, ref storage.QueueRef, id string) error {
-	mv := d.moveOf(ref)
-	if mv == nil {
+	return d.answer(ref, func(mv *move) error {
+		switch {
+		case mv.inTrans[id]:
+			return movingErr(op)
+		case mv.moved[id] || !mv.tombUntil.IsZero():
+			return movedErr(op, mv.target)
+		}
 		return nil
-	}
-	d.mvMu.Lock()
-	defer d.mvMu.Unlock()
-	switch {
-	case mv.inTrans[id]:
-		return movingErr(op)
-	case mv.moved[id] || !mv.tombUntil.IsZero():
-		return movedErr(op, mv.target)
-	}
-	return nil
+	})
 }
 
 type migrationStore struct{ d *Driver }

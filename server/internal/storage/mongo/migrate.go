@@ -65,6 +65,19 @@ func (d *Driver) queueDoc(ctx context.Context, q storage.QueueRef) (queueDoc, bo
 	return doc, err == nil, err
 }
 
+// sealedDoc reads the queue document of a source in a move: Conflict when
+// the queue is not sealed, finished true once it carries a tombstone.
+func (d *Driver) sealedDoc(ctx context.Context, op string, q storage.QueueRef) (doc queueDoc, finished bool, err error) {
+	doc, found, err := d.queueDoc(ctx, q)
+	switch {
+	case err != nil:
+		return doc, false, wrap(op, err)
+	case !found || doc.Move.MV == "":
+		return doc, false, storage.E(op, storage.Conflict, errNotSealed)
+	}
+	return doc, doc.Move.TB > 0, nil
+}
+
 // dropLapsed removes q's tombstone when it has run out, so the name is free
 // here again; it reports whether there was one.
 func (d *Driver) dropLapsed(ctx context.Context, q storage.QueueRef) (bool, error) {
@@ -209,14 +222,9 @@ func (s migrationStore) Unseal(ctx context.Context, q storage.QueueRef) error {
 func (s migrationStore) Finish(ctx context.Context, q storage.QueueRef, ttl time.Duration) error {
 	const op = storage.OpMigrateFinish
 	d := s.d
-	doc, found, err := d.queueDoc(ctx, q)
-	switch {
-	case err != nil:
-		return wrap(op, err)
-	case !found || doc.Move.MV == "":
-		return storage.E(op, storage.Conflict, errNotSealed)
-	case doc.Move.TB > 0:
-		return nil // finished before
+	_, finished, err := d.sealedDoc(ctx, op, q)
+	if err != nil || finished {
+		return err // finished before: nothing to do
 	}
 	now := d.now()
 	for _, r := range []bson.D{append(queueFilter(q), alive(now)), queueFilter(transitRef(q))} {

@@ -34,13 +34,11 @@ func (s migrationStore) Take(ctx context.Context, q storage.QueueRef, limit int)
 	if limit <= 0 {
 		return storage.Batch{}, storage.E(op, storage.Invalid, errors.New("limit must be positive"))
 	}
-	doc, found, err := d.queueDoc(ctx, q)
+	doc, finished, err := d.sealedDoc(ctx, op, q)
 	switch {
 	case err != nil:
-		return storage.Batch{}, wrap(op, err)
-	case !found || doc.Move.MV == "":
-		return storage.Batch{}, storage.E(op, storage.Conflict, errNotSealed)
-	case doc.Move.TB > 0:
+		return storage.Batch{}, err
+	case finished:
 		return storage.Batch{}, storage.E(op, storage.Conflict, storage.Moved{Target: doc.Move.MV})
 	}
 	if !doc.Move.TR || !doc.Move.TK {
@@ -104,14 +102,9 @@ func (s migrationStore) InTransit(ctx context.Context, q storage.QueueRef) (stor
 func (s migrationStore) Settle(ctx context.Context, q storage.QueueRef, b storage.Batch) error {
 	const op = storage.OpMigrateSettle
 	d := s.d
-	doc, found, err := d.queueDoc(ctx, q)
-	switch {
-	case err != nil:
-		return wrap(op, err)
-	case !found || doc.Move.MV == "":
-		return storage.E(op, storage.Conflict, errNotSealed)
-	case doc.Move.TB > 0:
-		return nil // finished: nothing is in transit any more
+	_, finished, err := d.sealedDoc(ctx, op, q)
+	if err != nil || finished {
+		return err // finished: nothing is in transit any more
 	}
 	tq := queueFilter(transitRef(q))
 	ids := make([]string, len(b.Messages))
