@@ -205,10 +205,36 @@ func (c *Catalog) remember(q storage.QueueRef, pool string) {
 // candidates are the flavor's pools (all pools when flavor is ""); an
 // unknown flavor or one without a pool of positive weight is Invalid.
 func (c *Catalog) Assign(ctx context.Context, q storage.QueueRef, flavor string) (string, error) {
-	const op = "catalog.assign"
 	if pool, err := c.Locate(ctx, q); err != nil || pool != "" {
 		return pool, err
 	}
+	pool, err := c.assign(ctx, q, flavor)
+	if storage.Is(err, storage.Invalid) && c.catchUp(ctx) {
+		// The refusal came from a cache older than the catalog (a pool or
+		// flavor registered through another replica since the last poll):
+		// decide again on the catalog as it is.
+		pool, err = c.assign(ctx, q, flavor)
+	}
+	return pool, err
+}
+
+// catchUp reloads the cache when the catalog's version moved since it was
+// loaded, and reports whether it did. It costs one version read, and runs
+// only on the refusal path.
+func (c *Catalog) catchUp(ctx context.Context) bool {
+	v, err := c.store.Version(ctx)
+	if err != nil {
+		return false
+	}
+	c.mu.RLock()
+	same := v == c.version
+	c.mu.RUnlock()
+	return !same && c.reload(ctx) == nil
+}
+
+// assign chooses and records q's pool from the cached pools and flavors.
+func (c *Catalog) assign(ctx context.Context, q storage.QueueRef, flavor string) (string, error) {
+	const op = "catalog.assign"
 	c.mu.RLock()
 	candidates := c.pools
 	f, known := c.flavors[flavor]
