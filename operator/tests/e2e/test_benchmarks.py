@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import json
 import time
 from typing import Any
 
@@ -78,7 +79,13 @@ def test_task_distribution_consumes_every_message_once(bench_pool: str) -> None:
     st = b["status"]
     assert st["phase"] == "Succeeded", (st.get("reason"), st.get("message"))
     r = st["results"]
-    assert r["produced"] > 0 and r["consumed"] == r["produced"], r
+    if not r["produced"]:
+        # Nothing acknowledged: show why, from the run and the server, before
+        # the namespace goes.
+        logs = kc("logs", "deployment/sluice-server", "-n", ns, "--tail=40", check=False)
+        status = json.dumps(st, default=str)[:3000]
+        pytest.fail(f"no post acknowledged: {status}\nserver log:\n{logs.stdout}{logs.stderr}")
+    assert r["consumed"] == r["produced"], r
     assert r["lost"] == 0 and r["duplicated"] == 0 and r["exact"] is True, r
     assert {"post", "claim", "delete"} <= set(r["operations"]), r["operations"].keys()
     assert r["requestsPerSecond"] > 0 and r["p99Ms"] > 0
