@@ -171,17 +171,13 @@ func (s migrationStore) Unseal(_ context.Context, ref storage.QueueRef) error {
 	if q != nil {
 		defer q.mu.Unlock()
 	}
-	mv := s.d.moveOf(ref)
-	if mv == nil {
+	return s.d.answer(ref, func(mv *move) error {
+		if mv.taken {
+			return storage.E(storage.OpMigrateUnseal, storage.Conflict, "messages were taken; the move can only go forward")
+		}
+		s.d.forget(ref)
 		return nil
-	}
-	s.d.mvMu.Lock()
-	defer s.d.mvMu.Unlock()
-	if mv.taken {
-		return storage.E(storage.OpMigrateUnseal, storage.Conflict, "messages were taken; the move can only go forward")
-	}
-	s.d.forget(ref)
-	return nil
+	})
 }
 
 func (s migrationStore) Take(_ context.Context, ref storage.QueueRef, limit int) (storage.Batch, error) {
@@ -281,28 +277,24 @@ func (s migrationStore) Settle(_ context.Context, ref storage.QueueRef, b storag
 	if q != nil {
 		defer q.mu.Unlock()
 	}
-	mv := s.d.moveOf(ref)
-	if mv == nil {
-		return nil
-	}
-	s.d.mvMu.Lock()
-	defer s.d.mvMu.Unlock()
-	if mv.transit == nil {
-		return nil // settled before: the mover resumed after settling
-	}
-	for _, m := range b.Messages {
-		if !mv.inTrans[m.ID] {
-			return storage.E(storage.OpMigrateSettle, storage.Conflict, "the batch is not the one in transit")
+	return s.d.answer(ref, func(mv *move) error {
+		if mv.transit == nil {
+			return nil // settled before: the mover resumed after settling
 		}
-	}
-	if mv.moved == nil {
-		mv.moved = map[string]bool{}
-	}
-	for id := range mv.inTrans {
-		mv.moved[id] = true
-	}
-	mv.transit, mv.inTrans = nil, nil
-	return nil
+		for _, m := range b.Messages {
+			if !mv.inTrans[m.ID] {
+				return storage.E(storage.OpMigrateSettle, storage.Conflict, "the batch is not the one in transit")
+			}
+		}
+		if mv.moved == nil {
+			mv.moved = map[string]bool{}
+		}
+		for id := range mv.inTrans {
+			mv.moved[id] = true
+		}
+		mv.transit, mv.inTrans = nil, nil
+		return nil
+	})
 }
 
 func (s migrationStore) Finish(_ context.Context, ref storage.QueueRef, ttl time.Duration) error {
