@@ -165,7 +165,18 @@ func (s claimStore) Update(ctx context.Context, q storage.QueueRef, id string, t
 		e := max(doc.E, now+ms(ttl+grace))
 		return bson.D{{Key: "ce", Value: exp}, {Key: "e", Value: e}, {Key: "t", Value: max(doc.T, ms(ttl+grace))}, {Key: "x", Value: s.d.wallExpiry(e)}}
 	})
-	return wrap(op, err)
+	if err != nil {
+		return wrap(op, err)
+	}
+	return s.d.heldAway(ctx, op, q, id)
+}
+
+// heldAway is the last step of a write to a claim's messages: one a Take
+// put in transit (or moved) meanwhile did not see the write, so the caller
+// repeats it (Moving) or makes it on the target (Moved); either way the
+// write is idempotent. It costs a read of the queue's record.
+func (d *Driver) heldAway(ctx context.Context, op string, q storage.QueueRef, claimID string) error {
+	return d.moveRedirect(ctx, op, q, nil, []string{claimID})
 }
 
 // Delete releases the claim: its messages become free again.
@@ -184,5 +195,8 @@ func (s claimStore) Delete(ctx context.Context, q storage.QueueRef, id string) e
 	err = s.d.eachHeld(ctx, q, id, func(*msgDoc, int64) bson.D {
 		return bson.D{{Key: "cl", Value: ""}, {Key: "ce", Value: int64(0)}}
 	})
-	return wrap(op, err)
+	if err != nil {
+		return wrap(op, err)
+	}
+	return s.d.heldAway(ctx, op, q, id)
 }

@@ -230,8 +230,15 @@ func (s messageStore) Delete(ctx context.Context, q storage.QueueRef, id, claimI
 	default:
 		f = append(f, free(now))
 	}
-	if _, err := s.d.messages.DeleteOne(ctx, f); err != nil {
+	res, err := s.d.messages.DeleteOne(ctx, f)
+	if err != nil {
 		return wrap(op, err)
+	}
+	if res.DeletedCount == 0 {
+		// It changed since the read: a Take may have put it in transit,
+		// and a delete that met nothing must not be acknowledged for a
+		// message that moves on.
+		return s.d.moveRedirect(ctx, op, q, []string{id}, nil)
 	}
 	return wrap(op, s.d.dropLocks(ctx, []string{id}))
 }
@@ -254,11 +261,20 @@ func (s messageStore) DeleteMany(ctx context.Context, q storage.QueueRef, ids []
 		return w.answer(op, target)
 	}
 	f := append(queueFilter(q), bson.E{Key: "_id", Value: bson.M{"$in": ids}}, bson.E{Key: "$or", Value: held})
-	if _, err := s.d.messages.DeleteMany(ctx, f); err != nil {
+	res, err := s.d.messages.DeleteMany(ctx, f)
+	if err != nil {
 		return wrap(op, err)
 	}
 	if err := s.d.dropLocks(ctx, ids); err != nil {
 		return wrap(op, err)
+	}
+	if w == notMoved && int(res.DeletedCount) < len(ids) {
+		// Some were not here: a Take may have put them in transit since
+		// the look above. Deleting is idempotent, so the caller retries
+		// (or repeats it on the target) for those.
+		if w, target, err = s.d.whereAre(ctx, q, ids, nil); err != nil {
+			return wrap(op, err)
+		}
 	}
 	return w.answer(op, target)
 }

@@ -284,14 +284,18 @@ func (d *Driver) whereAre(ctx context.Context, q storage.QueueRef, msgIDs, claim
 		if !r.on {
 			continue
 		}
+		// A claim is away when its record is, or any message it holds:
+		// Take renames the messages first, and a released claim's record
+		// is gone while its messages still name it.
 		for _, c := range []struct {
 			coll *mongo.Collection
+			key  string
 			ids  []string
-		}{{d.messages, msgIDs}, {d.claims, claimIDs}} {
+		}{{d.messages, "_id", msgIDs}, {d.claims, "_id", claimIDs}, {d.messages, "cl", claimIDs}} {
 			if len(c.ids) == 0 {
 				continue
 			}
-			n, err := c.coll.CountDocuments(ctx, append(queueFilter(r.ref), bson.E{Key: "_id", Value: bson.M{"$in": c.ids}}), options.Count().SetLimit(1))
+			n, err := c.coll.CountDocuments(ctx, append(queueFilter(r.ref), bson.E{Key: c.key, Value: bson.M{"$in": c.ids}}), options.Count().SetLimit(1))
 			if err != nil {
 				return notMoved, "", err
 			}

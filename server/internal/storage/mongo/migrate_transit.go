@@ -52,12 +52,7 @@ func (s migrationStore) Take(ctx context.Context, q storage.QueueRef, limit int)
 		return storage.Batch{}, wrap(op, err)
 	}
 	if n == 0 {
-		now := d.now()
-		docs, err := d.findMessages(ctx, append(queueFilter(q), alive(now)), options.Find().SetSort(newestFirst).SetLimit(int64(limit)))
-		if err != nil {
-			return storage.Batch{}, wrap(op, err)
-		}
-		if err := d.renameAll(ctx, docs, q, tq); err != nil {
+		if err := d.takeNewest(ctx, q, limit); err != nil {
 			return storage.Batch{}, wrap(op, err)
 		}
 	}
@@ -75,6 +70,28 @@ func (s migrationStore) Take(ctx context.Context, q storage.QueueRef, limit int)
 		}
 	}
 	return b, nil
+}
+
+// takeNewest renames up to limit of the newest live messages to the transit
+// name. Clients delete while it runs: when every message it read was gone
+// before its rename it reads again (bounded), since an empty transit tells
+// the mover the queue is empty.
+func (d *Driver) takeNewest(ctx context.Context, q storage.QueueRef, limit int) error {
+	tq := transitRef(q)
+	for attempt := 0; attempt < 8; attempt++ {
+		docs, err := d.findMessages(ctx, append(queueFilter(q), alive(d.now())), options.Find().SetSort(newestFirst).SetLimit(int64(limit)))
+		if err != nil || len(docs) == 0 {
+			return err
+		}
+		if err := d.renameAll(ctx, docs, q, tq); err != nil {
+			return err
+		}
+		n, err := d.messages.CountDocuments(ctx, queueFilter(tq), options.Count().SetLimit(1))
+		if err != nil || n > 0 {
+			return err
+		}
+	}
+	return storage.E(storage.OpMigrateTake, storage.Unavailable, storage.ErrMoving)
 }
 
 // InTransit returns the batch in transit, completing a Take that stopped
@@ -300,10 +317,6 @@ func (d *Driver) transit(ctx context.Context, q storage.QueueRef) (storage.Batch
 		return storage.Batch{}, err
 	}
 	now := d.now()
-	var b storage.Batch
-	for i := range docs {
-		b.Messages = append(b.Messages, storage.MovedMessage{Message: docs[i].message(now), Seq: docs[i].K})
-	}
 	cur, err := d.claims.Find(ctx, append(tq, alive(now)))
 	if err != nil {
 		return storage.Batch{}, err
@@ -312,9 +325,21 @@ func (d *Driver) transit(ctx context.Context, q storage.QueueRef) (storage.Batch
 	if err := cur.All(ctx, &claims); err != nil {
 		return storage.Batch{}, err
 	}
+	var b storage.Batch
+	live := make(map[string]bool, len(claims))
 	for _, c := range claims {
+		live[c.ID] = true
 		b.Claims = append(b.Claims, storage.MovedClaim{ID: c.ID, TTL: time.Duration(c.TTL) * time.Millisecond,
 			Grace: time.Duration(c.Grace) * time.Millisecond, Created: time.UnixMilli(c.C), Expires: time.UnixMilli(c.E)})
+	}
+	for i := range docs {
+		m := docs[i].message(now)
+		if m.ClaimID != "" && !live[m.ClaimID] {
+			// Its claim was released after the rename (the release
+			// deletes the claim's record first): it moves free.
+			m.ClaimID, m.ClaimExpires = "", time.Time{}
+		}
+		b.Messages = append(b.Messages, storage.MovedMessage{Message: m, Seq: docs[i].K})
 	}
 	return b, nil
 }

@@ -65,6 +65,7 @@ var migrationCases = []testCase2{
 	{"Migration/MoveBack", testMoveBack},
 	{"Migration/DeadLetterIntoMoved", testDeadLetterIntoMoved},
 	{"Migration/GeneratedMoves", testGeneratedMoves},
+	{"Migration/WritesRaceTake", testWritesRaceTake},
 }
 
 // testCase2 is a migration case: it works with two backends.
