@@ -8,7 +8,8 @@
 -- has nothing left.
 local now, limit = tonumber(ARGV[1]), tonumber(ARGV[2])
 local f = redis.call('HMGET', Q, 'g', 'z')
-if not f[1] or f[2] then return conflict_reply('the queue is not sealed') end
+if f[2] then return moved_reply(f[1]) end -- finished: a resumed mover goes on to the switch
+if not f[1] then return conflict_reply('the queue is not sealed') end
 if redis.call('EXISTS', TI, TC) > 0 then return transit_reply() end
 advance(now)
 
