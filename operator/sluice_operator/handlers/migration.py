@@ -144,11 +144,27 @@ def _poll(api: ServerAPI, block: dict[str, Any], placed: set[tuple[str, str]], n
     return settled
 
 
+def _dead_letter_target(api: ServerAPI, key: tuple[str, str], targets: list[str]) -> str | None:
+    """_dead_letter_target is where the queue's dead-letter queue went, when it went to a staying
+    shard: the server keeps a queue and its dead-letter queue on one pool and refuses to move the
+    queue anywhere else (docs/pooling.md, "Dead-letter queues")."""
+    try:
+        dlq = (api.get_queue(*key) or {}).get("_dead_letter_queue")
+    except ServerError:
+        return None  # gone or unreadable: the move itself will say
+
+    if not isinstance(dlq, str) or not dlq:
+        return None
+    state = api.migration(key[0], dlq) or {}
+    to = state.get("to")
+    return to if state.get("state") != "failed" and to in targets else None
+
+
 def _start(
     api: ServerAPI, block: dict[str, Any], key: tuple[str, str], load: dict[str, int], order: list[str], now: float
 ) -> None:
     """_start asks the server to move one queue, recording the move in flight or the failure."""
-    target = choose_target(load, order)
+    target = _dead_letter_target(api, key, order) or choose_target(load, order)
     try:
         state = api.migrate_queue(key[0], key[1], target)
     except ServerError as exc:

@@ -157,6 +157,17 @@ def test_move_already_under_way_elsewhere_is_followed(server: ZaqarDouble, api: 
     assert block is not None and [m["to"] for m in block["inFlight"]] == ["web-1"] and block["failed"] == []
 
 
+def test_a_queue_follows_its_dead_letter_queue(server: ZaqarDouble, api: ServerAPI) -> None:
+    shard = shards_with_queues(server, [("shop", "orders")], elsewhere=1)  # web-0 holds one: web-1 is emptier
+    server.state.queues[("shop", "orders")] = {"_dead_letter_queue": "orders-dead"}
+    server.state.queues[("shop", "orders-dead")] = {}
+    server.state.placement[("shop", "orders-dead")] = "web-2"
+    api.migrate_queue("shop", "orders-dead", "web-0")  # moved first (by its queue's earlier move, or by hand)
+    n = len(server.state.requests)
+    shards.drain_by_moves(api, "web", shard, TARGETS, None, 2, T0)
+    assert ("shop", "orders", "web-0") in posts(server, n)
+
+
 def test_deleted_queue_leaves_the_tally(server: ZaqarDouble, api: ServerAPI) -> None:
     keys = [("shop", "a"), ("shop", "b")]
     shard = shards_with_queues(server, keys)

@@ -103,10 +103,20 @@ func TestMigrateAPI(t *testing.T) {
 		t.Errorf("a refused move changed the record: %v", got)
 	}
 
-	// A queue with a dead-letter queue stays where it is.
+	// A queue with a dead-letter queue takes it along (they share a pool).
 	ts.must(201, "PUT", "/v2/queues/dl", std(), `{"_dead_letter_queue":"dl-dead","_max_claim_count":2}`)
-	if r := ts.do("POST", "/v2/queues/dl/migrate", adm, `{"pool":"p2"}`); r.status != 409 || !strings.Contains(r.body, "dl-dead") {
-		t.Errorf("moving a queue with a dead-letter queue: %d %s", r.status, r.body)
+	ts.must(202, "POST", "/v2/queues/dl/migrate", adm, `{"pool":"p2"}`)
+	for _, q := range []string{"dl", "dl-dead"} {
+		waitForState(t, func() bool {
+			got = ts.must(200, "GET", "/v2/queues/"+q+"/migrate", adm, "").json(t)
+			return got["state"] == "done"
+		})
+		if got["to"] != "p2" {
+			t.Errorf("move of %s: %v", q, got)
+		}
+	}
+	if b := ts.must(200, "GET", "/v2/pools/p2/queues", adm, "").body; !strings.Contains(b, `"name":"dl-dead"`) || !strings.Contains(b, `"name":"dl"`) {
+		t.Errorf("queues on p2 after moving dl: %s", b)
 	}
 }
 

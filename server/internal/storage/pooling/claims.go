@@ -17,12 +17,14 @@ type claimStore struct{ d *Driver }
 // than asked, as any claim may.
 func (s claimStore) Create(ctx context.Context, q storage.QueueRef, o storage.ClaimOptions) (c storage.Claim, err error) {
 	err = s.d.do(ctx, q, false, "", func(r routed) (err error) {
+		o := o
 		if o.DeadLetter.Active() && r.pool != "" {
-			if r.moving {
-				return refuseWhileMoving("pooling.claims.create", r, "set a dead-letter queue")
-			}
-			if err := s.d.placeWith(ctx, storage.QueueRef{Project: q.Project, Name: o.DeadLetter.Queue}, q, r.pool); err != nil {
+			together, err := s.d.withDeadLetter(ctx, q, r, o.DeadLetter.Queue)
+			if err != nil {
 				return err
+			}
+			if !together {
+				o.DeadLetter = nil
 			}
 		}
 		c, err = r.drv.Claims().Create(ctx, q, o)
@@ -67,4 +69,20 @@ func (s claimStore) Delete(ctx context.Context, q storage.QueueRef, id string) e
 		del := func(drv storage.Driver) error { return drv.Claims().Delete(ctx, q, id) }
 		return bothWays(r, del, del)
 	})
+}
+
+// withDeadLetter places q's dead-letter queue on q's pool and reports
+// whether dead letters can go there now. Not while either queue moves, nor
+// when the dead-letter queue was moved away and q has yet to follow
+// (Mover.bringDeadLetter): then the claim keeps its exhausted messages, as
+// a claim whose dead-letter queue is unavailable does, so nothing is lost
+// or stranded on a pool the queue is leaving; dead-lettering resumes when
+// the two are together again.
+func (d *Driver) withDeadLetter(ctx context.Context, q storage.QueueRef, r routed, name string) (bool, error) {
+	dlq := storage.QueueRef{Project: q.Project, Name: name}
+	if _, moving := d.cat.Migration(dlq); moving || r.moving {
+		return false, nil
+	}
+	got, err := d.cat.Store().Place(ctx, dlq, r.pool)
+	return got == r.pool, err
 }

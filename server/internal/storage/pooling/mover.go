@@ -95,11 +95,20 @@ func (m *Mover) Stop() {
 }
 
 // Migrate starts moving q to pool, or returns the move of q to pool
-// already under way. Refusals: the catalog's (see
-// catalog.Migrations.StartMigration), NotFound when the queue does not
-// exist, Conflict for a queue with a dead-letter queue, Invalid when a pool's
-// driver cannot move queues.
+// already under way. A dead-letter queue q names on q's pool is moved to
+// pool too (first; see bringDeadLetter). Refusals: the catalog's (see
+// catalog.Migrations.StartMigration), NotFound when the queue is not
+// placed on any pool, Conflict for a dead-letter queue on a third pool or moving to
+// another, Invalid when a pool's driver cannot move queues.
 func (m *Mover) Migrate(ctx context.Context, q storage.QueueRef, pool string) (catalog.Migration, error) {
+	return m.migrate(ctx, q, pool, 0)
+}
+
+// maxDeadLetterChain bounds how many dead-letter queues one move brings
+// along (a queue's, its dead-letter queue's, ...); it also ends a cycle.
+const maxDeadLetterChain = 4
+
+func (m *Mover) migrate(ctx context.Context, q storage.QueueRef, pool string, chain int) (catalog.Migration, error) {
 	const op = "pooling.migrate"
 	if rec, ok := m.d.cat.Migration(q); ok && rec.To == pool {
 		return rec, nil
@@ -112,21 +121,21 @@ func (m *Mover) Migrate(ctx context.Context, q storage.QueueRef, pool string) (c
 		return catalog.Migration{}, storage.E(op, storage.NotFound, storage.Public("queue "+q.Name+" does not exist"))
 	}
 	if !r.moving {
-		if ok, err := r.drv.Queues().Exists(ctx, q); err != nil {
+		// A queue placed on its pool without existing there is a
+		// dead-letter queue no message reached yet. It is created, so it
+		// moves like any queue: a dead letter arriving meanwhile lands in
+		// it and moves with it (placement alone would strand it).
+		if _, err := r.drv.Queues().Create(ctx, q, nil); err != nil {
 			return catalog.Migration{}, err
-		} else if !ok {
-			return catalog.Migration{}, storage.E(op, storage.NotFound, storage.Public("queue "+q.Name+" does not exist"))
 		}
 		meta, err := r.drv.Queues().GetMetadata(ctx, q)
 		if err != nil {
 			return catalog.Migration{}, err
 		}
-		// A queue and its dead-letter queue share a pool (messages move
-		// between them inside one backend); moving one alone would split
-		// them, so the move is refused rather than half done.
-		if dlq, _ := meta["_dead_letter_queue"].(string); dlq != "" {
-			return catalog.Migration{}, storage.E(op, storage.Conflict, storage.Public(fmt.Sprintf(
-				"queue %s sends dead letters to queue %s on the same pool; remove _dead_letter_queue from its metadata to move it", q.Name, dlq)))
+		if dlq := deadLetterOf(meta); dlq != "" && dlq != q.Name {
+			if err := m.bringDeadLetter(ctx, q, storage.QueueRef{Project: q.Project, Name: dlq}, r.pool, pool, chain); err != nil {
+				return catalog.Migration{}, err
+			}
 		}
 		if _, ok := r.drv.(storage.Migrator); !ok {
 			return catalog.Migration{}, storage.E(op, storage.Invalid, storage.Public("the pool of queue "+q.Name+" cannot move queues"))
@@ -154,6 +163,38 @@ func (m *Mover) Migrate(ctx context.Context, q storage.QueueRef, pool string) (c
 		m.launch(rec)
 	}
 	return rec, nil
+}
+
+// bringDeadLetter makes sure q's dead-letter queue dlq ends up on pool with
+// q: a queue and its dead-letter queue share a pool, since dead-lettering
+// happens inside one backend. One on q's pool moves there first; until
+// both are on pool, claims on q keep exhausted messages instead of
+// dead-lettering them (claimStore.Create).
+func (m *Mover) bringDeadLetter(ctx context.Context, q, dlq storage.QueueRef, from, pool string, chain int) error {
+	const op = "pooling.migrate"
+	if rec, ok := m.d.cat.Migration(dlq); ok {
+		if rec.To == pool {
+			return nil
+		}
+		return storage.E(op, storage.Conflict, storage.Public(fmt.Sprintf(
+			"queue %s sends dead letters to queue %s, which is moving to pool %s; move %s there instead", q.Name, dlq.Name, rec.To, q.Name)))
+	}
+	at, err := m.d.cat.Store().Place(ctx, dlq, from)
+	if err != nil {
+		return err
+	}
+	switch {
+	case at == pool:
+		return nil
+	case at != from:
+		return storage.E(op, storage.Conflict, storage.Public(fmt.Sprintf(
+			"queue %s sends dead letters to queue %s on pool %s, neither %s nor %s", q.Name, dlq.Name, at, from, pool)))
+	case chain >= maxDeadLetterChain:
+		return storage.E(op, storage.Conflict, storage.Public(fmt.Sprintf(
+			"queue %s: more than %d dead-letter queues chained; move them one by one", q.Name, maxDeadLetterChain)))
+	}
+	_, err = m.migrate(ctx, dlq, pool, chain+1)
+	return err
 }
 
 // launch runs rec's move in the background unless this replica runs it.

@@ -34,6 +34,12 @@ func (s queueStore) Create(ctx context.Context, q storage.QueueRef, meta storage
 	return created, err
 }
 
+// deadLetterOf reads the `_dead_letter_queue` metadata key.
+func deadLetterOf(meta storage.Metadata) string {
+	s, _ := meta["_dead_letter_queue"].(string)
+	return s
+}
+
 // metaWriter is where a metadata write goes: the queue's pool, or during a
 // move the prepared target. A move refuses a dead-letter queue (it would
 // leave its pool).
@@ -43,7 +49,7 @@ func metaWriter(r routed, meta storage.Metadata) (storage.Driver, error) {
 		return r.drv, nil
 	case r.sealing():
 		return nil, errSealing
-	case meta != nil && meta["_dead_letter_queue"] != nil && meta["_dead_letter_queue"] != "":
+	case deadLetterOf(meta) != "":
 		return nil, refuseWhileMoving("pooling.queues.metadata", r, "set a dead-letter queue")
 	}
 	return r.dst, nil
@@ -103,6 +109,11 @@ func (s queueStore) UpdateMetadata(ctx context.Context, q storage.QueueRef, upda
 			next, err := update(cur)
 			if err != nil {
 				return nil, err
+			}
+			if deadLetterOf(next) == deadLetterOf(cur) {
+				// The dead-letter queue stays: nothing to place, and a
+				// queue apart from it for a move can still be updated.
+				return next, nil
 			}
 			if _, err := metaWriter(r, next); err != nil {
 				return nil, err
@@ -217,7 +228,7 @@ func (s queueStore) List(ctx context.Context, project string, o storage.ListQueu
 // pool: messages move between the two inside one backend, so they must
 // share it.
 func (d *Driver) colocateDeadLetter(ctx context.Context, q storage.QueueRef, pool string, meta storage.Metadata) error {
-	dlq, _ := meta["_dead_letter_queue"].(string)
+	dlq := deadLetterOf(meta)
 	if dlq == "" || pool == "" {
 		return nil
 	}
