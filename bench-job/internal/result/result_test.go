@@ -3,6 +3,7 @@ package result
 import (
 	"encoding/json"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"sluice.dev/bench/internal/metrics"
@@ -127,5 +128,18 @@ func TestThresholdVerdict(t *testing.T) {
 	v.Check(r)
 	if v.Pass || len(v.Failures) != 2 { // rps 3 >= 2 passes; p99 50 ms and lost 3 fail
 		t.Errorf("verdict %+v", v)
+	}
+	// A loss threshold over a run that acknowledged no post fails: nothing
+	// was verified. One that acknowledged some and lost none passes it.
+	for _, tc := range []struct {
+		d    *Delivery
+		pass bool
+	}{{nil, false}, {&Delivery{E2E: &OpResult{}}, false}, {&Delivery{Produced: 5, Consumed: 5, Unique: 5, E2E: &OpResult{}}, true}} {
+		r.Delivery = tc.d
+		v := &Verdict{MaxLost: &zero}
+		v.Check(r)
+		if v.Pass != tc.pass || !tc.pass && !strings.Contains(strings.Join(v.Failures, ""), "no post was acknowledged") {
+			t.Errorf("delivery %+v: verdict %+v", tc.d, v)
+		}
 	}
 }

@@ -38,12 +38,17 @@ func (v *Verdict) Check(r *Result) {
 		fail("p99 %.3f ms > maximum %.3f ms", r.Total.P99, v.MaxP99)
 	}
 	if v.MaxLost != nil {
-		var lost int64
+		var lost, produced int64
 		if r.Delivery != nil {
-			lost = r.Delivery.Lost
+			lost, produced = r.Delivery.Lost, r.Delivery.Produced
 		}
-		if lost > *v.MaxLost {
+		switch {
+		case lost > *v.MaxLost:
 			fail("lost %d > maximum %d", lost, *v.MaxLost)
+		case produced == 0:
+			// Nothing to lose is not a delivery that held: a run whose
+			// posts all failed must not pass a loss threshold.
+			fail("no post was acknowledged: delivery not verified (maximum lost %d)", *v.MaxLost)
 		}
 	}
 	for _, f := range r.Faults {
