@@ -19,16 +19,25 @@ const genRounds = 8
 // changes it: every attribute and the order preserved, nothing lost or
 // doubled. The seed is logged, to replay a failure.
 func testGeneratedMoves(m *menv) {
-	seed := time.Now().UnixNano()
-	m.t.Logf("seed %d", seed)
-	rng := rand.New(rand.NewSource(seed))
-	for round := 0; round < genRounds; round++ {
-		m.q = m.src.queue(fmt.Sprintf("gen%d", round))
-		m.dst.queue(m.q.Name)
+	m.eachQueue("gen", genRounds, func(rng *rand.Rand) {
 		populate(m, rng)
 		m.seal()
 		moveRandomly(m, rng)
 		checkTarget(m)
+	})
+}
+
+// eachQueue runs round n times, each on a new queue (prefix and its
+// number) on both backends, with one logged seed for the whole run, to
+// replay a failure.
+func (m *menv) eachQueue(prefix string, n int, round func(rng *rand.Rand)) {
+	seed := time.Now().UnixNano()
+	m.t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewSource(seed))
+	for i := 0; i < n; i++ {
+		m.q = m.src.queue(fmt.Sprintf("%s%d", prefix, i))
+		m.dst.queue(m.q.Name)
+		round(rng)
 	}
 }
 

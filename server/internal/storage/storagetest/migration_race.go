@@ -37,12 +37,7 @@ const raceRenewTTL = 3 * time.Hour
 // Take no longer matches, acknowledges a write that never happened (the
 // message moves on unchanged).
 func testWritesRaceTake(m *menv) {
-	seed := time.Now().UnixNano()
-	m.t.Logf("seed %d", seed)
-	rng := rand.New(rand.NewSource(seed))
-	for round := 0; round < raceRounds; round++ {
-		m.q = m.src.queue(fmt.Sprintf("race%d", round))
-		m.dst.queue(m.q.Name)
+	m.eachQueue("race", raceRounds, func(rng *rand.Rand) {
 		for i := 0; i < raceClaims*raceClaimSize; i++ {
 			if _, err := m.src.d.Messages().Post(m.ctx, m.q, "c", []storage.NewMessage{{TTL: time.Hour, Body: []byte(fmt.Sprint(i))}}); err != nil {
 				m.t.Fatalf("post: %v", err)
@@ -60,7 +55,7 @@ func testWritesRaceTake(m *menv) {
 			m.t.Fatalf("source holds %v after the move", messageIDs(left))
 		}
 		checkRacedWrites(m, claims, actions)
-	}
+	})
 }
 
 // raceMoveAndWrite moves the queue in batches of 2 while two clients act
