@@ -258,7 +258,7 @@ func TestGiveUpAtExpiry(t *testing.T) {
 		obs := &counter{}
 		startEngine(t, drv, testOptions(), obs)
 		post(t, drv, q, 1500*time.Millisecond, "1", "2")
-		testutil.Eventually(t, 15*time.Second, "given up", func() bool { st := stats(t, drv, q); return st.Failed == 2 && st.Pending == 0 })
+		testutil.Eventually(t, 30*time.Second, "given up", func() bool { st := stats(t, drv, q); return st.Failed == 2 && st.Pending == 0 })
 		st := stats(t, drv, q)
 		if !strings.Contains(st.LastError, "503") || st.Subscriptions[0].Failed != 2 {
 			t.Errorf("stats %+v", st)
