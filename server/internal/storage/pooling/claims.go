@@ -2,9 +2,11 @@ package pooling
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"sluice.dev/server/internal/storage"
+	"sluice.dev/server/internal/storage/catalog"
 )
 
 type claimStore struct{ d *Driver }
@@ -73,16 +75,26 @@ func (s claimStore) Delete(ctx context.Context, q storage.QueueRef, id string) e
 
 // withDeadLetter places q's dead-letter queue on q's pool and reports
 // whether dead letters can go there now. Not while either queue moves, nor
-// when the dead-letter queue was moved away and q has yet to follow
-// (Mover.bringDeadLetter): then the claim keeps its exhausted messages, as
-// a claim whose dead-letter queue is unavailable does, so nothing is lost
-// or stranded on a pool the queue is leaving; dead-lettering resumes when
-// the two are together again.
+// when the dead-letter queue was moved away from q's pool and q has yet to
+// follow (Mover.bringDeadLetter): then the claim keeps its exhausted
+// messages, as a claim whose dead-letter queue is unavailable does, so
+// nothing is lost or stranded on a pool the queue is leaving;
+// dead-lettering resumes when the two are together again. A dead-letter
+// queue on another pool for any other reason is the caller's mistake
+// (ErrDeadLetterPool), said rather than silently ignored.
 func (d *Driver) withDeadLetter(ctx context.Context, q storage.QueueRef, r routed, name string) (bool, error) {
 	dlq := storage.QueueRef{Project: q.Project, Name: name}
 	if _, moving := d.cat.Migration(dlq); moving || r.moving {
 		return false, nil
 	}
-	got, err := d.cat.Store().Place(ctx, dlq, r.pool)
-	return got == r.pool, err
+	err := d.placeWith(ctx, dlq, q, r.pool)
+	if !errors.Is(err, storage.ErrDeadLetterPool) {
+		return err == nil, err
+	}
+	// Apart: only a move of the dead-letter queue away from here (a
+	// catalog read, on this rare path only) keeps the claim going.
+	if m, merr := d.cat.Store().GetMigration(ctx, dlq); merr == nil && m.State == catalog.StateDone && m.From == r.pool {
+		return false, nil
+	}
+	return false, err
 }
