@@ -224,16 +224,20 @@ func (m *Mover) moveAll(ctx context.Context, rec catalog.Migration, src, dst sto
 			rec.Moved += int64(len(b.Messages))
 			rec.Batches++
 			movedHere += len(b.Messages)
+			gap := batchGap
 			if stats, err := m.d.pool(ctx, rec.From); err == nil {
 				if s, err := stats.Queues().Stats(ctx, q); err == nil {
 					rec.Remaining = int64(s.Total)
+					if s.Free > 0 {
+						gap = 0
+					}
 				}
 			}
 			rec.Lease = time.Now().Add(m.opts.Lease)
 			if err := m.d.cat.Store().UpdateMigration(ctx, rec); err != nil {
 				return rec, err
 			}
-			if err := m.pace(ctx, start, movedHere, batchGap); err != nil {
+			if err := m.pace(ctx, start, movedHere, gap); err != nil {
 				return rec, err
 			}
 		}
@@ -251,9 +255,12 @@ func (m *Mover) moveAll(ctx context.Context, rec catalog.Migration, src, dst sto
 	}
 }
 
-// batchGap is the least pause between batches. While a batch is in
-// transit the source answers claims with Moving; without a gap a mover at
-// full speed would keep claims waiting for the whole move.
+// batchGap is the least pause between batches once the source has no
+// free message left (or its stats failed). Then, while a batch is in
+// transit, the source answers claims with Moving (they would skip past the
+// batch to the target); without a gap a mover at full speed would keep
+// claims waiting for the rest of the move. While free messages remain,
+// claims take them beside the batch and the mover need not pause.
 const batchGap = 5 * time.Millisecond
 
 // pace sleeps so that this run moves at most Rate messages per second, and
@@ -263,6 +270,9 @@ func (m *Mover) pace(ctx context.Context, start time.Time, moved int, gap time.D
 	if m.opts.Rate > 0 {
 		due := start.Add(time.Duration(float64(moved) / float64(m.opts.Rate) * float64(time.Second)))
 		wait = max(wait, time.Until(due))
+	}
+	if wait <= 0 {
+		return ctx.Err()
 	}
 	select {
 	case <-ctx.Done():
