@@ -213,6 +213,8 @@ func (m *Mover) moveAll(ctx context.Context, rec catalog.Migration, src, dst sto
 		return rec, fmt.Errorf("in transit on %s: %w", rec.From, err)
 	}
 	start, movedHere := time.Now(), 0
+	var recorded time.Time // when the progress was last written to the catalog
+	free := false          // the source had free messages then
 	for {
 		if !b.Empty() {
 			if err := dst.Import(ctx, q, b); err != nil {
@@ -224,18 +226,27 @@ func (m *Mover) moveAll(ctx context.Context, rec catalog.Migration, src, dst sto
 			rec.Moved += int64(len(b.Messages))
 			rec.Batches++
 			movedHere += len(b.Messages)
-			gap := batchGap
-			if stats, err := m.d.pool(ctx, rec.From); err == nil {
-				if s, err := stats.Queues().Stats(ctx, q); err == nil {
-					rec.Remaining = int64(s.Total)
-					if s.Free > 0 {
-						gap = 0
+			// The source's stats and the progress in the catalog are
+			// refreshed at most every progressEvery: small batches keep
+			// each script on the backends short, and two more round trips
+			// per batch would cost nearly as much as the batch. The lease
+			// does not depend on it (keepLease renews it).
+			if time.Since(recorded) >= progressEvery {
+				free = false
+				if drv, err := m.d.pool(ctx, rec.From); err == nil {
+					if s, err := drv.Queues().Stats(ctx, q); err == nil {
+						rec.Remaining, free = int64(s.Total), s.Free > 0
 					}
 				}
+				rec.Lease = time.Now().Add(m.opts.Lease)
+				if err := m.d.cat.Store().UpdateMigration(ctx, rec); err != nil {
+					return rec, err
+				}
+				recorded = time.Now()
 			}
-			rec.Lease = time.Now().Add(m.opts.Lease)
-			if err := m.d.cat.Store().UpdateMigration(ctx, rec); err != nil {
-				return rec, err
+			gap := batchGap
+			if free {
+				gap = 0
 			}
 			if err := m.pace(ctx, start, movedHere, gap); err != nil {
 				return rec, err
@@ -250,13 +261,22 @@ func (m *Mover) moveAll(ctx context.Context, rec catalog.Migration, src, dst sto
 		}
 		if b.Empty() {
 			rec.Remaining = 0
-			return rec, nil
+			if movedHere == 0 {
+				return rec, nil
+			}
+			// The last counters, which the switch does not write.
+			rec.Lease = time.Now().Add(m.opts.Lease)
+			return rec, m.d.cat.Store().UpdateMigration(ctx, rec)
 		}
 	}
 }
 
+// progressEvery is how often a running move reads the source's stats and
+// writes its counters (messages moved, batches, remaining) to the catalog.
+const progressEvery = 100 * time.Millisecond
+
 // batchGap is the least pause between batches once the source has no
-// free message left (or its stats failed). Then, while a batch is in
+// free message left (or its stats failed), as last read. Then, while a batch is in
 // transit, the source answers claims with Moving (they would skip past the
 // batch to the target); without a gap a mover at full speed would keep
 // claims waiting for the rest of the move. While free messages remain,
