@@ -215,12 +215,24 @@ func (m *Mover) moveAll(ctx context.Context, rec catalog.Migration, src, dst sto
 	start, movedHere := time.Now(), 0
 	var recorded time.Time // when the progress was last written to the catalog
 	free := false          // the source had free messages then
+	settleTaker, _ := src.(storage.SettleTaker)
 	for {
+		var next *storage.Batch // taken with the settle
 		if !b.Empty() {
 			if err := dst.Import(ctx, q, b); err != nil {
 				return rec, fmt.Errorf("import on %s: %w", rec.To, err)
 			}
-			if err := src.Settle(ctx, q, b); err != nil {
+			// While the source has free messages and no rate is kept,
+			// nothing needs to happen between settling a batch and
+			// taking the next: one round trip does both, where the
+			// source can.
+			if settleTaker != nil && free && m.opts.Rate <= 0 {
+				nb, err := settleTaker.SettleAndTake(ctx, q, b, m.opts.Batch)
+				if err != nil {
+					return rec, fmt.Errorf("settle and take on %s: %w", rec.From, err)
+				}
+				next = &nb
+			} else if err := src.Settle(ctx, q, b); err != nil {
 				return rec, fmt.Errorf("settle on %s: %w", rec.From, err)
 			}
 			rec.Moved += int64(len(b.Messages))
@@ -245,18 +257,18 @@ func (m *Mover) moveAll(ctx context.Context, rec catalog.Migration, src, dst sto
 				recorded = time.Now()
 			}
 			gap := batchGap
-			if free {
+			if free || next != nil {
 				gap = 0
 			}
 			if err := m.pace(ctx, start, movedHere, gap); err != nil {
 				return rec, err
 			}
 		}
-		b, err = src.Take(ctx, q, m.opts.Batch)
-		if movedErr(err) {
+		if next != nil {
+			b = *next
+		} else if b, err = src.Take(ctx, q, m.opts.Batch); movedErr(err) {
 			return rec, nil
-		}
-		if err != nil {
+		} else if err != nil {
 			return rec, fmt.Errorf("take on %s: %w", rec.From, err)
 		}
 		if b.Empty() {
@@ -276,11 +288,11 @@ func (m *Mover) moveAll(ctx context.Context, rec catalog.Migration, src, dst sto
 const progressEvery = 100 * time.Millisecond
 
 // batchGap is the least pause between batches once the source has no
-// free message left (or its stats failed), as last read. Then, while a batch is in
-// transit, the source answers claims with Moving (they would skip past the
-// batch to the target); without a gap a mover at full speed would keep
-// claims waiting for the rest of the move. While free messages remain,
-// claims take them beside the batch and the mover need not pause.
+// free message left (or its stats failed), as last read. Then, while a
+// batch is in transit, the source answers claims with Moving (they would
+// skip past the batch to the target); without a gap a mover at full speed
+// would keep claims waiting for the rest of the move. While free messages
+// remain, claims take them beside the batch and the mover need not pause.
 const batchGap = 5 * time.Millisecond
 
 // pace sleeps so that this run moves at most Rate messages per second, and
