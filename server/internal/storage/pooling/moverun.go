@@ -228,6 +228,9 @@ func (m *Mover) moveAll(ctx context.Context, rec catalog.Migration, src, dst sto
 			// source can.
 			if settleTaker != nil && free && m.opts.Rate <= 0 {
 				nb, err := settleTaker.SettleAndTake(ctx, q, b, m.opts.Batch)
+				if movedErr(err) { // finished already, as for Take below
+					return rec, nil
+				}
 				if err != nil {
 					return rec, fmt.Errorf("settle and take on %s: %w", rec.From, err)
 				}

@@ -11,8 +11,11 @@
 -- the messages are read (no table per message): this script holds Redis
 -- for the whole batch, and every client of the server waits meanwhile.
 local now, limit = tonumber(ARGV[1]), tonumber(ARGV[2])
-local f = redis.call('HMGET', Q, 'g', 'z')
-if not f[1] or f[2] then return conflict_reply('the queue is not sealed') end
+-- A finished queue (a tombstone) answers Moved: a mover that died after
+-- Finish resumes by finishing again.
+local target, answer = move_state(now)
+if answer then return answer end
+if not target then return conflict_reply('the queue is not sealed') end
 if redis.call('EXISTS', TI, TC) > 0 then return transit_reply() end
 advance(now)
 
