@@ -35,10 +35,12 @@ var (
 	migSettleSrc string
 	migSettle    = register("mig_settle", migSettleSrc)
 	// mig_settle_take is mig_settle then mig_take in one script: each
-	// runs as a local function, over its own ARGV.
+	// runs as a local function, over its own ARGV (copied by a loop: an
+	// unpack of a batch of thousands of ids overflows Lua's C stack).
 	migSettleTake = register("mig_settle_take", "local function settle(ARGV)\n"+migSettleSrc+
 		"\nend\nlocal function take(ARGV)\n"+migTakeSrc+"\nend\n"+
-		"local r = settle({unpack(ARGV, 3)})\nif r ~= 1 then return r end\nreturn take({ARGV[1], ARGV[2]})")
+		"local ids = {}\nfor i = 3, #ARGV do ids[i - 2] = ARGV[i] end\n"+
+		"local r = settle(ids)\nif r ~= 1 then return r end\nreturn take({ARGV[1], ARGV[2]})")
 	//go:embed mig_finish.lua
 	migFinishSrc string
 	migFinish    = register("mig_finish", migFinishSrc)
