@@ -6,19 +6,17 @@
 -- go (see lib.lua). While a batch is in transit it returns that batch.
 -- Returns the batch as transit_reply (lib.lua) does; {0, 0} when the queue
 -- has nothing left.
+local now, limit = tonumber(ARGV[1]), tonumber(ARGV[2])
+local f = redis.call('HMGET', Q, 'g', 'z')
+if f[2] then return moved_reply(f[1]) end -- finished: a resumed mover goes on to the switch
+if not f[1] then return conflict_reply('the queue is not sealed') end
+if redis.call('EXISTS', TI, TC) > 0 then return transit_reply() end
+advance(now)
+
 -- The work is O(batch), not O(queue): it reads the index from the newest
 -- end, one page at a time, and each message once. The reply is written as
 -- the messages are read (no table per message): this script holds Redis
 -- for the whole batch, and every client of the server waits meanwhile.
-local now, limit = tonumber(ARGV[1]), tonumber(ARGV[2])
--- A finished queue (a tombstone) answers Moved: a mover that died after
--- Finish resumes by finishing again.
-local target, answer = move_state(now)
-if answer then return answer end
-if not target then return conflict_reply('the queue is not sealed') end
-if redis.call('EXISTS', TI, TC) > 0 then return transit_reply() end
-advance(now)
-
 local out, ids, ti, cls, claims = {0, 0}, {}, {}, {}, {}
 local nm, n = 0, 2
 local lowest -- every message from this seq on must come

@@ -18,18 +18,18 @@ func testTombstone(m *menv) {
 	m.moveAll(2)
 	m.must("finish", m.from.Finish(m.ctx, m.q, tombstoneTTL))
 	m.must("finish twice", m.from.Finish(m.ctx, m.q, tombstoneTTL))
-	m.must("done", m.to.Done(m.ctx, m.q))
-	// A mover that died after Finish, before the switch, resumes here:
-	// nothing is left in transit or to take (or the source says the queue
-	// moved), so it finishes again and switches.
-	for name, step := range map[string]func() (storage.Batch, error){
+	// A mover that finished and died before the switch resumes with the
+	// steps before: they must send it on (or find nothing), not fail.
+	for step, call := range map[string]func() (storage.Batch, error){
 		"in transit": func() (storage.Batch, error) { return m.from.InTransit(m.ctx, m.q) },
 		"take":       func() (storage.Batch, error) { return m.from.Take(m.ctx, m.q, 5) },
 	} {
-		if b, err := step(); !b.Empty() || err != nil && !isMoved(err) {
-			m.t.Errorf("%s on the tombstone = %d messages, %v; want none, or Moved", name, len(b.Messages), err)
+		b, err := call()
+		if _, moved := storage.MovedTo(err); !b.Empty() || err != nil && !moved {
+			m.t.Errorf("%s after finish: %+v, %v; want nothing, or Moved", step, b, err)
 		}
 	}
+	m.must("done", m.to.Done(m.ctx, m.q))
 
 	qs, ms, cs := m.src.d.Queues(), m.src.d.Messages(), m.src.d.Claims()
 	ctx, q := m.ctx, m.q
@@ -142,10 +142,4 @@ func testDeadLetterIntoMoved(m *menv) {
 	}
 	_, err = m.src.d.Messages().Get(m.ctx, m.q, ids[0])
 	m.wantMoved("the moved dead-letter queue", err)
-}
-
-// isMoved reports a Moved answer.
-func isMoved(err error) bool {
-	_, ok := storage.MovedTo(err)
-	return ok
 }
