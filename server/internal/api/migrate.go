@@ -13,11 +13,7 @@ import (
 // that move queues between pools (docs/pooling.md, "Moving a queue"). They
 // exist only with a catalog, as /v2/pools.
 func (a *admin) enableMigrations() {
-	rate := a.s.opts.MigrateRate
-	if rate == 0 {
-		rate = -1 // the mover's "no cap"
-	}
-	a.mover = a.pd.StartMover(pooling.MoverOptions{Batch: a.s.opts.MigrateBatch, Rate: rate, Lease: a.s.opts.MigrateLease})
+	a.mover = a.pd.StartMover(pooling.MoverOptions{Batch: a.s.opts.MigrateBatch, Rate: a.s.opts.MigrateRate, Lease: a.s.opts.MigrateLease})
 	a.s.Handle("POST", "/v2/queues/{queue_name}/migrate", Admin, a.migrate)
 	a.s.Handle("GET", "/v2/queues/{queue_name}/migrate", Admin, a.getMigration)
 	a.s.Handle("GET", "/v2/pools/{pool_name}/queues", Admin, a.poolQueues)

@@ -174,8 +174,8 @@ func Defaults() Options {
 		DeliveryPoll:          250 * time.Millisecond,
 		DeliveryRetryMin:      250 * time.Millisecond,
 		DeliveryRetryMax:      time.Minute,
-		MigrateBatch:          500,
-		MigrateRate:           5000,
+		MigrateBatch:          100,
+		MigrateRate:           0,
 		MigrateLease:          10 * time.Second,
 	}
 }

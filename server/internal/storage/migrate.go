@@ -110,6 +110,15 @@ type MigrationStore interface {
 	Done(ctx context.Context, q QueueRef) error
 }
 
+// SettleTaker is implemented by migration stores that can settle a batch
+// and take the next one in one call (Redis: one script, one round trip
+// instead of two). It does what Settle(settled) then Take(limit) do, with
+// nothing in between; an error from the settle half leaves the batch in
+// transit, as Settle's would.
+type SettleTaker interface {
+	SettleAndTake(ctx context.Context, q QueueRef, settled Batch, limit int) (Batch, error)
+}
+
 // Reasons a driver gives while a queue moves. The pooled driver acts on
 // them; they reach a client only if a server without pooling meets a moved
 // queue, as 503 with Retry-After (Moving) or 409 (Moved).

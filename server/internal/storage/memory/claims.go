@@ -17,10 +17,6 @@ func (s claimStore) Create(_ context.Context, ref storage.QueueRef, opts storage
 	if q == nil {
 		return storage.Claim{}, nil
 	}
-	if err := s.d.busy(storage.OpClaimCreate, ref); err != nil {
-		q.mu.Unlock()
-		return storage.Claim{}, err
-	}
 	if dl := opts.DeadLetter; dl.Active() && s.d.sealedErr("", storage.QueueRef{Project: ref.Project, Name: dl.Queue}) != nil {
 		// The dead-letter queue is moving away (sealed, or a tombstone): a
 		// message moved into it here would be stranded, so the policy waits
@@ -45,17 +41,19 @@ func (s claimStore) Create(_ context.Context, ref storage.QueueRef, opts storage
 		c.msgs = append(c.msgs, m)
 		out.Messages = append(out.Messages, m.snapshot())
 	}
+	var err error
 	if len(c.msgs) > 0 {
 		q.claims[c.id] = c
 		q.byExp.push(c)
 	} else {
 		out = storage.Claim{}
+		err = s.d.busy(storage.OpClaimCreate, ref)
 	}
 	q.mu.Unlock()
 	if len(dead) > 0 {
 		s.deadLetter(ref.Project, opts.DeadLetter, dead, now)
 	}
-	return out, nil
+	return out, err
 }
 
 // deadLetter moves messages that exhausted their claims into the policy's

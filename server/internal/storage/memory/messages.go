@@ -214,14 +214,14 @@ func (s messageStore) Pop(_ context.Context, ref storage.QueueRef, limit int) ([
 		return nil, nil
 	}
 	defer q.mu.Unlock()
-	if err := s.d.busy(storage.OpMessagePop, ref); err != nil {
-		return nil, err
-	}
 	var out []storage.Message
 	for len(out) < limit && q.ready.Len() > 0 {
 		m := q.ready.pop()
 		out = append(out, m.snapshot())
 		q.remove(m)
+	}
+	if len(out) == 0 {
+		return nil, s.d.busy(storage.OpMessagePop, ref)
 	}
 	return out, nil
 }

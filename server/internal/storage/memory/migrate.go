@@ -110,8 +110,10 @@ func (d *Driver) sealedErr(op string, ref storage.QueueRef) error {
 	})
 }
 
-// busy answers Moving while a batch is in transit: claims and pops would
-// skip past it. The queue's lock must be held.
+// busy answers Moving while a batch is in transit, for a claim or pop that
+// found no free message here: the caller would go on to the target, past
+// the batch. One that found some keeps them, as everything left here sorts
+// before the batch. The queue's lock must be held.
 func (d *Driver) busy(op string, ref storage.QueueRef) error {
 	return d.answer(ref, func(mv *move) error {
 		if mv.transit != nil {

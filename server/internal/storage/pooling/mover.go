@@ -16,11 +16,13 @@ import (
 // MoverOptions tune the mover, the part of the pooled driver that moves a
 // queue between pools (docs/pooling.md, "Moving a queue").
 type MoverOptions struct {
-	// Batch is the most messages one Take moves (default 500).
+	// Batch is the most messages one Take moves (default 100). It bounds
+	// how long one step holds a backend (on Redis, one script: every
+	// other client waits meanwhile).
 	Batch int
-	// Rate caps messages moved per second by one mover (default 5000; a
-	// negative value: no cap). With Batch it bounds the extra load a move
-	// puts on both pools.
+	// Rate caps messages moved per second by one mover (0 or negative, the
+	// default: no cap). With Batch it bounds the extra load a move puts on
+	// both pools.
 	Rate int
 	// Lease is how long a mover holds a move without renewing it (default
 	// 10 s). A replica that dies mid-move leaves it for this long at most
@@ -37,10 +39,7 @@ type MoverOptions struct {
 
 func (o MoverOptions) withDefaults() MoverOptions {
 	if o.Batch <= 0 {
-		o.Batch = 500
-	}
-	if o.Rate == 0 {
-		o.Rate = 5000
+		o.Batch = 100
 	}
 	if o.Lease <= 0 {
 		o.Lease = 10 * time.Second

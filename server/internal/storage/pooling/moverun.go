@@ -213,47 +213,89 @@ func (m *Mover) moveAll(ctx context.Context, rec catalog.Migration, src, dst sto
 		return rec, fmt.Errorf("in transit on %s: %w", rec.From, err)
 	}
 	start, movedHere := time.Now(), 0
+	var recorded time.Time // when the progress was last written to the catalog
+	free := false          // the source had free messages then
+	settleTaker, _ := src.(storage.SettleTaker)
 	for {
+		var next *storage.Batch // taken with the settle
 		if !b.Empty() {
 			if err := dst.Import(ctx, q, b); err != nil {
 				return rec, fmt.Errorf("import on %s: %w", rec.To, err)
 			}
-			if err := src.Settle(ctx, q, b); err != nil {
+			// While the source has free messages and no rate is kept,
+			// nothing needs to happen between settling a batch and
+			// taking the next: one round trip does both, where the
+			// source can.
+			if settleTaker != nil && free && m.opts.Rate <= 0 {
+				nb, err := settleTaker.SettleAndTake(ctx, q, b, m.opts.Batch)
+				if movedErr(err) { // finished already, as for Take below
+					return rec, nil
+				}
+				if err != nil {
+					return rec, fmt.Errorf("settle and take on %s: %w", rec.From, err)
+				}
+				next = &nb
+			} else if err := src.Settle(ctx, q, b); err != nil {
 				return rec, fmt.Errorf("settle on %s: %w", rec.From, err)
 			}
 			rec.Moved += int64(len(b.Messages))
 			rec.Batches++
 			movedHere += len(b.Messages)
-			if stats, err := m.d.pool(ctx, rec.From); err == nil {
-				if s, err := stats.Queues().Stats(ctx, q); err == nil {
-					rec.Remaining = int64(s.Total)
+			// The source's stats and the progress in the catalog are
+			// refreshed at most every progressEvery: small batches keep
+			// each script on the backends short, and two more round trips
+			// per batch would cost nearly as much as the batch. The lease
+			// does not depend on it (keepLease renews it).
+			if time.Since(recorded) >= progressEvery {
+				free = false
+				if drv, err := m.d.pool(ctx, rec.From); err == nil {
+					if s, err := drv.Queues().Stats(ctx, q); err == nil {
+						rec.Remaining, free = int64(s.Total), s.Free > 0
+					}
 				}
+				rec.Lease = time.Now().Add(m.opts.Lease)
+				if err := m.d.cat.Store().UpdateMigration(ctx, rec); err != nil {
+					return rec, err
+				}
+				recorded = time.Now()
 			}
-			rec.Lease = time.Now().Add(m.opts.Lease)
-			if err := m.d.cat.Store().UpdateMigration(ctx, rec); err != nil {
-				return rec, err
+			gap := batchGap
+			if free || next != nil {
+				gap = 0
 			}
-			if err := m.pace(ctx, start, movedHere, batchGap); err != nil {
+			if err := m.pace(ctx, start, movedHere, gap); err != nil {
 				return rec, err
 			}
 		}
-		b, err = src.Take(ctx, q, m.opts.Batch)
-		if movedErr(err) {
+		if next != nil {
+			b = *next
+		} else if b, err = src.Take(ctx, q, m.opts.Batch); movedErr(err) {
 			return rec, nil
-		}
-		if err != nil {
+		} else if err != nil {
 			return rec, fmt.Errorf("take on %s: %w", rec.From, err)
 		}
 		if b.Empty() {
 			rec.Remaining = 0
-			return rec, nil
+			if movedHere == 0 {
+				return rec, nil
+			}
+			// The last counters, which the switch does not write.
+			rec.Lease = time.Now().Add(m.opts.Lease)
+			return rec, m.d.cat.Store().UpdateMigration(ctx, rec)
 		}
 	}
 }
 
-// batchGap is the least pause between batches. While a batch is in
-// transit the source answers claims with Moving; without a gap a mover at
-// full speed would keep claims waiting for the whole move.
+// progressEvery is how often a running move reads the source's stats and
+// writes its counters (messages moved, batches, remaining) to the catalog.
+const progressEvery = 100 * time.Millisecond
+
+// batchGap is the least pause between batches once the source has no
+// free message left (or its stats failed), as last read. Then, while a
+// batch is in transit, the source answers claims with Moving (they would
+// skip past the batch to the target); without a gap a mover at full speed
+// would keep claims waiting for the rest of the move. While free messages
+// remain, claims take them beside the batch and the mover need not pause.
 const batchGap = 5 * time.Millisecond
 
 // pace sleeps so that this run moves at most Rate messages per second, and
@@ -263,6 +305,9 @@ func (m *Mover) pace(ctx context.Context, start time.Time, moved int, gap time.D
 	if m.opts.Rate > 0 {
 		due := start.Add(time.Duration(float64(moved) / float64(m.opts.Rate) * float64(time.Second)))
 		wait = max(wait, time.Until(due))
+	}
+	if wait <= 0 {
+		return ctx.Err()
 	}
 	select {
 	case <-ctx.Done():

@@ -5,14 +5,15 @@
 -- Takes the oldest free, visible messages; exhausted ones are moved instead,
 -- after the claim is made, so a queue that is its own dead-letter queue does
 -- not hand the moved message to the claim that moved it.
--- Returns {lapsed claims, dead-lettered, messages...}.
+-- While a move has a batch in transit and nothing here is free: Moving
+-- (lib.lua's busy). Returns {lapsed claims, dead-lettered, messages...}.
 local now, cid, ttl, grace, limit = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local maxcc, dlq, dlttl = tonumber(ARGV[6]), ARGV[7], tonumber(ARGV[8])
 -- A dead-letter queue that is moving away (sealed, or a tombstone) takes
 -- no message here, where it would be stranded: the policy waits until the
 -- queue lives on one backend again.
 if maxcc > 0 and redis.call('HEXISTS', KEYS[2] .. ':q', 'g') == 1 then maxcc = 0 end
-local answer = busy(now)
+local answer, transit = busy(now)
 if answer then return answer end
 local cexp = now + ttl
 local mexp = cexp + grace
@@ -82,5 +83,6 @@ if #taken > 0 then
   keepalive(P, now, mexp, HELD, CL, EXP)
 end
 for _, mv in ipairs(moves) do move(mv[1], mv[2]) end
+if transit and #taken == 0 then return moving_reply() end
 out[2] = #moves
 return out

@@ -254,13 +254,15 @@ local function whereabouts(id, target)
   return nil, false
 end
 
--- busy is the answer for claims and pops: the tombstone's, or Moving while
--- a batch is in transit (they would skip past it).
+-- busy is what claims and pops check first: the tombstone's answer, if
+-- any, and whether a batch is in transit. While one is, a claim or pop that
+-- finds no free message here answers Moving (the caller would go on to the
+-- target, past the batch); one that finds some takes them, as everything
+-- left here sorts before the batch.
 local function busy(now)
   local target, answer = move_state(now)
-  if answer then return answer end
-  if target and redis.call('EXISTS', TI, TC) > 0 then return moving_reply() end
-  return nil
+  if answer then return answer, false end
+  return nil, target ~= nil and redis.call('EXISTS', TI, TC) > 0
 end
 
 -- delete_all deletes the per-id keys (keyof(id)) of every member of zkey.

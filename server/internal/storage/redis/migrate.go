@@ -34,6 +34,13 @@ var (
 	//go:embed mig_settle.lua
 	migSettleSrc string
 	migSettle    = register("mig_settle", migSettleSrc)
+	// mig_settle_take is mig_settle then mig_take in one script: each
+	// runs as a local function, over its own ARGV (copied by a loop: an
+	// unpack of a batch of thousands of ids overflows Lua's C stack).
+	migSettleTake = register("mig_settle_take", "local function settle(ARGV)\n"+migSettleSrc+
+		"\nend\nlocal function take(ARGV)\n"+migTakeSrc+"\nend\n"+
+		"local ids = {}\nfor i = 3, #ARGV do ids[i - 2] = ARGV[i] end\n"+
+		"local r = settle(ids)\nif r ~= 1 then return r end\nreturn take({ARGV[1], ARGV[2]})")
 	//go:embed mig_finish.lua
 	migFinishSrc string
 	migFinish    = register("mig_finish", migFinishSrc)
@@ -95,6 +102,25 @@ func (s migrationStore) Settle(ctx context.Context, q storage.QueueRef, b storag
 		args[i] = m.ID
 	}
 	return wrap(storage.OpMigrateSettle, migSettle.Run(ctx, s.d.fc, []string{scope(q)}, args...).Err())
+}
+
+// SettleAndTake settles b and takes the next batch in one script
+// (storage.SettleTaker).
+func (s migrationStore) SettleAndTake(ctx context.Context, q storage.QueueRef, b storage.Batch, limit int) (storage.Batch, error) {
+	const op = storage.OpMigrateTake
+	if limit < 1 {
+		return storage.Batch{}, storage.E(op, storage.Invalid, storage.ErrArgument)
+	}
+	args := make([]any, 2, 2+len(b.Messages))
+	args[0], args[1] = s.d.nowMS(), limit
+	for _, m := range b.Messages {
+		args = append(args, m.ID)
+	}
+	res, err := migSettleTake.Run(ctx, s.d.fc, []string{scope(q)}, args...).Slice()
+	if err != nil {
+		return storage.Batch{}, wrap(op, err)
+	}
+	return parseBatch(op, res)
 }
 
 func (s migrationStore) Finish(ctx context.Context, q storage.QueueRef, ttl time.Duration) error {

@@ -2,8 +2,10 @@ package redis_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/url"
 	"testing"
+	"time"
 
 	"sluice.dev/server/internal/storage"
 	"sluice.dev/server/internal/storage/memory"
@@ -43,3 +45,56 @@ func TestMigrationBetweenKinds(t *testing.T) {
 }
 
 func BenchmarkMove(b *testing.B) { storagetest.BenchMove(b, openDB("1"), openDB("2")) }
+
+// The largest batch the server allows (--migrate-batch 10000) moves in one
+// Take, Import and SettleAndTake: every script handles its thousands of
+// arguments and reply fields without overflowing Lua's stack.
+func TestMoveLargestBatch(t *testing.T) {
+	const n = 10000
+	ctx := context.Background()
+	clock := storagetest.NewClock()
+	src, dst := openDB("1")(t, clock), openDB("2")(t, clock)
+	from := src.(storage.Migrator).Migrations()
+	to := dst.(storage.Migrator).Migrations()
+	q := storage.QueueRef{Project: "large-batch", Name: "q"}
+	t.Cleanup(func() {
+		clock.Advance(2 * time.Hour)
+		_ = src.Queues().Delete(ctx, q)
+		_ = dst.Queues().Delete(ctx, q)
+	})
+	msgs := make([]storage.NewMessage, 500)
+	for i := range msgs {
+		msgs[i] = storage.NewMessage{TTL: time.Hour, Body: json.RawMessage(`"x"`)}
+	}
+	for i := 0; i < n/len(msgs); i++ {
+		if _, err := src.Messages().Post(ctx, q, "c", msgs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sealed, err := from.Seal(ctx, q, "elsewhere")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := to.Prepare(ctx, q, sealed.Metadata, sealed.Seq); err != nil {
+		t.Fatal(err)
+	}
+	b, err := from.Take(ctx, q, n)
+	if err != nil || len(b.Messages) != n {
+		t.Fatalf("take: %d messages, %v", len(b.Messages), err)
+	}
+	if err := to.Import(ctx, q, b); err != nil {
+		t.Fatalf("import: %v", err)
+	}
+	next, err := from.(storage.SettleTaker).SettleAndTake(ctx, q, b, n)
+	if err != nil || !next.Empty() {
+		t.Fatalf("settle and take: %d messages, %v", len(next.Messages), err)
+	}
+	if st, err := dst.Queues().Stats(ctx, q); err != nil || st.Total != n {
+		t.Fatalf("target stats %+v, %v; want %d messages", st, err, n)
+	}
+	if _, err := src.Messages().Get(ctx, q, b.Messages[n-1].ID); err == nil {
+		t.Fatal("get of a settled message on the source: found, want Moved")
+	} else if to, ok := storage.MovedTo(err); !ok || to != "elsewhere" {
+		t.Fatalf("get of a settled message on the source: %v, want Moved(elsewhere)", err)
+	}
+}

@@ -1,7 +1,8 @@
 -- KEYS: scope. ARGV: now, limit. Removes and returns the oldest free,
--- visible messages. Returns {lapsed claims, messages...}.
+-- visible messages; Moving instead of none while a move has a batch in
+-- transit (lib.lua's busy). Returns {lapsed claims, messages...}.
 local now, limit = tonumber(ARGV[1]), tonumber(ARGV[2])
-local answer = busy(now)
+local answer, transit = busy(now)
 if answer then return answer end
 local out = {advance(now)}
 while #out <= limit do
@@ -13,4 +14,5 @@ while #out <= limit do
     drop(id)
   end
 end
+if transit and #out == 1 then return moving_reply() end
 return out

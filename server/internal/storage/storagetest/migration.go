@@ -20,6 +20,9 @@ import (
 // pass storage.Migrator through.
 //
 // The rules a driver follows, beyond the interface's comments:
+//   - while a batch is in transit, a claim or pop that finds no free
+//     message answers Moving; one that finds some may take them (what is
+//     left sorts before the batch) or answer Moving too;
 //   - calls with many ids (GetMany, DeleteMany) answer Moving when any id
 //     is in transit; otherwise they act on the ids still here, and
 //     DeleteMany answers Moved when any id was moved, so the caller
@@ -58,6 +61,7 @@ var migrationCases = []testCase2{
 	{"Migration/SealRacesPosts", testSealRace},
 	{"Migration/UnsealBeforeTakeOnly", testUnseal},
 	{"Migration/TransitAnswersMoving", testTransit},
+	{"Migration/ClaimsBesideTransit", testClaimsBesideTransit},
 	{"Migration/SettledAnswersMoved", testSettled},
 	{"Migration/ImportIdempotent", testImportIdempotent},
 	{"Migration/ResumeAfterCrash", testResume},

@@ -104,10 +104,6 @@ func testTransit(m *menv) {
 	_, err = ms.GetMany(m.ctx, m.q, []string{ids[2], ids[5]})
 	m.wantMoving("get many with one in transit", err)
 	m.wantMoving("delete many with one in transit", ms.DeleteMany(m.ctx, m.q, []string{ids[2], ids[5]}, ""))
-	_, err = cs.Create(m.ctx, m.q, storage.ClaimOptions{TTL: time.Minute, Limit: 1})
-	m.wantMoving("claim while a batch is in transit", err)
-	_, err = ms.Pop(m.ctx, m.q, 1)
-	m.wantMoving("pop while a batch is in transit", err)
 	if got := messageIDs(listAll(m.src, m.q)); !equalStrings(got, ids[:4]) {
 		m.t.Errorf("list in transit = %v, want %v", got, ids[:4])
 	}

@@ -18,6 +18,17 @@ func testTombstone(m *menv) {
 	m.moveAll(2)
 	m.must("finish", m.from.Finish(m.ctx, m.q, tombstoneTTL))
 	m.must("finish twice", m.from.Finish(m.ctx, m.q, tombstoneTTL))
+	// A mover that finished and died before the switch resumes with the
+	// steps before: they must send it on (or find nothing), not fail.
+	for step, call := range map[string]func() (storage.Batch, error){
+		"in transit": func() (storage.Batch, error) { return m.from.InTransit(m.ctx, m.q) },
+		"take":       func() (storage.Batch, error) { return m.from.Take(m.ctx, m.q, 5) },
+	} {
+		b, err := call()
+		if _, moved := storage.MovedTo(err); !b.Empty() || err != nil && !moved {
+			m.t.Errorf("%s after finish: %+v, %v; want nothing, or Moved", step, b, err)
+		}
+	}
 	m.must("done", m.to.Done(m.ctx, m.q))
 
 	qs, ms, cs := m.src.d.Queues(), m.src.d.Messages(), m.src.d.Claims()

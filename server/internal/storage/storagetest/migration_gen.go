@@ -68,19 +68,28 @@ func populate(m *menv, rng *rand.Rand) {
 }
 
 // moveRandomly runs the mover in random batch sizes, with time passing,
-// client deletes between batches and mover crashes inside them.
+// client deletes between batches and mover crashes inside them. A source
+// that settles and takes in one call (storage.SettleTaker) does so at
+// random instead of the two calls.
 func moveRandomly(m *menv, rng *rand.Rand) {
 	prev := m.view()
+	st, combined := m.from.(storage.SettleTaker)
+	var pending *storage.Batch // taken by the last SettleAndTake
 	for i := 0; ; i++ {
 		if i > 1000 {
 			m.t.Fatal("move did not end after 1000 batches")
 		}
-		if rng.Intn(3) == 0 && len(prev) > 0 {
+		if pending == nil && rng.Intn(3) == 0 && len(prev) > 0 {
 			j := rng.Intn(len(prev))
 			deleteRouted(m, prev[j])
 			prev = append(prev[:j:j], prev[j+1:]...)
 		}
-		b := m.take(1 + rng.Intn(8))
+		var b storage.Batch
+		if pending != nil {
+			b, pending = *pending, nil
+		} else {
+			b = m.take(1 + rng.Intn(8))
+		}
 		if b.Empty() {
 			break
 		}
@@ -93,6 +102,26 @@ func moveRandomly(m *menv, rng *rand.Rand) {
 			m.must("in transit", err)
 			m.sameBatch("in transit after a crash", again, b)
 			m.must("import again", m.to.Import(m.ctx, m.q, again))
+		}
+		if combined && rng.Intn(2) == 0 {
+			next, err := st.SettleAndTake(m.ctx, m.q, b, 1+rng.Intn(8))
+			m.must("settle and take", err)
+			again, err := m.from.InTransit(m.ctx, m.q)
+			m.must("in transit", err)
+			m.sameBatch("in transit after settle and take", again, next)
+			_, err = m.src.d.Messages().Get(m.ctx, m.q, b.Messages[0].ID)
+			m.wantMoved("get of a message settled by settle and take", err)
+			taken, _ := batchIDs(next)
+			for _, id := range taken {
+				if id == b.Messages[0].ID {
+					m.t.Fatalf("settle and take took the batch it settled again: %v", taken)
+				}
+			}
+			// The view is checked once the next batch settled: until
+			// then it is in transit, on neither side.
+			pending = &next
+			m.clock.Advance(time.Duration(rng.Intn(700)) * time.Millisecond)
+			continue
 		}
 		m.must("settle", m.from.Settle(m.ctx, m.q, b))
 		m.clock.Advance(time.Duration(rng.Intn(700)) * time.Millisecond)
