@@ -1,0 +1,255 @@
+"""tls.enabled on a real apiserver with the real cert-manager (its controllers
+built from the pinned module, e2e/cert-manager, `make cert-manager-binary`,
+and the CRDs of that release): the operator creates the Issuers and
+Certificates, cert-manager issues every Secret (the server's and the builtin
+backends'), each chains to the namespace's cert-manager CA and names what the
+workload is reached by, the workloads mount them, and a renewal (cmctl's
+Issuing condition, or a deleted Secret) gives a new certificate that the
+operator rolls out to the backend's pods. Something the operator did not
+write has to agree with what it asks for."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import os
+import pathlib
+import subprocess
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from cryptography import x509
+from cryptography.x509.oid import ExtendedKeyUsageOID
+
+from sluice_operator.builders import backend_tls
+from sluice_operator.builders import server as sb
+
+from ..support import ROOT, unavailable
+from .conftest import (
+    KUBECONFIG,
+    Operator,
+    _no_forbidden,
+    apply,
+    condition,
+    drop_namespace,
+    get,
+    kc,
+    make_namespace,
+    wait_for,
+)
+from .test_pools import pool
+
+BINARY = ROOT / "build/bin/cert-manager"
+CRDS = ROOT / "build/cert-manager/crds"
+LABEL = "sluice.dev/test=cert-manager"
+SERVER, CA, CATALOG = "sluice-server-tls", "sluice-server-ca", "sluice-catalog-tls"
+POOL = "cm"
+SHARD = f"{POOL}-0"
+SHARD_SECRET = backend_tls.secret_name(SHARD)
+
+
+def _group_served() -> bool:
+    return kc("get", "--raw", "/apis/cert-manager.io/v1", check=False).returncode == 0
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def cm_ns(sa_kubeconfig: pathlib.Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A namespace with cert-manager's controllers and a TLS operator watching it, and
+    cert-manager's CRDs (removed again afterwards, unless a real installation had them:
+    the rest of the suite runs without cert-manager)."""
+    if not BINARY.exists() or not list(CRDS.glob("*.yaml")):
+        unavailable(f"{BINARY} or {CRDS} missing (make cert-manager-binary)")
+    ours = not _group_served()
+    if ours:
+        for f in sorted(CRDS.glob("*.yaml")):
+            kc("apply", "--server-side", "--field-manager=sluice-it", "-f", str(f))
+            kc("label", "-f", str(f), LABEL, "--overwrite")
+        for crd in ("certificates", "certificaterequests", "issuers", "clusterissuers"):
+            kc("wait", "--for=condition=Established", f"crd/{crd}.cert-manager.io", "--timeout=60s")
+    ns = make_namespace("sit-cm")
+    logs = tmp_path_factory.mktemp("cm")
+    log = (logs / "cert-manager.log").open("w")
+    proc = subprocess.Popen(
+        [str(BINARY), "--kubeconfig", str(KUBECONFIG), "--namespace", ns, "-v", "2"],
+        env={**os.environ, "KUBECONFIG": str(KUBECONFIG)},
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        # The controllers sync their informers first; one that cannot start exits at once.
+        proc.wait(timeout=5)
+    if proc.poll() is not None:
+        log.close()
+        drop_namespace(ns)
+        unavailable(f"cert-manager exited ({proc.returncode}): {(logs / 'cert-manager.log').read_text()[-2000:]}")
+    op = Operator(sa_kubeconfig, ns, logs / "operator.log", {"SLUICE_OPERATOR_SERVER_TLS": "true"})
+    try:
+        yield ns
+    finally:
+        try:
+            drop_namespace(ns)
+        finally:
+            op.stop()
+            _stop(proc)
+            log.close()
+            if ours:
+                kc("delete", "crd", "-l", LABEL, "--timeout=90s", check=False)
+                wait_for("cert-manager.io/v1 no longer served", lambda: not _group_served(), timeout=90, interval=1)
+    _no_forbidden(op)
+    assert "BEGIN" not in op.text(), "key or certificate material in the operator's log"
+
+
+def data(ns: str, name: str) -> dict[str, bytes]:
+    secret = get("secret", ns, name) or {}
+    return {k: base64.b64decode(v) for k, v in (secret.get("data") or {}).items()}
+
+
+def cert(raw: bytes) -> x509.Certificate:
+    return x509.load_pem_x509_certificate(raw)
+
+
+def sans(c: x509.Certificate) -> set[str]:
+    ext = c.extensions.get_extension_for_class(x509.SubjectAlternativeName)
+    return set(ext.value.get_values_for_type(x509.DNSName))
+
+
+def ready(ns: str, name: str) -> dict[str, Any] | None:
+    obj = get("certificate", ns, name)
+    return obj if condition(obj, "Ready").get("status") == "True" else None
+
+
+def check_issued(ns: str, secret: str, names: list[str], ca_pem: bytes) -> x509.Certificate:
+    """check_issued: Secret `secret` was written by cert-manager for the Certificate of the
+    same name, from Issuer sluice-ca, and holds a certificate for exactly `names`
+    signed by the namespace's CA, with that CA as ca.crt."""
+    obj = get("secret", ns, secret) or {}
+    ann = obj["metadata"].get("annotations") or {}
+    assert ann.get("cert-manager.io/certificate-name") == secret, ann
+    assert ann.get("cert-manager.io/issuer-name") == "sluice-ca", ann
+    assert ann.get("cert-manager.io/issuer-kind") == "Issuer", ann
+    assert obj["type"] == "kubernetes.io/tls"
+    d = data(ns, secret)
+    assert d["ca.crt"] == ca_pem
+    leaf, ca = cert(d["tls.crt"]), cert(ca_pem)
+    leaf.verify_directly_issued_by(ca)
+    assert sans(leaf) == set(names)
+    assert not leaf.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
+    return leaf
+
+
+def test_cert_manager_issues_what_the_operator_asks_for(cm_ns: str) -> None:
+    ns = cm_ns
+    apply(pool(ns, POOL, shards=1, replicas=1, placement={"nodeClass": "any"}))
+    wait_for("Certificate sluice-server-tls Ready", lambda: ready(ns, SERVER), timeout=120, interval=1)
+    for issuer in ("sluice-selfsigned", "sluice-ca"):
+        assert condition(get("issuer", ns, issuer), "Ready").get("status") == "True", issuer
+
+    # The CA: self-signed by cert-manager for Certificate sluice-server-ca.
+    ca_secret = get("secret", ns, CA) or {}
+    assert (ca_secret["metadata"].get("annotations") or {}).get("cert-manager.io/issuer-name") == "sluice-selfsigned"
+    ca_pem = data(ns, CA)["tls.crt"]
+    ca = cert(ca_pem)
+    assert ca.issuer == ca.subject and ca.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
+
+    names = ["sluice-server", f"sluice-server.{ns}", f"sluice-server.{ns}.svc", f"sluice-server.{ns}.svc.cluster.local"]
+    leaf = check_issued(ns, SERVER, names, ca_pem)
+    eku = leaf.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
+    assert ExtendedKeyUsageOID.SERVER_AUTH in eku
+    labels = (get("secret", ns, SERVER) or {})["metadata"].get("labels") or {}
+    assert labels.get("app.kubernetes.io/managed-by") == "sluice-operator", labels
+
+    dep = wait_for("Deployment sluice-server", lambda: get("deployment", ns, "sluice-server"), timeout=60)
+    spec = dep["spec"]["template"]["spec"]
+    assert {"name": "tls", "secret": {"secretName": SERVER, "defaultMode": 420}} in spec["volumes"]
+    status = wait_for("Pool status.server", lambda: ((get("pool", ns, POOL) or {}).get("status") or {}).get("server"))
+    assert status.startswith("https://"), status
+
+    # The backends the operator runs: a builtin shard and the catalog, also from cert-manager.
+    wait_for("Certificate of the shard Ready", lambda: ready(ns, SHARD_SECRET), timeout=120, interval=1)
+    wait_for("Certificate of the catalog Ready", lambda: ready(ns, CATALOG), timeout=120, interval=1)
+    headless = f"{SHARD}-headless"
+    shard_names = [SHARD, f"{SHARD}.{ns}", f"{SHARD}.{ns}.svc", f"{SHARD}.{ns}.svc.cluster.local"]
+    shard_names += [f"*.{headless}.{ns}.svc", f"*.{headless}.{ns}.svc.cluster.local"]
+    shard_leaf = check_issued(ns, SHARD_SECRET, shard_names, ca_pem)
+    eku = shard_leaf.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
+    assert {ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH} <= set(eku)
+    check_issued(ns, CATALOG, sb.catalog_tls_names(ns), ca_pem)
+    for sts, secret in ((SHARD, SHARD_SECRET), ("sluice-catalog", CATALOG)):
+        wait_for(f"StatefulSet {sts} rolled", lambda s=sts, c=secret: _rolled(ns, s, c), timeout=60)
+
+
+def _template(ns: str, sts: str) -> dict[str, Any]:
+    obj = get("statefulset", ns, sts) or {}
+    return ((obj.get("spec") or {}).get("template") or {}) if obj else {}
+
+
+def _rolled(ns: str, sts: str, secret: str) -> str | None:
+    """_rolled: the StatefulSet's pod template names the certificate now in the Secret
+    (so its pods run with it) and mounts that Secret; returns the digest."""
+    want = backend_tls.digest(get("secret", ns, secret))
+    tpl = _template(ns, sts)
+    have = ((tpl.get("metadata") or {}).get("annotations") or {}).get(backend_tls.CERT_ANNOTATION)
+    vols = [v.get("secret", {}).get("secretName") for v in (tpl.get("spec") or {}).get("volumes") or []]
+    return have if want and have == want and secret in vols else None
+
+
+def _renew(ns: str, name: str) -> None:
+    """_renew does what `cmctl renew` does: the Certificate's Issuing condition, set True."""
+    patch = [
+        {
+            "op": "add",
+            "path": "/status/conditions/-",
+            "value": {
+                "type": "Issuing",
+                "status": "True",
+                "reason": "ManuallyTriggered",
+                "message": "Certificate re-issuance manually triggered",
+            },
+        }
+    ]
+    kc("patch", "certificate", name, "-n", ns, "--subresource=status", "--type=json", "-p", json.dumps(patch))
+
+
+@pytest.mark.parametrize("how", ["Issuing condition", "Secret deleted"])
+def test_renewal_is_rolled_out(cm_ns: str, how: str) -> None:
+    ns = cm_ns
+    wait_for("shard certificate Ready", lambda: ready(ns, SHARD_SECRET), timeout=120, interval=1)
+    old = wait_for("StatefulSet rolled", lambda: _rolled(ns, SHARD, SHARD_SECRET), timeout=60)
+    old_server = data(ns, SERVER)["tls.crt"]
+    old_shard = data(ns, SHARD_SECRET)["tls.crt"]
+    ca_pem = data(ns, CA)["tls.crt"]
+    if how == "Issuing condition":
+        _renew(ns, SHARD_SECRET)
+        _renew(ns, SERVER)
+    else:
+        kc("delete", "secret", SHARD_SECRET, SERVER, "-n", ns)
+
+    def renewed(secret: str, before: bytes) -> bytes | None:
+        now = data(ns, secret).get("tls.crt")
+        return now if now and now != before and ready(ns, secret) else None
+
+    new_shard = wait_for("a new shard certificate", lambda: renewed(SHARD_SECRET, old_shard), timeout=120, interval=1)
+    new_server = wait_for("a new server certificate", lambda: renewed(SERVER, old_server), timeout=120, interval=1)
+    assert cert(new_shard).serial_number != cert(old_shard).serial_number
+    assert cert(new_server).serial_number != cert(old_server).serial_number
+    # The CA stays: whoever trusts it trusts the new certificates, which name the same hosts.
+    assert data(ns, CA)["tls.crt"] == ca_pem
+    check_issued(ns, SHARD_SECRET, sorted(sans(cert(old_shard))), ca_pem)
+    check_issued(ns, SERVER, sorted(sans(cert(old_server))), ca_pem)
+    # The operator rolls the shard's pods onto the new certificate; the server keeps
+    # mounting its Secret and reloads the files itself.
+    new = wait_for("StatefulSet rolled to the new certificate", lambda: _rolled(ns, SHARD, SHARD_SECRET), timeout=60)
+    assert new != old and new == backend_tls.digest(get("secret", ns, SHARD_SECRET))
+    spec = (get("deployment", ns, "sluice-server") or {})["spec"]["template"]["spec"]
+    assert {"name": "tls", "secret": {"secretName": SERVER, "defaultMode": 420}} in spec["volumes"]
