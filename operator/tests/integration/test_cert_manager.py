@@ -23,7 +23,7 @@ import pytest
 from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
-from sluice_operator.builders import backend_tls
+from sluice_operator.builders import backend_tls, builtin
 from sluice_operator.builders import server as sb
 
 from ..support import ROOT, unavailable
@@ -64,10 +64,10 @@ def _stop(proc: subprocess.Popen) -> None:
 
 
 @pytest.fixture(scope="module")
-def cm_ns(sa_kubeconfig: pathlib.Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A namespace with cert-manager's controllers and a TLS operator watching it, and
-    cert-manager's CRDs (removed again afterwards, unless a real installation had them:
-    the rest of the suite runs without cert-manager)."""
+def cert_manager(tmp_path_factory: pytest.TempPathFactory) -> Iterator[pathlib.Path]:
+    """cert-manager's CRDs and its controllers, watching every namespace; yields its log.
+    The CRDs are removed again afterwards, unless a real installation had them: the
+    rest of the suite runs without cert-manager."""
     if not BINARY.exists() or not list(CRDS.glob("*.yaml")):
         unavailable(f"{BINARY} or {CRDS} missing (make cert-manager-binary)")
     ours = not _group_served()
@@ -77,23 +77,34 @@ def cm_ns(sa_kubeconfig: pathlib.Path, tmp_path_factory: pytest.TempPathFactory)
             kc("label", "-f", str(f), LABEL, "--overwrite")
         for crd in ("certificates", "certificaterequests", "issuers", "clusterissuers"):
             kc("wait", "--for=condition=Established", f"crd/{crd}.cert-manager.io", "--timeout=60s")
-    ns = make_namespace("sit-cm")
-    logs = tmp_path_factory.mktemp("cm")
-    log = (logs / "cert-manager.log").open("w")
+    path = tmp_path_factory.mktemp("cm") / "cert-manager.log"
+    log = path.open("w")
     proc = subprocess.Popen(
-        [str(BINARY), "--kubeconfig", str(KUBECONFIG), "--namespace", ns, "-v", "2"],
+        [str(BINARY), "--kubeconfig", str(KUBECONFIG), "-v", "2"],
         env={**os.environ, "KUBECONFIG": str(KUBECONFIG)},
         stdout=log,
         stderr=subprocess.STDOUT,
     )
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        # The controllers sync their informers first; one that cannot start exits at once.
-        proc.wait(timeout=5)
-    if proc.poll() is not None:
+    try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            # Controllers that cannot start (no API, no CRDs) exit at once.
+            proc.wait(timeout=5)
+        if proc.poll() is not None:
+            unavailable(f"cert-manager exited ({proc.returncode}): {path.read_text()[-2000:]}")
+        yield path
+    finally:
+        _stop(proc)
         log.close()
-        drop_namespace(ns)
-        unavailable(f"cert-manager exited ({proc.returncode}): {(logs / 'cert-manager.log').read_text()[-2000:]}")
-    op = Operator(sa_kubeconfig, ns, logs / "operator.log", {"SLUICE_OPERATOR_SERVER_TLS": "true"})
+        if ours:
+            kc("delete", "crd", "-l", LABEL, "--timeout=90s", check=False)
+            wait_for("cert-manager.io/v1 no longer served", lambda: not _group_served(), timeout=90, interval=1)
+
+
+@contextlib.contextmanager
+def tls_namespace(kubeconfig: pathlib.Path, logs: pathlib.Path) -> Iterator[str]:
+    """A namespace with a TLS operator watching it, deleted afterwards."""
+    ns = make_namespace("sit-cm")
+    op = Operator(kubeconfig, ns, logs / f"operator-{ns}.log", {"SLUICE_OPERATOR_SERVER_TLS": "true"})
     try:
         yield ns
     finally:
@@ -101,13 +112,16 @@ def cm_ns(sa_kubeconfig: pathlib.Path, tmp_path_factory: pytest.TempPathFactory)
             drop_namespace(ns)
         finally:
             op.stop()
-            _stop(proc)
-            log.close()
-            if ours:
-                kc("delete", "crd", "-l", LABEL, "--timeout=90s", check=False)
-                wait_for("cert-manager.io/v1 no longer served", lambda: not _group_served(), timeout=90, interval=1)
     _no_forbidden(op)
     assert "BEGIN" not in op.text(), "key or certificate material in the operator's log"
+
+
+@pytest.fixture(scope="module")
+def cm_ns(
+    cert_manager: pathlib.Path, sa_kubeconfig: pathlib.Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    with tls_namespace(sa_kubeconfig, tmp_path_factory.mktemp("op")) as ns:
+        yield ns
 
 
 def data(ns: str, name: str) -> dict[str, bytes]:
@@ -146,6 +160,51 @@ def check_issued(ns: str, secret: str, names: list[str], ca_pem: bytes) -> x509.
     assert sans(leaf) == set(names)
     assert not leaf.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
     return leaf
+
+
+def test_installing_cert_manager_takes_over_the_certificates(
+    request: pytest.FixtureRequest, sa_kubeconfig: pathlib.Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """A namespace already serving TLS from the operator's own CA when cert-manager is
+    installed (first in this module: cert-manager is not there yet): cert-manager issues
+    every certificate again, from its CA, and the operator rolls the backends onto them."""
+    if _group_served():
+        pytest.skip("cert-manager is installed on this cluster already")
+    with tls_namespace(sa_kubeconfig, tmp_path_factory.mktemp("op")) as ns:
+        apply(pool(ns, POOL, shards=1, replicas=1, placement={"nodeClass": "any"}))
+        old = wait_for("the operator's shard certificate rolled", lambda: _rolled(ns, SHARD, SHARD_SECRET), timeout=90)
+        old_ca = data(ns, CA)["tls.crt"]
+        assert "cert-manager.io/certificate-name" not in (
+            (get("secret", ns, SERVER) or {})["metadata"].get("annotations") or {}
+        )
+
+        request.getfixturevalue("cert_manager")
+        for name in (CA, SERVER, SHARD_SECRET):
+            wait_for(f"Certificate {name} Ready", lambda n=name: ready(ns, n), timeout=120, interval=1)
+            labels = (get("secret", ns, name) or {})["metadata"].get("labels") or {}
+            assert labels.get("controller.cert-manager.io/fao") == "true", (name, labels)
+        # cert-manager takes a Secret over as it is when it already matches the
+        # Certificate (the operator's CA and certificates do: same subject, names, key
+        # type and lifetimes), so clients keep trusting the same root; it issues the
+        # next one itself, and the operator rolls the backend onto it.
+        ca_pem = data(ns, CA)["tls.crt"]
+        print("\ncert-manager kept the operator's CA" if ca_pem == old_ca else "\ncert-manager issued a new CA")
+        for name in (SERVER, SHARD_SECRET):
+            d = data(ns, name)
+            assert d["ca.crt"] == ca_pem, name
+            cert(d["tls.crt"]).verify_directly_issued_by(cert(ca_pem))
+        before = data(ns, SHARD_SECRET)["tls.crt"]
+        _renew(ns, SHARD_SECRET)
+        wait_for("a certificate from cert-manager", lambda: _renewed(ns, SHARD_SECRET, before), timeout=120, interval=1)
+        check_issued(ns, SHARD_SECRET, builtin.tls_names(SHARD, ns), ca_pem)
+        new = wait_for("the shard rolled onto it", lambda: _rolled(ns, SHARD, SHARD_SECRET), timeout=60)
+        assert new != old
+
+
+def _renewed(ns: str, secret: str, before: bytes) -> bytes | None:
+    """_renewed: the Secret holds another certificate than before and its Certificate is Ready."""
+    now = data(ns, secret).get("tls.crt")
+    return now if now and now != before and ready(ns, secret) else None
 
 
 def test_cert_manager_issues_what_the_operator_asks_for(cm_ns: str) -> None:
@@ -235,12 +294,8 @@ def test_renewal_is_rolled_out(cm_ns: str, how: str) -> None:
     else:
         kc("delete", "secret", SHARD_SECRET, SERVER, "-n", ns)
 
-    def renewed(secret: str, before: bytes) -> bytes | None:
-        now = data(ns, secret).get("tls.crt")
-        return now if now and now != before and ready(ns, secret) else None
-
-    new_shard = wait_for("a new shard certificate", lambda: renewed(SHARD_SECRET, old_shard), timeout=120, interval=1)
-    new_server = wait_for("a new server certificate", lambda: renewed(SERVER, old_server), timeout=120, interval=1)
+    new_shard = wait_for("a new shard certificate", lambda: _renewed(ns, SHARD_SECRET, old_shard), timeout=120)
+    new_server = wait_for("a new server certificate", lambda: _renewed(ns, SERVER, old_server), timeout=120)
     assert cert(new_shard).serial_number != cert(old_shard).serial_number
     assert cert(new_server).serial_number != cert(old_server).serial_number
     # The CA stays: whoever trusts it trusts the new certificates, which name the same hosts.
