@@ -3,7 +3,7 @@
 // as a host process against a kubeconfig: Certificates (trigger, key
 // manager, request manager, issuing, readiness, revisions),
 // CertificateRequests approved and signed by the SelfSigned and CA issuers,
-// and namespaced Issuers. Upstream's own binary (module cmd/controller) is
+// Issuers and ClusterIssuers. Upstream's own binary (module cmd/controller) is
 // not served by the Go proxy; this is the same library, wired as its
 // controller app does, with only these controllers imported so the build
 // stays small (no ACME, Vault, Venafi, Gateway API or webhook).
@@ -23,6 +23,7 @@ import (
 	"k8s.io/klog/v2"
 
 	controllerpkg "github.com/cert-manager/cert-manager/pkg/controller"
+	"github.com/cert-manager/cert-manager/pkg/controller/clusterissuers"
 	logf "github.com/cert-manager/cert-manager/pkg/logs"
 
 	// Each import registers its controller (controllerpkg.Known) or issuer type.
@@ -42,7 +43,8 @@ import (
 
 func main() {
 	kubeconfig := flag.String("kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig of the cluster")
-	namespace := flag.String("namespace", "", "namespace to watch (empty: all)")
+	namespace := flag.String("namespace", "", "namespace to watch (empty: all, ClusterIssuers included)")
+	clusterNS := flag.String("cluster-resource-namespace", "cert-manager", "namespace of the Secrets ClusterIssuers read")
 	workers := flag.Int("workers", 2, "workers per controller")
 	klogFlags := flag.NewFlagSet("klog", flag.ExitOnError)
 	klog.InitFlags(klogFlags)
@@ -53,7 +55,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	ctx = logf.NewContext(ctx, logf.Log, "controller")
-	if err := run(ctx, *kubeconfig, *namespace, *workers); err != nil {
+	if err := run(ctx, *kubeconfig, *namespace, *clusterNS, *workers); err != nil {
 		fmt.Fprintln(os.Stderr, "cert-manager:", err)
 		os.Exit(1)
 	}
@@ -70,13 +72,14 @@ func (v *verbosity) String() string {
 }
 func (v *verbosity) Set(s string) error { return v.fs.Set("v", s) }
 
-func run(ctx context.Context, kubeconfig, namespace string, workers int) error {
+func run(ctx context.Context, kubeconfig, namespace, clusterNS string, workers int) error {
 	factory, err := controllerpkg.NewContextFactory(ctx, controllerpkg.ContextOptions{
 		Kubeconfig: kubeconfig,
 		Namespace:  namespace,
 		// Upstream's defaults (internal/apis/config/controller/v1alpha1).
 		KubernetesAPIQPS:   20,
 		KubernetesAPIBurst: 50,
+		IssuerOptions:      controllerpkg.IssuerOptions{ClusterResourceNamespace: clusterNS},
 		CertificateOptions: controllerpkg.CertificateOptions{
 			CertificateRequestMinimumBackoffDuration: time.Hour,
 			CertificateRequestMaximumBackoffDuration: 32 * time.Hour,
@@ -87,7 +90,10 @@ func run(ctx context.Context, kubeconfig, namespace string, workers int) error {
 	}
 	names := make([]string, 0, len(controllerpkg.Known()))
 	for n := range controllerpkg.Known() {
-		names = append(names, n)
+		// As upstream: ClusterIssuers only when every namespace is watched.
+		if namespace == "" || n != clusterissuers.ControllerName {
+			names = append(names, n)
+		}
 	}
 	sort.Strings(names)
 	// Constructors register their informers, so all are built before the
