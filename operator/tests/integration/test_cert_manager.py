@@ -54,6 +54,11 @@ def _group_served() -> bool:
     return kc("get", "--raw", "/apis/cert-manager.io/v1", check=False).returncode == 0
 
 
+def _need_build() -> None:
+    if not BINARY.exists() or not list(CRDS.glob("*.yaml")):
+        unavailable(f"{BINARY} or {CRDS} missing (make cert-manager-binary)")
+
+
 def _stop(proc: subprocess.Popen) -> None:
     proc.terminate()
     try:
@@ -68,8 +73,7 @@ def cert_manager(tmp_path_factory: pytest.TempPathFactory) -> Iterator[pathlib.P
     """cert-manager's CRDs and its controllers, watching every namespace; yields its log.
     The CRDs are removed again afterwards, unless a real installation had them: the
     rest of the suite runs without cert-manager."""
-    if not BINARY.exists() or not list(CRDS.glob("*.yaml")):
-        unavailable(f"{BINARY} or {CRDS} missing (make cert-manager-binary)")
+    _need_build()
     ours = not _group_served()
     if ours:
         for f in sorted(CRDS.glob("*.yaml")):
@@ -101,10 +105,10 @@ def cert_manager(tmp_path_factory: pytest.TempPathFactory) -> Iterator[pathlib.P
 
 
 @contextlib.contextmanager
-def tls_namespace(kubeconfig: pathlib.Path, logs: pathlib.Path) -> Iterator[str]:
-    """A namespace with a TLS operator watching it, deleted afterwards."""
+def tls_namespace(kubeconfig: pathlib.Path, logs: pathlib.Path, **env: str) -> Iterator[str]:
+    """A namespace with a TLS operator (and env) watching it, deleted afterwards."""
     ns = make_namespace("sit-cm")
-    op = Operator(kubeconfig, ns, logs / f"operator-{ns}.log", {"SLUICE_OPERATOR_SERVER_TLS": "true"})
+    op = Operator(kubeconfig, ns, logs / f"operator-{ns}.log", {"SLUICE_OPERATOR_SERVER_TLS": "true", **env})
     try:
         yield ns
     finally:
@@ -122,6 +126,10 @@ def cm_ns(
 ) -> Iterator[str]:
     with tls_namespace(sa_kubeconfig, tmp_path_factory.mktemp("op")) as ns:
         yield ns
+
+
+def server_names(ns: str) -> list[str]:
+    return ["sluice-server", f"sluice-server.{ns}", f"sluice-server.{ns}.svc", f"sluice-server.{ns}.svc.cluster.local"]
 
 
 def data(ns: str, name: str) -> dict[str, bytes]:
@@ -143,14 +151,14 @@ def ready(ns: str, name: str) -> dict[str, Any] | None:
     return obj if condition(obj, "Ready").get("status") == "True" else None
 
 
-def check_issued(ns: str, secret: str, names: list[str], ca_pem: bytes) -> x509.Certificate:
+def check_issued(ns: str, secret: str, names: list[str], ca_pem: bytes, issuer: str = "sluice-ca") -> x509.Certificate:
     """check_issued: Secret `secret` was written by cert-manager for the Certificate of the
-    same name, from Issuer sluice-ca, and holds a certificate for exactly `names`
+    same name, from Issuer `issuer`, and holds a certificate for exactly `names`
     signed by the namespace's CA, with that CA as ca.crt."""
     obj = get("secret", ns, secret) or {}
     ann = obj["metadata"].get("annotations") or {}
     assert ann.get("cert-manager.io/certificate-name") == secret, ann
-    assert ann.get("cert-manager.io/issuer-name") == "sluice-ca", ann
+    assert ann.get("cert-manager.io/issuer-name") == issuer, ann
     assert ann.get("cert-manager.io/issuer-kind") == "Issuer", ann
     assert obj["type"] == "kubernetes.io/tls"
     d = data(ns, secret)
@@ -168,6 +176,7 @@ def test_installing_cert_manager_takes_over_the_certificates(
     """A namespace already serving TLS from the operator's own CA when cert-manager is
     installed (first in this module: cert-manager is not there yet): cert-manager issues
     every certificate again, from its CA, and the operator rolls the backends onto them."""
+    _need_build()
     if _group_served():
         pytest.skip("cert-manager is installed on this cluster already")
     with tls_namespace(sa_kubeconfig, tmp_path_factory.mktemp("op")) as ns:
@@ -221,8 +230,7 @@ def test_cert_manager_issues_what_the_operator_asks_for(cm_ns: str) -> None:
     ca = cert(ca_pem)
     assert ca.issuer == ca.subject and ca.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
 
-    names = ["sluice-server", f"sluice-server.{ns}", f"sluice-server.{ns}.svc", f"sluice-server.{ns}.svc.cluster.local"]
-    leaf = check_issued(ns, SERVER, names, ca_pem)
+    leaf = check_issued(ns, SERVER, server_names(ns), ca_pem)
     eku = leaf.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
     assert ExtendedKeyUsageOID.SERVER_AUTH in eku
     labels = (get("secret", ns, SERVER) or {})["metadata"].get("labels") or {}
@@ -308,3 +316,34 @@ def test_renewal_is_rolled_out(cm_ns: str, how: str) -> None:
     assert new != old and new == backend_tls.digest(get("secret", ns, SHARD_SECRET))
     spec = (get("deployment", ns, "sluice-server") or {})["spec"]["template"]["spec"]
     assert {"name": "tls", "secret": {"secretName": SERVER, "defaultMode": 420}} in spec["volumes"]
+
+
+def test_configured_issuer_is_used(
+    cert_manager: pathlib.Path, sa_kubeconfig: pathlib.Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """tls.issuer (SLUICE_OPERATOR_TLS_ISSUER=Issuer/corp-ca): a CA Issuer of the user's
+    own issues the server's and the backends' certificates; the operator makes no CA."""
+    with tls_namespace(sa_kubeconfig, tmp_path_factory.mktemp("op"), SLUICE_OPERATOR_TLS_ISSUER="Issuer/corp-ca") as ns:
+        meta = {"namespace": ns}
+        root = {"group": "cert-manager.io", "kind": "Issuer", "name": "corp-root"}
+        for obj in (
+            {"kind": "Issuer", "metadata": {"name": "corp-root", **meta}, "spec": {"selfSigned": {}}},
+            {
+                "kind": "Certificate",
+                "metadata": {"name": "corp-ca", **meta},
+                "spec": {"isCA": True, "commonName": "corp CA", "secretName": "corp-ca", "issuerRef": root},
+            },
+            {"kind": "Issuer", "metadata": {"name": "corp-ca", **meta}, "spec": {"ca": {"secretName": "corp-ca"}}},
+        ):
+            apply({"apiVersion": "cert-manager.io/v1", **obj})
+        apply(pool(ns, POOL, shards=1, replicas=1, placement={"nodeClass": "any"}))
+        for name in (SERVER, SHARD_SECRET, CATALOG):
+            wait_for(f"Certificate {name} Ready", lambda n=name: ready(ns, n), timeout=120, interval=1)
+        corp = data(ns, "corp-ca")["tls.crt"]
+        check_issued(ns, SERVER, server_names(ns), corp, issuer="corp-ca")
+        check_issued(ns, SHARD_SECRET, builtin.tls_names(SHARD, ns), corp, issuer="corp-ca")
+        check_issued(ns, CATALOG, sb.catalog_tls_names(ns), corp, issuer="corp-ca")
+        for name in ("sluice-selfsigned", "sluice-ca"):
+            assert get("issuer", ns, name) is None, name
+        assert get("certificate", ns, CA) is None and get("secret", ns, CA) is None
+        wait_for("the shard rolled", lambda: _rolled(ns, SHARD, SHARD_SECRET), timeout=60)
