@@ -7,7 +7,7 @@ TEST_TARGETS  += test-operator
 # The venv is rebuilt when the pinned requirements change.
 OPERATOR_STAMP := $(OPERATOR_VENV)/.stamp-$(shell cat $(ROOT)/operator/requirements*.txt $(ROOT)/operator/pyproject.toml 2>/dev/null | md5sum | cut -c1-12)
 
-.PHONY: mongodb-operator-binary venv-operator test-operator lint-operator test-operator-integration operator-integration-suite test-controlplane run-operator crd-docs bench-operator test-operator-e2e
+.PHONY: mongodb-operator-binary cert-manager-binary venv-operator test-operator lint-operator test-operator-integration operator-integration-suite test-controlplane run-operator crd-docs bench-operator test-operator-e2e
 
 venv-operator: $(OPERATOR_STAMP) ## virtualenv for the operator and its tests (build/venv-operator)
 $(OPERATOR_STAMP):
@@ -31,7 +31,15 @@ test-operator: deps-apt venv-operator lint-operator build-bench build-server ## 
 mongodb-operator-binary: ## build the MongoDB community operator controller (cached by version in ~/.cache/sluice)
 	@$(ROOT)/e2e/cluster/build-tool.sh mongodb-operator . mongodb-operator github.com/mongodb/mongodb-kubernetes-operator
 
-test-operator-integration: deps-apt venv-operator build-server build-bench mongodb-operator-binary ## operator against a real apiserver + scheduler + kwok nodes
+# cert-manager's controllers (e2e/cert-manager, pinned release) and the CRDs of
+# that release (its module's deploy/crds, into build/cert-manager/crds), which
+# the integration suite runs against the control plane.
+cert-manager-binary: ## build cert-manager's controllers (cached by version in ~/.cache/sluice) and stage its CRDs
+	@$(ROOT)/e2e/cluster/build-tool.sh cert-manager . cert-manager github.com/cert-manager/cert-manager
+	@rm -rf $(BUILD)/cert-manager/crds && mkdir -p $(BUILD)/cert-manager/crds
+	@cp "$$(cd e2e/cert-manager && go list -m -f '{{.Dir}}' github.com/cert-manager/cert-manager)"/deploy/crds/cert-manager.io_*.yaml $(BUILD)/cert-manager/crds/
+
+test-operator-integration: deps-apt venv-operator build-server build-bench mongodb-operator-binary cert-manager-binary ## operator against a real apiserver + scheduler + kwok nodes
 	@$(call with-controlplane,$(MAKE) --no-print-directory operator-integration-suite)
 
 operator-integration-suite: venv-operator
@@ -41,7 +49,7 @@ operator-integration-suite: venv-operator
 # bring-up: the operator's integration suite and the chart's cluster tests.
 # Both run even when the first fails; the control plane always goes down.
 TEST_TARGETS += test-controlplane
-test-controlplane: deps-apt venv-operator build-server build-bench helm mongodb-operator-binary ## operator integration + chart cluster tests on one control-plane-only cluster
+test-controlplane: deps-apt venv-operator build-server build-bench helm mongodb-operator-binary cert-manager-binary ## operator integration + chart cluster tests on one control-plane-only cluster
 	@$(call with-controlplane,rc=0; \
 	  $(MAKE) --no-print-directory operator-integration-suite || rc=$$?; \
 	  $(MAKE) --no-print-directory chart-cluster-suite || rc=$$?; \
