@@ -24,7 +24,8 @@ func (v *Verdict) Any() bool {
 }
 
 // Check evaluates the thresholds against a summarized result: req/s over
-// all operations, the worst operation's p99, and lost messages.
+// all operations, the worst operation's p99, and lost messages; and a
+// queue move the run asked for, which must have finished.
 func (v *Verdict) Check(r *Result) {
 	v.Pass, v.Failures = true, nil
 	fail := func(f string, a ...any) { v.Pass = false; v.Failures = append(v.Failures, fmt.Sprintf(f, a...)) }
@@ -44,6 +45,13 @@ func (v *Verdict) Check(r *Result) {
 		}
 		if lost > *v.MaxLost {
 			fail("lost %d > maximum %d", lost, *v.MaxLost)
+		}
+	}
+	if r.Move != nil {
+		// A move asked for is part of the run: one that did not finish
+		// fails it whatever the thresholds.
+		if why := r.Move.Failure(); why != "" {
+			fail("%s", why)
 		}
 	}
 	for _, f := range r.Faults {
