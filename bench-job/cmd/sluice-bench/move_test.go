@@ -143,6 +143,12 @@ func TestMoveThatFailsFailsTheRun(t *testing.T) {
 			}
 		})
 	}
+	// The table says it too.
+	code, out, _ := cli(t, "run", "--scenario", "task-distribution", "-s", url, "-t", "1", "-pw", "1", "-cw", "1", "-qno", "1",
+		"-q", "mvf-table", "--move-to-pool", "nope", "--move-after", "0s")
+	if code != exitThreshold || !strings.Contains(out, "move to pool nope: failed, 1 queues") || !strings.Contains(out, "move error: POST mvf-table-0/migrate: 400") {
+		t.Errorf("table output (exit %d):\n%s", code, out)
+	}
 }
 
 // TestMoveUsageErrors: a move that cannot be asked for is a usage error
