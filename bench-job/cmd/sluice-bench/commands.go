@@ -159,7 +159,7 @@ func cmdMerge(args []string, stdout, stderr io.Writer) (int, error) {
 		}
 		return exitOK, nil
 	}
-	if v.Any() {
+	if v.Any() || merged.Move != nil {
 		v.Check(merged)
 	}
 	if err := writeOutputs(merged, *out, *termLog); err != nil {

@@ -36,6 +36,9 @@ type runFlags struct {
 	progress                        string
 	recvListen, recvURL, recvSecret string
 	subscribe                       bool
+	moveTo                          string
+	moveAfter, moveTimeout          time.Duration
+	movePoll                        time.Duration
 }
 
 // alias registers one int flag under several names (oslo.config accepts
@@ -110,6 +113,10 @@ func newRunFlags(name string) *runFlags {
 	fs.StringVar(&f.recvURL, "receiver-url", "", "notifications: URL the server posts to (default http://<receiver address>/notify)")
 	fs.StringVar(&f.recvSecret, "receiver-secret", "", "notifications: subscribe with this signing secret and check X-Sluice-Signature")
 	fs.BoolVar(&f.subscribe, "subscribe", true, "notifications: subscribe the receiver (false: post only, the throughput baseline)")
+	fs.StringVar(&f.moveTo, "move-to-pool", "", "move the run's queues to this pool during the load (admin token in $SLUICE_BENCH_ADMIN_TOKEN)")
+	fs.DurationVar(&f.moveAfter, "move-after", 2*time.Second, "with --move-to-pool: start the move this long into the load")
+	fs.DurationVar(&f.moveTimeout, "move-timeout", 60*time.Second, "with --move-to-pool: a move not done this long after it started fails the run")
+	fs.DurationVar(&f.movePoll, "move-poll", 100*time.Millisecond, "with --move-to-pool: interval between GET .../migrate")
 	return f
 }
 

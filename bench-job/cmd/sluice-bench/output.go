@@ -94,6 +94,13 @@ func writeTable(w io.Writer, res *result.Result) {
 		fmt.Fprintf(w, "\ndelivery: produced %d  consumed %d  lost %d  duplicated %d  e2e p50 %.3f ms  p99 %.3f ms\n",
 			d.Produced, d.Consumed, d.Lost, d.Duplicated, d.E2E.P50, d.E2E.P99)
 	}
+	if m := res.Move; m != nil {
+		fmt.Fprintf(w, "\nmove to pool %s: %s, %d queues, %d messages moved in %.2f s; p99 before %.3f ms, during %.3f ms\n",
+			m.Pool, m.State, m.Queues, m.Moved, m.Duration, m.P99Before, m.P99During)
+		if m.Error != "" {
+			fmt.Fprintf(w, "move error: %s\n", m.Error)
+		}
+	}
 	if res.Dropped > 0 {
 		fmt.Fprintf(w, "open loop: %d arrivals dropped (no idle worker at their start time)\n", res.Dropped)
 	}

@@ -53,7 +53,7 @@ func cmdRun(args []string, stdout, stderr io.Writer, compat bool) (int, error) {
 	if err != nil {
 		return exitFailure, err
 	}
-	if verdict.Any() {
+	if verdict.Any() || res.Move != nil {
 		verdict.Check(res)
 	}
 	if err := writeOutputs(res, f.out, f.termLog); err != nil {
@@ -138,7 +138,9 @@ func (f *runFlags) config() (*load.Config, *result.Verdict, error) {
 	cfg := &load.Config{Scenario: preset.Name, Kind: preset.Kind, Params: p, Target: f.server,
 		ProjectID: f.projectID, Token: f.token, ClientID: f.clientID, Timeout: f.timeout,
 		Verify: preset.Verify, SkipReset: f.skipReset, Drain: f.drain,
-		Notify: load.Notify{Listen: f.recvListen, URL: f.recvURL, Secret: f.recvSecret, Subscribe: f.subscribe}}
+		Notify: load.Notify{Listen: f.recvListen, URL: f.recvURL, Secret: f.recvSecret, Subscribe: f.subscribe},
+		Move: load.Move{Pool: f.moveTo, After: f.moveAfter, Timeout: f.moveTimeout, Poll: f.movePoll,
+			AdminToken: os.Getenv(load.AdminTokenEnv)}}
 	if f.token != "" && !set["project-id"] {
 		cfg.ProjectID = "" // with a token the server takes the project from it
 	}

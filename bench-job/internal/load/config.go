@@ -46,6 +46,7 @@ type Config struct {
 	StartAt   time.Time
 	Drain     time.Duration // how long consumers may keep draining after the run
 	Notify    Notify        // the notifications scenario's webhook receiver
+	Move      Move          // a queue move during the load (Move.Pool set)
 
 	Progress io.Writer // live progress line; nil = quiet
 	Samples  io.Writer // raw per-request samples (CSV); nil = off
@@ -87,6 +88,9 @@ func (c *Config) Validate() error {
 		if c.Notify.Subscribe && c.Notify.Listen == "" {
 			return fmt.Errorf("notifications: --receiver-listen is empty")
 		}
+	}
+	if err := c.Move.validate(c); err != nil {
+		return err
 	}
 	for _, v := range p.Sweep {
 		if v < 0 || (c.Kind == KindFlood && v == 0) {

@@ -155,8 +155,23 @@ func Run(ctx context.Context, cfg *Config) (*result.Result, error) {
 	switch cfg.Kind {
 	case KindZaqar, KindHTTP, KindFairness, KindNotify:
 		o := r.phaseOps()
+		var moved <-chan *result.Move
+		loadEnd := make(chan struct{})
+		if cfg.Move.Pool != "" {
+			if moved, err = r.startMove(ctx, start, loadEnd); err != nil {
+				stopProgress()
+				return nil, err
+			}
+		}
 		r.phase(ctx, o, start, start.Add(time.Duration(p.Time)*time.Second))
+		close(loadEnd)
 		res.Ops = o.results()
+		if moved != nil {
+			// The move may outlast the load; the drain (the delivery
+			// check) starts only once it ended, so it spans the move.
+			res.Move = <-moved
+			res.Move.P99Before, res.Move.P99During = result.MoveLatency(&result.Result{Start: start.UnixMilli(), Ops: res.Ops}, res.Move.Start, res.Move.End)
+		}
 	case KindFlood, KindPacking:
 		res.Steps, res.Ops, err = r.sweep(ctx)
 		if err != nil {

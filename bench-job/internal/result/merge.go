@@ -57,6 +57,9 @@ func Merge(rs []*Result) (*Result, error) {
 				return nil, err
 			}
 		}
+		if r.Move != nil {
+			out.Move = mergeMoves(out.Move, r.Move)
+		}
 		out.Truncated = union(out.Truncated, r.Truncated)
 		if r.Verdict != nil && out.Verdict == nil {
 			v := *r.Verdict

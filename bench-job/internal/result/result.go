@@ -33,6 +33,7 @@ type Result struct {
 	Steps    []*Step              `json:"steps,omitempty"`
 	Verdict  *Verdict             `json:"thresholds,omitempty"`
 	Faults   []FaultResult        `json:"faults,omitempty"` // per injected fault (AnalyzeFaults)
+	Move     *Move                `json:"move,omitempty"`   // the queue move asked for during the load (--move-to-pool)
 	// Truncated lists what the termination logs behind this result had to
 	// shed to fit in 4 KB (their trunc field): where histograms were shed,
 	// percentiles are approximations; where bitsets were, delivery counts

@@ -36,6 +36,19 @@ type StatusResults struct {
 	Dropped           int64               `json:"dropped"`
 	Operations        map[string]StatusOp `json:"operations"`
 	Truncated         []string            `json:"truncated,omitempty"`
+	Move              *StatusMove         `json:"move,omitempty"`
+}
+
+// StatusMove is status.results.move: the queue move the run asked for.
+type StatusMove struct {
+	Pool            string  `json:"pool"`
+	State           string  `json:"state"`
+	Queues          int     `json:"queues"`
+	MessagesMoved   int64   `json:"messagesMoved"`
+	DurationSeconds float64 `json:"durationSeconds"`
+	P99BeforeMs     float64 `json:"p99BeforeMs"`
+	P99DuringMs     float64 `json:"p99DuringMs"`
+	Error           string  `json:"error,omitempty"`
 }
 
 // StatusOp is one operation's row in status.results.operations.
@@ -71,6 +84,10 @@ func StatusOf(r *Result, v *Verdict, ownQueues bool) Status {
 		res.Produced, res.Consumed, res.Lost, res.Duplicated = d.Produced, d.Consumed, d.Lost, d.Duplicated
 		res.Redelivered = d.Redelivered
 		res.Exact = d.Exact || ownQueues
+	}
+	if m := r.Move; m != nil {
+		res.Move = &StatusMove{Pool: m.Pool, State: m.State, Queues: m.Queues, MessagesMoved: m.Moved,
+			DurationSeconds: r3(m.Duration), P99BeforeMs: r3(m.P99Before), P99DuringMs: r3(m.P99During), Error: m.Error}
 	}
 	for name, o := range r.Ops {
 		res.Operations[name] = StatusOp{RequestsPerSecond: r3(o.ReqsPerSec), MsPerRequest: r3(o.Mean),

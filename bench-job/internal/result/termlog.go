@@ -28,6 +28,7 @@ type Compact struct {
 	Dropped  int64                `json:"dropped,omitempty"`
 	Steps    []CompactStep        `json:"steps,omitempty"`
 	Verdict  *Verdict             `json:"verdict,omitempty"`
+	Move     *Move                `json:"move,omitempty"`
 	Trunc    []string             `json:"trunc,omitempty"`
 }
 
@@ -139,7 +140,7 @@ func (r *Result) compact(drop []string) *Compact {
 	p := r.Params
 	c := &Compact{V: Version, Scenario: r.Scenario, Pods: r.Pods, Start: r.Start, End: r.End, Dropped: r.Dropped,
 		Roles: [6]int{p.Producer.Processes, p.Producer.Workers, p.Consumer.Processes, p.Consumer.Workers, p.Observer.Processes, p.Observer.Workers},
-		Ops:   map[string]CompactOp{}, Verdict: r.Verdict, Trunc: drop}
+		Ops:   map[string]CompactOp{}, Verdict: r.Verdict, Move: r.Move, Trunc: drop}
 	for n, o := range r.Ops {
 		op := compactOp(o, !has("hist"), has("hist2"))
 		if has("errors") {
@@ -171,7 +172,7 @@ func (r *Result) compact(drop []string) *Compact {
 // Trunc, so consumers know the merged percentiles are not exact).
 func FromCompact(c *Compact) *Result {
 	r := &Result{Scenario: c.Scenario, Pods: c.Pods, Start: c.Start, End: c.End, Dropped: c.Dropped,
-		Ops: map[string]*OpResult{}, Verdict: c.Verdict, Truncated: c.Trunc}
+		Ops: map[string]*OpResult{}, Verdict: c.Verdict, Move: c.Move, Truncated: c.Trunc}
 	r.Params.Producer = Role{c.Roles[0], c.Roles[1]}
 	r.Params.Consumer = Role{c.Roles[2], c.Roles[3]}
 	r.Params.Observer = Role{c.Roles[4], c.Roles[5]}

@@ -24,7 +24,8 @@ func (v *Verdict) Any() bool {
 }
 
 // Check evaluates the thresholds against a summarized result: req/s over
-// all operations, the worst operation's p99, and lost messages.
+// all operations, the worst operation's p99, and lost messages; and a
+// queue move the run asked for, which must have finished.
 func (v *Verdict) Check(r *Result) {
 	v.Pass, v.Failures = true, nil
 	fail := func(f string, a ...any) { v.Pass = false; v.Failures = append(v.Failures, fmt.Sprintf(f, a...)) }
@@ -49,6 +50,13 @@ func (v *Verdict) Check(r *Result) {
 			// Nothing to lose is not a delivery that held: a run whose
 			// posts all failed must not pass a loss threshold.
 			fail("no post was acknowledged: delivery not verified (maximum lost %d)", *v.MaxLost)
+		}
+	}
+	if r.Move != nil {
+		// A move asked for is part of the run: one that did not finish
+		// fails it whatever the thresholds.
+		if why := r.Move.Failure(); why != "" {
+			fail("%s", why)
 		}
 	}
 	for _, f := range r.Faults {

@@ -24,6 +24,11 @@ TERMINATION_LOG = "/dev/termination-log"
 INDEX_ENV = "JOB_COMPLETION_INDEX"
 INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
 TOKEN_ENV = "SLUICE_BENCH_TOKEN"
+# spec.move: the admin token sluice-bench sends on the migrate calls only, read
+# from the environment so it is in neither the pod's args nor the parameters ConfigMap.
+ADMIN_TOKEN_ENV = "SLUICE_BENCH_ADMIN_TOKEN"
+MOVE_AFTER_SECONDS = 2
+MOVE_TIMEOUT_SECONDS = 120
 # notifications: each pod's webhook receiver, which the server reaches at the pod's IP.
 POD_IP_ENV = "SLUICE_BENCH_POD_IP"
 RECEIVER_PORT = 9000
@@ -99,6 +104,9 @@ def deadline(spec: dict[str, Any], start_delay: int) -> int:
     if spec.get("activeDeadlineSeconds"):
         return int(spec["activeDeadlineSeconds"])
     extra = FAULT_DRAIN_SECONDS if spec.get("faults") else 0
+    if spec.get("move"):
+        # The drain waits for the move, which may outlast the load.
+        extra += int(spec["move"].get("timeoutSeconds", MOVE_TIMEOUT_SECONDS))
     return load_seconds(spec) + start_delay + DEADLINE_MARGIN + extra
 
 
@@ -134,11 +142,30 @@ def bench_args(cfg: Config, body: dict[str, Any], run: int, start_at: str) -> li
     if spec.get("faults"):
         claim = str(FAULT_CLAIM_SECONDS)
         args += ["--claim-ttl", claim, "--claim-grace", claim, "--drain", f"{FAULT_DRAIN_SECONDS}s"]
+    move = spec.get("move")
+    if move:
+        args += [
+            "--move-to-pool",
+            move["pool"],
+            "--move-after",
+            f"{int(move.get('afterSeconds', MOVE_AFTER_SECONDS))}s",
+        ]
+        args += ["--move-timeout", f"{int(move.get('timeoutSeconds', MOVE_TIMEOUT_SECONDS))}s"]
     args += ["--start-at", start_at, "--pod-index", f"$({INDEX_ENV})"]
     # stdout carries the full summary with per-second series (the report's input);
     # the termination log the compact mergeable summary (the status's input).
     args += ["--json", "--series", "--progress", "never", "--termination-log", TERMINATION_LOG]
     return args
+
+
+def admin_token_ref(spec: dict[str, Any]) -> dict[str, str]:
+    """admin_token_ref is the Secret key holding the admin token of spec.move: its
+    adminTokenSecretRef, else the namespace's sluice-server admin Secret. Only runs with
+    spec.move get it: the migrate call is admin-only on the server, which has no narrower role."""
+    ref = (spec.get("move") or {}).get("adminTokenSecretRef")
+    if ref:
+        return {"name": ref["name"], "key": ref.get("key", "token")}
+    return {"name": common.ADMIN_SECRET, "key": "token"}
 
 
 def _num(v: Any) -> str:
@@ -241,6 +268,8 @@ def job(cfg: Config, body: dict[str, Any], run: int, start_at: str, start_delay:
         env.append(
             {"name": TOKEN_ENV, "valueFrom": {"secretKeyRef": {"name": ref["name"], "key": ref.get("key", "token")}}}
         )
+    if spec.get("move"):
+        env.append({"name": ADMIN_TOKEN_ENV, "valueFrom": {"secretKeyRef": admin_token_ref(spec)}})
     if spec["scenario"] == "notifications":
         env.append({"name": POD_IP_ENV, "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}})
     container: dict[str, Any] = {

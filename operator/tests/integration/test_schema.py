@@ -58,6 +58,18 @@ def attempt(ns: str, kind: str, name: str, spec: dict) -> str:
             "Duplicate value",
         ),
         ("Benchmark", {"scenario": "custom"}, "scenario custom needs spec.custom"),
+        ("Benchmark", {"scenario": "flood", "move": {"pool": "web-1"}}, "spec.move needs a timed load with queues"),
+        (
+            "Benchmark",
+            {"scenario": "task-distribution", "duration": 5, "move": {"pool": "web-1", "afterSeconds": 5}},
+            "spec.move.afterSeconds must fall within the load",
+        ),
+        (
+            "Benchmark",
+            {"scenario": "task-distribution", "target": {"url": "http://zaqar:8888"}, "move": {"pool": "web-1"}},
+            "with target.url, spec.move needs adminTokenSecretRef",
+        ),
+        ("Benchmark", {"scenario": "task-distribution", "move": {}}, "spec.move.pool: Required value"),
         ("Benchmark", {"scenario": "teleport"}, 'Unsupported value: "teleport"'),
         (
             "Benchmark",

@@ -170,3 +170,30 @@ def test_notifications_pods_expose_their_webhook_receiver(cfg: Config) -> None:
     (plain,) = pod_spec(bb.job(cfg, bench(), 1, START, 15))["containers"]
     assert "ports" not in plain and "--receiver-url" not in plain["args"]
     assert not any(e["name"] == "SLUICE_BENCH_POD_IP" for e in plain["env"])
+
+
+def test_move_passes_the_pool_and_the_admin_token_only_through_the_environment(cfg: Config) -> None:
+    body = bench(move={"pool": "web-1", "afterSeconds": 3, "timeoutSeconds": 40}, duration=10)
+    job = bb.job(cfg, body, 2, START, 15)
+    (c,) = pod_spec(job)["containers"]
+    a = c["args"]
+    flags = {a[i]: a[i + 1] for i in range(len(a) - 1) if a[i].startswith("-")}
+    assert (flags["--move-to-pool"], flags["--move-after"], flags["--move-timeout"]) == ("web-1", "3s", "40s")
+    admin = next(e for e in c["env"] if e["name"] == bb.ADMIN_TOKEN_ENV)
+    assert admin["valueFrom"]["secretKeyRef"] == {"name": "sluice-server-admin", "key": "token"}
+    # The token never appears in the recorded command line.
+    params = bb.parameters(cfg, body, 2, START, "img")
+    assert "ADMIN" not in params["data"]["command"] and "--token" not in a
+    # The run's deadline leaves room for the move after the load.
+    assert job["spec"]["activeDeadlineSeconds"] == 10 + 15 + bb.DEADLINE_MARGIN + 40
+    own = bench(move={"pool": "p", "adminTokenSecretRef": {"name": "ops", "key": "admin"}})
+    (c,) = pod_spec(bb.job(cfg, own, 1, START, 15))["containers"]
+    admin = next(e for e in c["env"] if e["name"] == bb.ADMIN_TOKEN_ENV)
+    assert admin["valueFrom"]["secretKeyRef"] == {"name": "ops", "key": "admin"}
+    assert "--move-after" in c["args"] and c["args"][c["args"].index("--move-after") + 1] == "2s"
+
+
+def test_runs_without_a_move_get_no_admin_token(cfg: Config) -> None:
+    (c,) = pod_spec(bb.job(cfg, bench(), 1, START, 15))["containers"]
+    assert all(e["name"] != bb.ADMIN_TOKEN_ENV for e in c["env"])
+    assert "--move-to-pool" not in c["args"]

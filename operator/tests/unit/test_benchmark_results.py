@@ -5,6 +5,7 @@ tested in bench-job/internal/result."""
 
 from __future__ import annotations
 
+import json
 import pathlib
 
 import pytest
@@ -93,3 +94,49 @@ def test_report_renders_from_termination_logs(pod_logs: list[pathlib.Path], benc
     pngs = [n for n in files if n.endswith(".png")]
     assert "cdf.png" in pngs and all(files[n][:8] == b"\x89PNG\r\n\x1a\n" for n in pngs)
     assert b"task-distribution" in files["report.html"]
+
+
+def test_a_move_reaches_status_and_fails_the_verdict_when_unfinished(
+    pod_logs: list[pathlib.Path], bench_exe: str
+) -> None:
+    """status.results.move is sluice-bench's merge of the pods' moves, every field declared
+    in the CRD (the apiserver would prune the rest), and a pod's failed move fails the run."""
+    from .test_crds import load
+    from .test_crds_moves import pruned
+
+    def with_move(p: pathlib.Path, state: str, error: str = "") -> str:
+        doc = json.loads(p.read_text())
+        doc["move"] = {
+            "pool": "web-1",
+            "queues": 4,
+            "state": state,
+            "messages_moved": 120,
+            "start_unix_ms": 1_800_000_000_000,
+            "end_unix_ms": 1_800_000_001_500,
+            "duration_s": 1.5,
+            "p99_before_ms": 3.0,
+            "p99_during_ms": 7.5,
+            "error": error,
+        }
+        return json.dumps(doc)
+
+    done = [(f"td-r1-{i}-x", with_move(p, "done")) for i, p in enumerate(pod_logs)]
+    st = br.merge(bench_exe, done, {"maxLost": 0})
+    move = st["results"]["move"]
+    assert move == {
+        "pool": "web-1",
+        "state": "done",
+        "queues": 8,
+        "messagesMoved": 240,
+        "durationSeconds": 1.5,
+        "p99BeforeMs": 3.0,
+        "p99DuringMs": 7.5,
+    }
+    assert st["verdict"] == "Pass"
+    schema = load("benchmarks")["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]
+    assert pruned(schema["properties"]["results"]["properties"]["move"], move) == []
+
+    failed = [done[0], ("td-r1-1-x", with_move(pod_logs[1], "failed", "web-1 does not answer"))]
+    st = br.merge(bench_exe, failed, {"maxLost": 0})
+    assert st["verdict"] == "Fail" and st["results"]["move"]["state"] == "failed"
+    assert st["verdictReasons"] == ["queue move to pool web-1 did not finish (state failed: web-1 does not answer)"]

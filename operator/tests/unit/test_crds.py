@@ -219,6 +219,25 @@ def test_benchmark_defaults_and_scenarios() -> None:
         validate("benchmarks", {"scenario": "flood", "target": {"url": "ftp://x"}})
 
 
+def test_benchmark_move_defaults_and_bounds() -> None:
+    spec = validate("benchmarks", {"scenario": "task-distribution", "move": {"pool": "web-1"}})
+    assert spec["move"] == {"pool": "web-1", "afterSeconds": 2, "timeoutSeconds": 120}
+    ref = validate("benchmarks", {"scenario": "auditing", "move": {"pool": "p", "adminTokenSecretRef": {"name": "a"}}})
+    assert ref["move"]["adminTokenSecretRef"] == {"name": "a", "key": "token"}
+    for bad, needle in (
+        ({}, "'pool' is a required property"),
+        ({"pool": ""}, "should be non-empty|is too short"),
+        ({"pool": "p", "afterSeconds": -1}, "less than the minimum"),
+        ({"pool": "p", "timeoutSeconds": 0}, "less than the minimum"),
+        ({"pool": "p", "timeoutSeconds": 3601}, "greater than the maximum"),
+        ({"pool": "p", "adminTokenSecretRef": {}}, "'name' is a required property"),
+    ):
+        with pytest.raises(jsonschema.ValidationError, match=needle):
+            validate("benchmarks", {"scenario": "task-distribution", "move": bad})
+    rules = [r["rule"] for r in spec_schema("benchmarks")["x-kubernetes-validations"]]
+    assert any("self.move.afterSeconds < self.duration" in r for r in rules)
+
+
 def test_crd_reference_is_current() -> None:
     from sluice_operator import crddoc
 
