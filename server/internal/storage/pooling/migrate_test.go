@@ -87,13 +87,16 @@ func moveUnderLoad(t *testing.T, from, to, kill string) {
 	ctx := context.Background()
 	catalogURI, uris := movePools(t, from, to)
 	replicas := []*pooling.Driver{openPooled(t, catalogURI, storage.Options{}), openPooled(t, catalogURI, storage.Options{})}
-	rate := -1
+	batch, rate := 40, -1
 	if kill == "moving" {
-		rate = 400 // slow enough to stop it mid-move
+		// Slow enough to stop it mid-move: a batch per 100 ms, so even the
+		// smallest backlog (FerretDB's) takes several batches after the
+		// second one, when the kill comes.
+		batch, rate = 10, 100
 	}
 	movers := []*pooling.Mover{
-		replicas[0].StartMover(pooling.MoverOptions{Batch: 40, Rate: rate, Lease: time.Second, Scan: 200 * time.Millisecond, Owner: "A"}),
-		replicas[1].StartMover(pooling.MoverOptions{Batch: 40, Rate: rate, Lease: time.Second, Scan: 200 * time.Millisecond, Owner: "B"}),
+		replicas[0].StartMover(pooling.MoverOptions{Batch: batch, Rate: rate, Lease: time.Second, Scan: 200 * time.Millisecond, Owner: "A"}),
+		replicas[1].StartMover(pooling.MoverOptions{Batch: batch, Rate: rate, Lease: time.Second, Scan: 200 * time.Millisecond, Owner: "B"}),
 	}
 	q := storage.QueueRef{Project: "move", Name: "work"}
 	l := &ledger{acked: map[string]body{}, claimed: map[string]int{}}
