@@ -170,13 +170,18 @@ class Operator:
         return self.log.read_text()
 
     def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(timeout=10)
+        stop_process(self.proc)
         self.fh.close()
+
+
+def stop_process(proc: subprocess.Popen) -> None:
+    """stop_process asks a host process to exit (SIGTERM), then kills it after 20 s."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=10)
 
 
 def make_namespace(prefix: str) -> str:
@@ -256,3 +261,14 @@ def rbac_denials(log: str) -> list[str]:
 def _no_forbidden(op: Operator) -> None:
     bad = rbac_denials(op.text())
     assert not bad, "operator hit RBAC denials:\n" + "\n".join(bad[:20])
+
+
+def drop_tls_namespace(ns: str, op: Operator) -> None:
+    """drop_tls_namespace deletes a namespace the operator ran TLS in, stops the operator and
+    checks its log: no RBAC denial, and no key or certificate material."""
+    try:
+        drop_namespace(ns)
+    finally:
+        op.stop()
+    _no_forbidden(op)
+    assert "BEGIN" not in op.text(), "key or certificate material in the operator's log"

@@ -30,13 +30,13 @@ from ..support import ROOT, unavailable
 from .conftest import (
     KUBECONFIG,
     Operator,
-    _no_forbidden,
     apply,
     condition,
-    drop_namespace,
+    drop_tls_namespace,
     get,
     kc,
     make_namespace,
+    stop_process,
     wait_for,
 )
 from .test_pools import pool
@@ -57,15 +57,6 @@ def _group_served() -> bool:
 def _need_build() -> None:
     if not BINARY.exists() or not list(CRDS.glob("*.yaml")):
         unavailable(f"{BINARY} or {CRDS} missing (make cert-manager-binary)")
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    proc.terminate()
-    try:
-        proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(timeout=10)
 
 
 @pytest.fixture(scope="module")
@@ -97,7 +88,7 @@ def cert_manager(tmp_path_factory: pytest.TempPathFactory) -> Iterator[pathlib.P
             unavailable(f"cert-manager exited ({proc.returncode}): {path.read_text()[-2000:]}")
         yield path
     finally:
-        _stop(proc)
+        stop_process(proc)
         log.close()
         if ours:
             kc("delete", "crd", "-l", LABEL, "--timeout=90s", check=False)
@@ -112,12 +103,7 @@ def tls_namespace(kubeconfig: pathlib.Path, logs: pathlib.Path, **env: str) -> I
     try:
         yield ns
     finally:
-        try:
-            drop_namespace(ns)
-        finally:
-            op.stop()
-    _no_forbidden(op)
-    assert "BEGIN" not in op.text(), "key or certificate material in the operator's log"
+        drop_tls_namespace(ns, op)
 
 
 @pytest.fixture(scope="module")

@@ -36,6 +36,7 @@ from .conftest import (
     get,
     kc,
     make_namespace,
+    stop_process,
     wait_for,
 )
 
@@ -93,12 +94,7 @@ def community(
         drop_namespace(ns)
     finally:
         op.stop()
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
+        stop_process(proc)
         log.close()
         if ours:
             kc("delete", "crd", "-l", LABEL, "--timeout=90s", check=False)

@@ -18,7 +18,7 @@ from cryptography import x509
 
 from sluice_operator import selfsigned
 
-from .conftest import Operator, _no_forbidden, apply, drop_namespace, get, kc, make_namespace, wait_for
+from .conftest import Operator, apply, drop_tls_namespace, get, kc, make_namespace, wait_for
 from .test_pools import pool
 
 SECRET, CA_SECRET = "sluice-server-tls", "sluice-server-ca"
@@ -31,12 +31,7 @@ def tls_ns(sa_kubeconfig: pathlib.Path, tmp_path_factory: pytest.TempPathFactory
         sa_kubeconfig, ns, tmp_path_factory.mktemp("op") / "operator.log", {"SLUICE_OPERATOR_SERVER_TLS": "true"}
     )
     yield ns
-    try:
-        drop_namespace(ns)
-    finally:
-        op.stop()
-    _no_forbidden(op)
-    assert "BEGIN" not in op.text(), "key or certificate material in the operator's log"
+    drop_tls_namespace(ns, op)
 
 
 def data(ns: str, name: str) -> dict[str, bytes]:
