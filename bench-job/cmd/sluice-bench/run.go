@@ -39,6 +39,7 @@ func cmdRun(args []string, stdout, stderr io.Writer, compat bool) (int, error) {
 	if f.progress == "always" || f.progress == "auto" && isTerminal(os.Stderr) {
 		cfg.Progress = stderr
 	}
+	cfg.ErrorLog = stderr
 	if f.samples != "" {
 		sf, err := os.Create(f.samples)
 		if err != nil {

@@ -49,6 +49,7 @@ type Config struct {
 	Move      Move          // a queue move during the load (Move.Pool set)
 
 	Progress io.Writer // live progress line; nil = quiet
+	ErrorLog io.Writer // the first requests that got no status, in full (zaqar.Options.ErrorLog)
 	Samples  io.Writer // raw per-request samples (CSV); nil = off
 }
 

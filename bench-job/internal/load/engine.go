@@ -92,7 +92,7 @@ func Run(ctx context.Context, cfg *Config) (*result.Result, error) {
 	for _, v := range p.Sweep {
 		conns = max(conns, int(v)+1)
 	}
-	cl, err := zaqar.New(zaqar.Options{BaseURL: cfg.Target, ProjectID: cfg.ProjectID, Token: cfg.Token, Conns: conns, Timeout: cfg.Timeout})
+	cl, err := zaqar.New(zaqar.Options{BaseURL: cfg.Target, ProjectID: cfg.ProjectID, Token: cfg.Token, Conns: conns, Timeout: cfg.Timeout, ErrorLog: cfg.ErrorLog})
 	if err != nil {
 		return nil, err
 	}

@@ -68,7 +68,7 @@ type mover struct {
 // it started: "not_started").
 func (r *run) startMove(ctx context.Context, start time.Time, loadEnd <-chan struct{}) (<-chan *result.Move, error) {
 	m := r.cfg.Move
-	cl, err := zaqar.New(zaqar.Options{BaseURL: r.cfg.Target, ProjectID: r.cfg.ProjectID, Token: m.AdminToken, Conns: 1, Timeout: r.cfg.Timeout})
+	cl, err := zaqar.New(zaqar.Options{BaseURL: r.cfg.Target, ProjectID: r.cfg.ProjectID, Token: m.AdminToken, Conns: 1, Timeout: r.cfg.Timeout, ErrorLog: r.cfg.ErrorLog})
 	if err != nil {
 		return nil, err
 	}

@@ -5,6 +5,8 @@ package zaqar
 
 import (
 	"bytes"
+	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -21,14 +23,25 @@ type Options struct {
 	Token     string        // sent as X-Auth-Token and Authorization: Bearer
 	Conns     int           // keep-alive pool size; one per concurrent worker
 	Timeout   time.Duration // whole-request timeout
+	// ErrorLog receives the first LoggedErrors failures that got no HTTP
+	// status at all (connection refused, reset, EOF, timeout), in full:
+	// the summary counts them by kind only, and an unexpected kind needs
+	// its method, path and error text to be explained. nil logs none.
+	ErrorLog io.Writer
 }
+
+// LoggedErrors bounds what ErrorLog receives per client, so a dead target
+// cannot flood the log.
+const LoggedErrors = 10
 
 // Client holds the shared transport. It is safe for concurrent use; each
 // worker talks through its own Session so buffers are reused without locks.
 type Client struct {
-	base *url.URL
-	tr   *http.Transport
-	opts Options
+	base   *url.URL
+	tr     *http.Transport
+	opts   Options
+	start  time.Time
+	logged atomic.Int64 // transport errors seen, logged up to LoggedErrors
 }
 
 // New validates the base URL and builds a transport whose idle pool holds
@@ -61,7 +74,7 @@ func New(o Options) (*Client, error) {
 		// context), so the timeout is the transport's header deadline.
 		ResponseHeaderTimeout: o.Timeout,
 	}
-	return &Client{base: u, tr: tr, opts: o}, nil
+	return &Client{base: u, tr: tr, opts: o, start: time.Now()}, nil
 }
 
 // Close drops idle connections.
@@ -167,9 +180,29 @@ func (s *Session) Do(method string, u *url.URL, body []byte) (int, error) {
 		s.settle(rb)
 	}
 	if err != nil {
+		s.c.logError(method, u, err)
 		return 0, err
 	}
 	return resp.StatusCode, nil
+}
+
+// logError writes one failure without a status to ErrorLog, with the
+// seconds since the client was made so it can be set against the run's
+// faults and series.
+func (c *Client) logError(method string, u *url.URL, err error) {
+	if c.opts.ErrorLog == nil {
+		return
+	}
+	n := c.logged.Add(1)
+	if n > LoggedErrors {
+		return
+	}
+	more := ""
+	if n == LoggedErrors {
+		more = " (further ones are counted in the summary, not logged)"
+	}
+	fmt.Fprintf(c.opts.ErrorLog, "sluice-bench: t=%.3fs %s %s: %v%s\n",
+		time.Since(c.start).Seconds(), method, u.Path, err, more)
 }
 
 // QueuePath returns /v2/queues/{name}.

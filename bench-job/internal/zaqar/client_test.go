@@ -4,6 +4,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -92,5 +93,44 @@ func TestEarlyResponseDoesNotRaceOnBody(t *testing.T) {
 		if st, err := s.Do("POST", c.URL("/", ""), buf); err == nil && st != 413 {
 			t.Fatalf("status %d", st)
 		}
+	}
+}
+
+// A server that hangs up without answering: each request fails with a
+// transport error; the error log gets the first LoggedErrors of them with
+// method, path and the error, and only a count after that; answered
+// requests, whatever their status, are never logged.
+func TestErrorLogIsBounded(t *testing.T) {
+	var hangUp atomic.Bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if hangUp.Load() {
+			panic(http.ErrAbortHandler)
+		}
+		w.WriteHeader(503)
+	}))
+	defer srv.Close()
+	var log strings.Builder
+	c, _ := New(Options{BaseURL: srv.URL, Conns: 1, Timeout: time.Second, ErrorLog: &log})
+	s := c.NewSession("x")
+	if st, err := s.Do("GET", c.URL("/v2/queues/q/stats", ""), nil); err != nil || st != 503 || log.Len() != 0 {
+		t.Fatalf("answered 503: %d %v, logged %q", st, err, log.String())
+	}
+	hangUp.Store(true)
+	for i := 0; i < LoggedErrors+5; i++ {
+		if _, err := s.Do("POST", c.URL("/v2/queues/q/messages", ""), []byte(`{}`)); err == nil {
+			t.Fatalf("request %d: no error from a server that hangs up", i)
+		}
+	}
+	lines := strings.Split(strings.TrimSpace(log.String()), "\n")
+	if len(lines) != LoggedErrors {
+		t.Fatalf("%d lines logged for %d failures, want %d:\n%s", len(lines), LoggedErrors+5, LoggedErrors, log.String())
+	}
+	for _, l := range lines {
+		if !strings.Contains(l, "POST /v2/queues/q/messages: ") || !strings.Contains(l, "EOF") {
+			t.Errorf("line without method, path or error: %q", l)
+		}
+	}
+	if !strings.Contains(lines[len(lines)-1], "not logged") {
+		t.Errorf("the last logged line does not say that further ones are not: %q", lines[len(lines)-1])
 	}
 }

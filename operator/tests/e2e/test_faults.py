@@ -44,6 +44,16 @@ def reported(ns: str, name: str) -> dict[str, Any]:
     return b["status"]
 
 
+def diagnostics(ns: str, name: str) -> str:
+    """diagnostics are what explains an unexpected failure of run `name`: the
+    bench's log (it writes the first requests that got no status in full) and
+    the servers' warnings and errors."""
+    bench = kc("logs", f"job/{name}-r1", "-n", ns, "--tail=30", check=False)
+    servers = kc("logs", "-l", "app.kubernetes.io/component=server", "-n", ns, "--tail=2000", "--prefix", check=False)
+    noted = [line for line in servers.stdout.splitlines() if '"level":"INFO"' not in line][-30:]
+    return f"\nbench log:\n{bench.stdout}{bench.stderr}\nserver warnings:\n" + "\n".join(noted)
+
+
 def figures(f: dict[str, Any]) -> str:
     """figures is one fault's line for the docs' chaos table."""
     return (
@@ -105,11 +115,11 @@ def test_shard_and_catalog_pods_killed(fault_pool: str) -> None:
     f, cat = st["faults"]
     errors = f.get("errors") or {}
     print(f"\nshard pod killed: {figures(f)}\ncatalog pod killed: {figures(cat)}")
-    assert not any(k.startswith("http_5") and k != "http_503" for k in errors), errors
+    assert not any(k.startswith("http_5") and k != "http_503" for k in errors), (errors, diagnostics(ns, "f-shard"))
     assert f.get("recoverySeconds") is not None, f
     # The queues are placed: the servers route them from their cache while
     # the catalog restarts.
-    assert cat.get("firstErrorSeconds") is None and not cat.get("errors"), cat
+    assert cat.get("firstErrorSeconds") is None and not cat.get("errors"), (cat, diagnostics(ns, "f-shard"))
 
 
 def server_tag(tag: str) -> None:
@@ -158,7 +168,8 @@ def test_rolling_upgrade_fails_no_request(fault_pool: str) -> None:
         assert st["phase"] == "Succeeded", (st.get("reason"), st.get("message"))
         r = st["results"]
         print(f"\nrolling upgrade under load: {r['requests']} requests, {r['errors']} failed, lost {r['lost']}")
-        assert r["errors"] == 0 and r["lost"] == 0, r
+        failed = {op: v.get("errors") for op, v in r["operations"].items() if v.get("errors")}
+        assert r["errors"] == 0 and r["lost"] == 0, (r, failed, diagnostics(ns, "f-roll"))
     finally:
         t.join(timeout=600)
         server_tag("dev")
