@@ -199,8 +199,12 @@ class SluiceServer(Process):
     def command(self) -> list[str]:
         if not self.binary.is_file():
             raise ProcessError(f"{self.binary} is missing (run make build-server)")
+        # No load balancer to drain from, and a short linger for the idle
+        # connections tests' clients keep (docs/server.md): stop() is quick.
+        # extra_args come last, so they can set either.
         return [str(self.binary), "--listen", f"127.0.0.1:{self.port}",
-                "--store", self.store, *self.extra_args]
+                "--store", self.store, "--drain-delay=0s", "--shutdown-timeout=4s",
+                *self.extra_args]
 
     def start(self) -> None:
         self.spawn()

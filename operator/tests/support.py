@@ -164,6 +164,9 @@ def server_stack(procs: Processes, tmp: pathlib.Path, shards: int = 2) -> Server
             f"{catalog}/0",
             "--admin-token",
             token,
+            # quick stop(): no drain delay, a short linger for idle connections
+            "--drain-delay=0s",
+            "--shutdown-timeout=4s",
         ],
         log=tmp / "server.log",
     )

@@ -65,11 +65,15 @@ func New(o Options) (*Client, error) {
 		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 		MaxIdleConns:        o.Conns,
 		MaxIdleConnsPerHost: o.Conns,
-		IdleConnTimeout:     90 * time.Second,
-		DisableCompression:  true,
-		ForceAttemptHTTP2:   false,
-		WriteBufferSize:     16 << 10,
-		ReadBufferSize:      16 << 10,
+		// Shorter than a draining server's linger (sluice-server keeps
+		// idle connections open for about 20 s after its drain delay):
+		// the client drops a connection it left idle before the server
+		// has to close it, which could race the client's next request.
+		IdleConnTimeout:    15 * time.Second,
+		DisableCompression: true,
+		ForceAttemptHTTP2:  false,
+		WriteBufferSize:    16 << 10,
+		ReadBufferSize:     16 << 10,
 		// Requests go straight to RoundTrip (no redirects, no per-request
 		// context), so the timeout is the transport's header deadline.
 		ResponseHeaderTimeout: o.Timeout,

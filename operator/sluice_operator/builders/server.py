@@ -132,7 +132,7 @@ def deployment(cfg: Config, ns: str, owners: list[dict[str, Any]]) -> dict[str, 
         "containers": [container],
         "securityContext": common.pod_security(cfg, 65532),
         "enableServiceLinks": False,
-        "terminationGracePeriodSeconds": 30,
+        "terminationGracePeriodSeconds": 35,  # drain 5 s + shutdown 25 s (server defaults), and a margin
         **common.placement_pod_fields(cfg, cfg.server_placement, lbls),
     }
     if cfg.image_pull_secrets:

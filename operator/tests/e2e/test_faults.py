@@ -45,13 +45,15 @@ def reported(ns: str, name: str) -> dict[str, Any]:
 
 
 def diagnostics(ns: str, name: str) -> str:
-    """diagnostics are what explains an unexpected failure of run `name`: the
-    bench's log (it writes the first requests that got no status in full) and
-    the servers' warnings and errors."""
-    bench = kc("logs", f"job/{name}-r1", "-n", ns, "--tail=30", check=False)
+    """diagnostics are what explains an unexpected failure of run `name`: from
+    the bench's log, the requests that got no status (it writes the first ones
+    in full) and the error counts by reason; the servers' warnings and errors."""
+    kinds = ("sluice-bench:", "http_", "eof", "connection_", "timeout", "transport")
+    bench = kc("logs", f"job/{name}-r1", "-n", ns, "--tail=-1", check=False)
+    noted = [line for line in bench.stdout.splitlines() if any(k in line for k in kinds)][-40:]
     servers = kc("logs", "-l", "app.kubernetes.io/component=server", "-n", ns, "--tail=2000", "--prefix", check=False)
-    noted = [line for line in servers.stdout.splitlines() if '"level":"INFO"' not in line][-30:]
-    return f"\nbench log:\n{bench.stdout}{bench.stderr}\nserver warnings:\n" + "\n".join(noted)
+    warned = [line for line in servers.stdout.splitlines() if '"level":"INFO"' not in line][-30:]
+    return f"\nbench log:\n{bench.stderr}" + "\n".join(noted) + "\nserver warnings:\n" + "\n".join(warned)
 
 
 def figures(f: dict[str, Any]) -> str:

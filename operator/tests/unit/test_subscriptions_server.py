@@ -34,7 +34,17 @@ def api() -> Iterator[ServerAPI]:
     need_file(SERVER, "make build-server")
     port = free_port()
     proc = subprocess.Popen(
-        [str(SERVER), "--listen", f"127.0.0.1:{port}", "--store", "memory", "--admin-token", TOKEN],
+        [
+            str(SERVER),
+            "--listen",
+            f"127.0.0.1:{port}",
+            "--store",
+            "memory",
+            "--admin-token",
+            TOKEN,
+            "--drain-delay=0s",
+            "--shutdown-timeout=4s",
+        ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )

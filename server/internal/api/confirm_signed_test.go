@@ -47,8 +47,7 @@ func TestConfirmationCarriesSignedURL(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(ctx, ln, nil) }()
 	defer func() {
-		cancel()
-		<-done
+		_ = stopServing(cancel, done)
 		stop()
 	}()
 	ts := &testServer{Server: s, base: "http://" + ln.Addr().String(), t: t}

@@ -1,10 +1,14 @@
 package api
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"io"
 	"net"
 	"net/http"
+	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -121,3 +125,116 @@ func TestDrainClosesClientConnectionsCleanly(t *testing.T) {
 // errRerouted stands for a new connection the Service sends to another
 // replica once this one's endpoint is gone.
 var errRerouted = errors.New("endpoint removed: connection goes to another replica")
+
+// TestDrainLeavesIdleConnectionsToTheirClients: a client holding a
+// keep-alive connection idle through the whole drain delay (a consumer
+// backing off, the bottom of a connection pool) is not cut when the
+// listener closes. Closing it then would race the client's next request
+// on it: the request is lost to an EOF or a reset, and a POST cannot be
+// retried safely. The connection stays open until its next request, which
+// is answered with Connection: close, or until the shutdown bound.
+func TestDrainLeavesIdleConnectionsToTheirClients(t *testing.T) {
+	const drain = 300 * time.Millisecond
+	s := newTestServer(t, func(o *config.Options) {
+		o.DrainDelay = drain
+		o.ShutdownTimeout = 4 * time.Second
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx, ln, nil) }()
+
+	conn, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	br := bufio.NewReader(conn)
+	post := func() *http.Response {
+		t.Helper()
+		const body = `{"messages":[{"ttl":60,"body":1}]}`
+		req := "POST /v2/queues/idle/messages HTTP/1.1\r\nHost: sluice\r\nClient-ID: " + testClient +
+			"\r\nX-Project-ID: p1\r\nContent-Type: application/json\r\nContent-Length: " +
+			strconv.Itoa(len(body)) + "\r\n\r\n" + body
+		_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := conn.Write([]byte(req)); err != nil {
+			t.Fatalf("write on the idle connection: %v", err)
+		}
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("the server cut the connection under a request: %v", err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp
+	}
+	if r := post(); r.StatusCode != 201 || r.Close {
+		t.Fatalf("before SIGTERM: %s, close %v", r.Status, r.Close)
+	}
+	stop() // SIGTERM; the connection now sits idle through the drain delay
+	time.Sleep(drain + 300*time.Millisecond)
+	_ = conn.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+	if _, err := br.Peek(1); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("after the drain delay the idle connection was closed by the server (%v)", err)
+	}
+	if r := post(); r.StatusCode != 201 || !r.Close {
+		t.Fatalf("the request after the drain delay: %s, close %v; want 201 with Connection: close", r.Status, r.Close)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("serve: %v", err)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("the server still runs after its last connection closed")
+	}
+}
+
+// TestDrainClosesIdleConnectionsAtTheBound: a connection that stays idle
+// does not hold the server past its shutdown bound.
+func TestDrainClosesIdleConnectionsAtTheBound(t *testing.T) {
+	s := newTestServer(t, func(o *config.Options) {
+		o.DrainDelay = 100 * time.Millisecond
+		o.ShutdownTimeout = time.Second
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx, ln, nil) }()
+	conn, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.Write([]byte("GET / HTTP/1.1\r\nHost: sluice\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	start := time.Now()
+	stop()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("serve: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("an idle connection held the server past its shutdown bound")
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(time.Second))
+	if _, err := br.Peek(1); !errors.Is(err, io.EOF) {
+		t.Errorf("the idle connection after shutdown: %v, want EOF", err)
+	}
+	t.Logf("stopped %v after SIGTERM with an idle connection open", time.Since(start).Round(time.Millisecond))
+}

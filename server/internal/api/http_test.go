@@ -36,12 +36,21 @@ func serve(t *testing.T, s *Server) *testServer {
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(ctx, ln, nil) }()
 	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
+		if err := stopServing(cancel, done); err != nil {
 			t.Errorf("serve: %v", err)
 		}
 	})
 	return &testServer{Server: s, base: "http://" + ln.Addr().String(), t: t}
+}
+
+// stopServing ends a Serve a test started (cancel is its SIGTERM) and
+// returns its result. The test's client drops its idle connections, as a
+// client of a draining server should: Serve leaves open connections to
+// their clients for most of the shutdown timeout.
+func stopServing(cancel context.CancelFunc, done <-chan error) error {
+	cancel()
+	http.DefaultClient.CloseIdleConnections()
+	return <-done
 }
 
 // hdr builds request headers; the default ones identify a client and project.

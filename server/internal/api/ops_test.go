@@ -287,6 +287,7 @@ func TestGracefulShutdown(t *testing.T) {
 	if r.status != 200 || r.body != `{"project":"p9"}` {
 		t.Errorf("in-flight request: %d %s", r.status, r.body)
 	}
+	http.DefaultClient.CloseIdleConnections()
 	if err := <-done; err != nil {
 		t.Errorf("serve: %v", err)
 	}

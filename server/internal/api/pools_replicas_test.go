@@ -36,8 +36,7 @@ func startReplica(t *testing.T, catalogURI string) *testServer {
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(sctx, ln, nil) }()
 	t.Cleanup(func() {
-		cancel()
-		<-done
+		_ = stopServing(cancel, done)
 		pd.Close()
 		cat.Close()
 	})

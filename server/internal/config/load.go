@@ -211,7 +211,7 @@ var options = func() []option {
 	s, g = duration(func(o *Options) *time.Duration { return &o.DrainDelay })
 	add("drain-delay", "after SIGTERM, answer health with 503 this long before closing the listener", s, g)
 	s, g = duration(func(o *Options) *time.Duration { return &o.ShutdownTimeout })
-	add("shutdown-timeout", "wait this long for in-flight requests after the drain delay", s, g)
+	add("shutdown-timeout", "after the drain delay, the bound on lingering idle connections and in-flight requests", s, g)
 	s, g = duration(func(o *Options) *time.Duration { return &o.ReadHeaderTimeout })
 	add("read-header-timeout", "time allowed to read request headers", s, g)
 	s, g = duration(func(o *Options) *time.Duration { return &o.ReadTimeout })
