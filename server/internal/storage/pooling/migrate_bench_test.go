@@ -25,7 +25,7 @@ func BenchmarkMigrate(b *testing.B) {
 	const backlog = 20000
 	ctx := context.Background()
 	kib := json.RawMessage(`"` + strings.Repeat("x", 1022) + `"`)
-	for _, batch := range []int{100, 200, 500, 1000} {
+	for _, batch := range []int{10, 20, 50, 100, 200, 500, 1000} {
 		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				b.StopTimer()
