@@ -27,18 +27,11 @@ import (
 // request cut off mid-connection (EOF, reset) is a failed POST a client
 // cannot safely retry.
 func TestDrainClosesClientConnectionsCleanly(t *testing.T) {
-	s := newTestServer(t, func(o *config.Options) {
+	addr, stop, done := listenAndServe(t, newTestServer(t, func(o *config.Options) {
 		o.DrainDelay = 500 * time.Millisecond
 		o.ShutdownTimeout = 5 * time.Second
-	})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	url := "http://" + ln.Addr().String() + "/v2/queues/drain/messages"
-	ctx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(ctx, ln, nil) }()
+	}))
+	url := "http://" + addr + "/v2/queues/drain/messages"
 
 	// Endpoint removal: shortly after SIGTERM the Service stops sending new
 	// connections here (they go to another replica); connections already
@@ -135,24 +128,10 @@ var errRerouted = errors.New("endpoint removed: connection goes to another repli
 // is answered with Connection: close, or until the shutdown bound.
 func TestDrainLeavesIdleConnectionsToTheirClients(t *testing.T) {
 	const drain = 300 * time.Millisecond
-	s := newTestServer(t, func(o *config.Options) {
+	conn, br, stop, done := serveOneConnection(t, func(o *config.Options) {
 		o.DrainDelay = drain
 		o.ShutdownTimeout = 4 * time.Second
 	})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(ctx, ln, nil) }()
-
-	conn, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	br := bufio.NewReader(conn)
 	post := func() *http.Response {
 		t.Helper()
 		const body = `{"messages":[{"ttl":60,"body":1}]}`
@@ -196,26 +175,13 @@ func TestDrainLeavesIdleConnectionsToTheirClients(t *testing.T) {
 // TestDrainClosesIdleConnectionsAtTheBound: a connection that stays idle
 // does not hold the server past its shutdown bound.
 func TestDrainClosesIdleConnectionsAtTheBound(t *testing.T) {
-	s := newTestServer(t, func(o *config.Options) {
+	conn, br, stop, done := serveOneConnection(t, func(o *config.Options) {
 		o.DrainDelay = 100 * time.Millisecond
 		o.ShutdownTimeout = time.Second
 	})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(ctx, ln, nil) }()
-	conn, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
 	if _, err := conn.Write([]byte("GET / HTTP/1.1\r\nHost: sluice\r\n\r\n")); err != nil {
 		t.Fatal(err)
 	}
-	br := bufio.NewReader(conn)
 	resp, err := http.ReadResponse(br, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -237,4 +203,19 @@ func TestDrainClosesIdleConnectionsAtTheBound(t *testing.T) {
 		t.Errorf("the idle connection after shutdown: %v, want EOF", err)
 	}
 	t.Logf("stopped %v after SIGTERM with an idle connection open", time.Since(start).Round(time.Millisecond))
+}
+
+// serveOneConnection serves a test server and opens one raw TCP connection
+// to it, closed when the test ends; stop is the server's SIGTERM and done
+// receives what Serve returns.
+func serveOneConnection(t *testing.T, edit func(*config.Options)) (net.Conn, *bufio.Reader, context.CancelFunc, <-chan error) {
+	t.Helper()
+	addr, stop, done := listenAndServe(t, newTestServer(t, edit))
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		stop()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn, bufio.NewReader(conn), stop, done
 }

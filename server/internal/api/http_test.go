@@ -28,19 +28,27 @@ func startServer(t *testing.T, edit func(*config.Options)) *testServer {
 // serve answers with s on a free loopback port until the test ends.
 func serve(t *testing.T, s *Server) *testServer {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(ctx, ln, nil) }()
+	addr, cancel, done := listenAndServe(t, s)
 	t.Cleanup(func() {
 		if err := stopServing(cancel, done); err != nil {
 			t.Errorf("serve: %v", err)
 		}
 	})
-	return &testServer{Server: s, base: "http://" + ln.Addr().String(), t: t}
+	return &testServer{Server: s, base: "http://" + addr, t: t}
+}
+
+// listenAndServe starts s.Serve on a free loopback port: cancel is its
+// SIGTERM, and done receives what Serve returns.
+func listenAndServe(t *testing.T, s *Server) (addr string, cancel context.CancelFunc, done <-chan error) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- s.Serve(ctx, ln, nil) }()
+	return ln.Addr().String(), cancel, errc
 }
 
 // stopServing ends a Serve a test started (cancel is its SIGTERM) and

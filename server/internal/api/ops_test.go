@@ -3,7 +3,6 @@ package api
 import (
 	"context"
 	"io"
-	"net"
 	"net/http"
 	"regexp"
 	"strings"
@@ -252,14 +251,8 @@ func TestGracefulShutdown(t *testing.T) {
 		time.Sleep(1500 * time.Millisecond)
 		WriteJSON(w, 200, map[string]string{"project": c.Project})
 	})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	base := "http://" + ln.Addr().String()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(ctx, ln, nil) }()
+	addr, cancel, done := listenAndServe(t, s)
+	base := "http://" + addr
 	ts := &testServer{Server: s, base: base, t: t}
 	ts.must(403, "GET", "/v2/slow", std(), "")
 
