@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from ..integration.conftest import apply, condition, get, kc, wait_for
+from ..integration.conftest import apply, condition, get, kc, status, wait_for
 from .test_pools import pool, ready
 
 FINAL = ("Succeeded", "Failed")
@@ -82,8 +82,8 @@ def test_task_distribution_consumes_every_message_once(bench_pool: str) -> None:
         # Nothing acknowledged (the verdict fails it): show why, from the run
         # and the server, before the namespace goes.
         logs = kc("logs", "deployment/sluice-server", "-n", ns, "--tail=40", check=False)
-        status = json.dumps(st, default=str)[:3000]
-        pytest.fail(f"no post acknowledged: {status}\nserver log:\n{logs.stdout}{logs.stderr}")
+        seen = json.dumps(st, default=str)[:3000]
+        pytest.fail(f"no post acknowledged: {seen}\nserver log:\n{logs.stdout}{logs.stderr}")
     assert st["phase"] == "Succeeded", (st.get("reason"), st.get("message"))
     assert r["consumed"] == r["produced"], r
     assert r["lost"] == 0 and r["duplicated"] == 0 and r["exact"] is True, r
@@ -93,7 +93,7 @@ def test_task_distribution_consumes_every_message_once(bench_pool: str) -> None:
     # The report (rendered after the run: condition ReportReady): CSV series,
     # PNG plots (non-empty, real PNGs) and the HTML page.
     b = wait_for(
-        "report rendered", lambda: (o := get("benchmark", ns, "td")) and o["status"].get("reportConfigMap") and o
+        "report rendered", lambda: (o := get("benchmark", ns, "td")) and status(o).get("reportConfigMap") and o
     )
     assert condition(b, "ReportReady").get("status") == "True"
     cm = get("configmap", ns, b["status"]["reportConfigMap"])

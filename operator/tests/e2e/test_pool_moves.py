@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from ..integration.conftest import apply, condition, get, kc, wait_for
+from ..integration.conftest import apply, condition, get, kc, status, wait_for
 from .conftest import server_url
 from .test_benchmarks import FINAL, benchmark, run
 from .test_pools import names, pool, ready
@@ -80,7 +80,7 @@ def test_pool_scaled_down_under_load_loses_nothing(pools: str) -> None:
 
     done = wait_for(
         "shrink-td finished",
-        lambda: (o := get("benchmark", ns, "shrink-td")) and o["status"].get("phase") in FINAL and o,
+        lambda: (o := get("benchmark", ns, "shrink-td")) and status(o).get("phase") in FINAL and o,
         timeout=600,
     )
     st = done["status"]

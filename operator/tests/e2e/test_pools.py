@@ -11,7 +11,7 @@ import subprocess
 import time
 from typing import Any
 
-from ..integration.conftest import ROOT, apply, condition, get, kc, wait_for
+from ..integration.conftest import ROOT, apply, condition, get, kc, status, wait_for
 from .conftest import RELEASE_NS, admin_get, operator_pods, server_url
 
 COMPAT_PY = ROOT / "build/venv-compat/bin/python"
@@ -81,7 +81,7 @@ def test_pool_queue_and_client(ns: str) -> None:
     assert out.returncode == 0, out.stdout + out.stderr
     assert json.loads(out.stdout.strip().splitlines()[-1])["claimed"] == [1, 2]
     # The Queue's status names its shard, and that shard counts it.
-    q = wait_for("Queue shard in status", lambda: (o := get("queue", ns, "orders")) and o["status"].get("shard") and o)
+    q = wait_for("Queue shard in status", lambda: (o := get("queue", ns, "orders")) and status(o).get("shard") and o)
     shard = q["status"]["shard"]
     assert shard in ("web-0", "web-1")
     assert admin_get(ns, f"/v2/pools/{shard}?detailed=true")["queues"] == 1

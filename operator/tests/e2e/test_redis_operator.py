@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from ..integration.conftest import apply, condition, get, kc, wait_for
+from ..integration.conftest import apply, condition, get, kc, status, wait_for
 from .conftest import _need, server_url
 
 HEALTH = "http://127.0.0.1:10291/healthz"
@@ -114,7 +114,7 @@ def make_queue(ns: str, pool_name: str, queue: str) -> str:
     )
     q = wait_for(
         f"Queue {queue} on a shard",
-        lambda: (o := get("queue", ns, queue)) and o["status"].get("shard") and o,
+        lambda: (o := get("queue", ns, queue)) and status(o).get("shard") and o,
         timeout=120,
     )
     return str(q["status"]["shard"])
@@ -155,7 +155,7 @@ def test_scale_up_and_down_keeps_volumes(redis_operator: str) -> None:
     kc("patch", "pool", "ro1", "-n", ns, "--type=merge", "-p", '{"spec": {"shards": 3}}')
     wait_for(
         "Pool ro1 Ready with 3 shards",
-        lambda: (o := get("pool", ns, "ro1")) and o["status"].get("readyShards") == "3/3" and ready(ns, "ro1"),
+        lambda: (o := get("pool", ns, "ro1")) and status(o).get("readyShards") == "3/3" and ready(ns, "ro1"),
         timeout=300,
         interval=1,
     )
@@ -231,7 +231,7 @@ def switch_replicas(ns: str, name: str, replicas: int) -> float:
         f"Pool {name} Ready with replicas {replicas}",
         lambda: (
             (o := get("pool", ns, name))
-            and o["status"].get("observedGeneration") == gen
+            and status(o).get("observedGeneration") == gen
             and ready(ns, name)
             and shape(ns, f"{name}-0") == want
         ),

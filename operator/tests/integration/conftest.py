@@ -63,8 +63,14 @@ def wait_for(what: str, fn: Callable[[], Any], timeout: float = 60, interval: fl
     raise AssertionError(f"timed out after {timeout}s waiting for {what}; last: {last!r}")
 
 
+def status(obj: dict[str, Any] | None) -> dict[str, Any]:
+    """status is an object's status; {} for no object, or one the operator has not
+    written a status for yet (a poll right after apply sees that)."""
+    return (obj or {}).get("status") or {}
+
+
 def condition(obj: dict[str, Any] | None, ctype: str) -> dict[str, Any]:
-    for c in ((obj or {}).get("status") or {}).get("conditions") or []:
+    for c in status(obj).get("conditions") or []:
         if c.get("type") == ctype:
             return c
     return {}

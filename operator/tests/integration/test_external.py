@@ -20,7 +20,7 @@ import pytest
 import requests
 
 from ..support import Processes, server_stack
-from .conftest import Operator, apply, condition, drop_namespace, get, kc, rbac_denials, wait_for
+from .conftest import Operator, apply, condition, drop_namespace, get, kc, rbac_denials, status, wait_for
 
 
 @pytest.fixture(scope="module")
@@ -195,7 +195,7 @@ def test_queue_subscriptions_deliver_signed_and_report_health(stack: dict) -> No
 
         def delivered() -> dict | None:
             o = get("queue", ns, "notified")
-            return o if o and (o["status"].get("deliveries") or {}).get("delivered", 0) >= 1 else None
+            return o if o and (status(o).get("deliveries") or {}).get("delivered", 0) >= 1 else None
 
         obj = wait_for("delivered in status", delivered, timeout=60)
         events = kc("get", "events", "-n", ns, "-o", "json").stdout

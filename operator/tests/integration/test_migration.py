@@ -17,7 +17,7 @@ import pytest
 import requests
 
 from ..support import Processes, server_stack, unavailable
-from .conftest import Operator, apply, condition, drop_namespace, get, kc, rbac_denials, wait_for
+from .conftest import Operator, apply, condition, drop_namespace, get, kc, rbac_denials, status, wait_for
 from .test_external import _up, zaqar
 
 POOL = "mig"
@@ -230,7 +230,7 @@ def test_rebalance_fills_a_new_shard(moving: dict[str, Any]) -> None:
         lambda: (
             (o := get("pool", ns, POOL))
             and condition(o, "Balanced").get("status") == "True"
-            and (o["status"].get("rebalance") or {}).get("moves", 0) >= 1
+            and (status(o).get("rebalance") or {}).get("moves", 0) >= 1
             and o
         ),
         timeout=240,
