@@ -92,12 +92,20 @@ def post(ns: str, queue: str, n: int, tag: str) -> bool:
 
 
 def claim_all(ns: str, queue: str) -> list[str]:
-    """claim_all claims until the queue is empty; the tags of every message claimed."""
+    """claim_all claims until the queue is empty; the tags of every message claimed.
+    It retries a 503 (with Retry-After, while Sentinel settles a replicated shard's
+    master) as a client should, up to 30 times a second apart; any other answer but
+    201 or 204 fails."""
     tags: list[str] = []
+    unavailable = 0
     for _ in range(200):
         code, out = zaqar(ns, "POST", f"/v2/queues/{queue}/claims?limit=20", {"ttl": 300, "grace": 60})
         if code == 204:
             return tags
+        if code == 503 and unavailable < 30:
+            unavailable += 1
+            time.sleep(1)
+            continue
         assert code == 201, (code, out)
         tags += [m["body"]["tag"] for m in out["messages"]]
     raise AssertionError("queue never ran dry")
