@@ -61,7 +61,8 @@ func startReplica(t *testing.T, store string, extra ...string) *replica {
 	bin := serverBinary(t)
 	for attempt := 0; attempt < 3; attempt++ {
 		r := &replica{t: t, addr: "127.0.0.1:" + strconv.Itoa(testutil.FreePort(t))}
-		args := append([]string{"--listen", r.addr, "--store", store, "--access-log=false", "--drain-delay", "0",
+		// No drain delay and a short linger: no load balancer to drain from.
+		args := append([]string{"--listen", r.addr, "--store", store, "--access-log=false", "--drain-delay", "0", "--shutdown-timeout", "4s",
 			"--delivery-timeout", "1s", "--delivery-poll", "50ms", "--delivery-retry-min", "50ms", "--delivery-retry-max", "500ms"}, extra...)
 		r.cmd = exec.Command(bin, args...)
 		r.cmd.Stdout, r.cmd.Stderr = &r.logs, &r.logs
@@ -101,15 +102,21 @@ func (r *replica) kill() {
 	}
 }
 
+// stop ends the process with SIGTERM, and SIGKILL if it has not exited
+// 20 s later. The test's client drops its idle connections first, as a
+// client of a stopping server should (it leaves them to their clients for
+// a while: docs/server.md).
 func (r *replica) stop() {
 	if r.cmd.ProcessState == nil {
+		http.DefaultClient.CloseIdleConnections()
 		_ = r.cmd.Process.Signal(syscall.SIGTERM)
 		done := make(chan struct{})
 		go func() { _ = r.cmd.Wait(); close(done) }()
 		select {
 		case <-done:
 		case <-time.After(20 * time.Second):
-			r.kill()
+			_ = r.cmd.Process.Signal(syscall.SIGKILL)
+			<-done
 		}
 	}
 }
