@@ -22,6 +22,9 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 BIN = ROOT / "build/bin"
 BENCH = BIN / "sluice-bench"
 SERVER = BIN / "sluice-server"
+# QUICK_STOP: sluice-server flags for a test process, which has no load balancer
+# to drain from: no drain delay and a short linger for idle connections.
+QUICK_STOP = ["--drain-delay=0s", "--shutdown-timeout=4s"]
 
 
 def ci() -> bool:
@@ -164,9 +167,7 @@ def server_stack(procs: Processes, tmp: pathlib.Path, shards: int = 2) -> Server
             f"{catalog}/0",
             "--admin-token",
             token,
-            # quick stop(): no drain delay, a short linger for idle connections
-            "--drain-delay=0s",
-            "--shutdown-timeout=4s",
+            *QUICK_STOP,
         ],
         log=tmp / "server.log",
     )

@@ -22,7 +22,7 @@ from sluice_operator import kube
 from sluice_operator.handlers import subscriptions
 from sluice_operator.serverapi import ServerAPI
 
-from ..support import SERVER, free_port, need_file
+from ..support import QUICK_STOP, SERVER, free_port, need_file
 from .kube_double import Store
 
 TOKEN = "optoken"
@@ -42,8 +42,7 @@ def api() -> Iterator[ServerAPI]:
             "memory",
             "--admin-token",
             TOKEN,
-            "--drain-delay=0s",
-            "--shutdown-timeout=4s",
+            *QUICK_STOP,
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

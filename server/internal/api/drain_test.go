@@ -162,14 +162,7 @@ func TestDrainLeavesIdleConnectionsToTheirClients(t *testing.T) {
 	if r := post(); r.StatusCode != 201 || !r.Close {
 		t.Fatalf("the request after the drain delay: %s, close %v; want 201 with Connection: close", r.Status, r.Close)
 	}
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("serve: %v", err)
-		}
-	case <-time.After(3 * time.Second):
-		t.Fatal("the server still runs after its last connection closed")
-	}
+	stoppedWithin(t, done, 3*time.Second, "the server still runs after its last connection closed")
 }
 
 // TestDrainClosesIdleConnectionsAtTheBound: a connection that stays idle
@@ -190,14 +183,7 @@ func TestDrainClosesIdleConnectionsAtTheBound(t *testing.T) {
 	resp.Body.Close()
 	start := time.Now()
 	stop()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("serve: %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("an idle connection held the server past its shutdown bound")
-	}
+	stoppedWithin(t, done, 10*time.Second, "an idle connection held the server past its shutdown bound")
 	_ = conn.SetReadDeadline(time.Now().Add(time.Second))
 	if _, err := br.Peek(1); !errors.Is(err, io.EOF) {
 		t.Errorf("the idle connection after shutdown: %v, want EOF", err)
@@ -218,4 +204,17 @@ func serveOneConnection(t *testing.T, edit func(*config.Options)) (net.Conn, *bu
 	}
 	t.Cleanup(func() { conn.Close() })
 	return conn, bufio.NewReader(conn), stop, done
+}
+
+// stoppedWithin fails the test unless Serve returned nil within bound.
+func stoppedWithin(t *testing.T, done <-chan error, bound time.Duration, late string) {
+	t.Helper()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("serve: %v", err)
+		}
+	case <-time.After(bound):
+		t.Fatal(late)
+	}
 }
