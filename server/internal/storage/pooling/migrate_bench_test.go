@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -37,7 +39,7 @@ func BenchmarkMigrate(b *testing.B) {
 					b.Fatal(err)
 				}
 				d := pooling.New(openCatalog(b, catalogURI), fallback, storage.Options{}, slog.New(slog.DiscardHandler))
-				mover := d.StartMover(pooling.MoverOptions{Batch: batch, Rate: -1})
+				mover := d.StartMover(pooling.MoverOptions{Batch: batch, Rate: benchMoveRate(b)})
 				q := storage.QueueRef{Project: "bench", Name: fmt.Sprintf("move-%d", i)}
 				msgs := make([]storage.NewMessage, 100)
 				for j := range msgs {
@@ -178,4 +180,18 @@ func (l *load) cut() window {
 func (l *load) stop() {
 	close(l.done)
 	l.wg.Wait()
+}
+
+// benchMoveRate is the move's rate cap: SLUICE_MIGRATE_RATE messages per
+// second when set (to see what a cap buys the clients' p99), none otherwise.
+func benchMoveRate(b *testing.B) int {
+	v := os.Getenv("SLUICE_MIGRATE_RATE")
+	if v == "" {
+		return -1
+	}
+	rate, err := strconv.Atoi(v)
+	if err != nil || rate <= 0 {
+		b.Fatalf("SLUICE_MIGRATE_RATE=%q: want a positive number of messages per second", v)
+	}
+	return rate
 }
