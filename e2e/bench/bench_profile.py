@@ -37,7 +37,7 @@ import urllib.request
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "compat"))
+sys.path.insert(0, str(HERE.parent / "testsupport"))
 sys.path.insert(0, str(HERE))
 
 from harness import BIN, RedisServer, SluiceServer, free_port, rss_kib  # noqa: E402

@@ -4,6 +4,8 @@ as CI, and "fail under CI, else skip"."""
 from __future__ import annotations
 
 import socket
+import subprocess
+import sys
 
 import pytest
 from _pytest.outcomes import Failed, Skipped
@@ -41,3 +43,24 @@ def test_free_port_is_bindable():
     assert 0 < port < 65536
     with socket.socket() as s:
         s.bind(("127.0.0.1", port))
+
+
+# The benchmark drivers are run by hand (make bench-*), never by make test,
+# so a moved import breaks one silently; --help imports everything it needs.
+BENCH_DRIVERS = sorted(
+    p.relative_to(harness.ROOT).as_posix()
+    for p in [*(harness.ROOT / "e2e" / "bench").glob("bench_*.py"),
+              *(harness.ROOT / "bench-job" / "scripts").glob("bench_*.py")]
+)
+
+
+@pytest.mark.parametrize("driver", BENCH_DRIVERS)
+def test_benchmark_driver_starts(driver):
+    out = subprocess.run([sys.executable, str(harness.ROOT / driver), "--help"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, f"{driver} --help failed:\n{out.stderr[-2000:]}"
+    assert "usage:" in out.stdout
+
+
+def test_benchmark_drivers_found():
+    assert "e2e/bench/bench_server.py" in BENCH_DRIVERS
