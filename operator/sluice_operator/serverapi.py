@@ -47,6 +47,26 @@ class ServerAPI:
             # https: the CA file the server's certificate must chain to.
             self.http.verify = verify
 
+    def close(self) -> None:
+        """close ends the session's keep-alive connections. A server stopping waits for
+        its clients' open connections (docs/server.md, linger), so a reconcile step closes
+        what it opened instead of leaving it to the garbage collector. The pools are
+        closed one by one: urllib3 2 only forgets them on Session.close(), and an error
+        still referenced (a retry's traceback holds the failed response, which holds its
+        pool) would keep their connections open."""
+        for adapter in self.http.adapters.values():
+            manager = getattr(adapter, "poolmanager", None)
+            if manager is not None:
+                for key in manager.pools.keys():  # noqa: SIM118 (the container refuses iteration)
+                    manager.pools[key].close()
+        self.http.close()
+
+    def __enter__(self) -> ServerAPI:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def _req(
         self,
         method: str,

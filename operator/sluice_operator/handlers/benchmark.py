@@ -199,15 +199,16 @@ def prepare_pool(cfg: Config, body: dict[str, Any], run: int) -> tuple[str, str]
     members = [s["name"] for s in shards if s.get("registered") and not s.get("draining")]
     if not members:
         return "PoolNotReady", f"Pool {spec['pool']} has no registered shard yet"
-    api, project = server.api(cfg, ns), bb.project(body)
-    try:
-        api.put_flavor(spec["pool"], members, project=project)
-        for q in bb.queue_names(body, run):
-            api.put_queue(project, q, {"_flavor": spec["pool"]})
-    except Unavailable as exc:
-        return "ServerUnavailable", str(exc)[:300]
-    except ServerError as exc:
-        return "QueueSetupRefused", f"{exc.title}: {exc.description}"[:300]
+    project = bb.project(body)
+    with server.api(cfg, ns) as api:
+        try:
+            api.put_flavor(spec["pool"], members, project=project)
+            for q in bb.queue_names(body, run):
+                api.put_queue(project, q, {"_flavor": spec["pool"]})
+        except Unavailable as exc:
+            return "ServerUnavailable", str(exc)[:300]
+        except ServerError as exc:
+            return "QueueSetupRefused", f"{exc.title}: {exc.description}"[:300]
     return None
 
 

@@ -313,33 +313,33 @@ def reconcile(cfg: Config, body: dict[str, Any], patch: Any, logger: Any = log) 
 
     queue_crs = [q for q in kube.list_objects("Queue", ns) if q.get("spec", {}).get("pool") == name]
     leaving, staying = _leaving(body, status, entries, wanted)
-    api = server.api(cfg, ns)
-    out = Drain([], migration.latest(body, status) if leaving else status.get("migration"))
-    # Queues move only to the shards that stay, answer and are registered.
-    targets = [e["name"] for e in entries if e["ready"] and e.get("registered")]
-    try:
-        _drain(api, body, prov, leaving, staying, queue_crs, targets, out)
-        shards.register(api, name, entries + list(staying.values()), uris, int(spec.get("weight", 100)))
-        detail_ok = True
-        conds = cond.set_condition(conds, "Registered", *registered(entries, wanted, name), gen)
-    except (Unavailable, ServerError) as exc:
-        detail_ok = False
-        conds = cond.set_condition(conds, "Registered", False, "ServerUnavailable", str(exc)[:400], gen)
-    entries += [staying[i] for i in sorted(staying)]
-    reported = bool(cond.get_condition(conds, "ScaledDown"))
-    scaled = scaled_down(out.blocked, bool(staying), bool(leaving), reported, wanted, out.reason)
-    if scaled:
-        conds = cond.set_condition(conds, "ScaledDown", *scaled, gen)
+    with server.api(cfg, ns) as api:
+        out = Drain([], migration.latest(body, status) if leaving else status.get("migration"))
+        # Queues move only to the shards that stay, answer and are registered.
+        targets = [e["name"] for e in entries if e["ready"] and e.get("registered")]
+        try:
+            _drain(api, body, prov, leaving, staying, queue_crs, targets, out)
+            shards.register(api, name, entries + list(staying.values()), uris, int(spec.get("weight", 100)))
+            detail_ok = True
+            conds = cond.set_condition(conds, "Registered", *registered(entries, wanted, name), gen)
+        except (Unavailable, ServerError) as exc:
+            detail_ok = False
+            conds = cond.set_condition(conds, "Registered", False, "ServerUnavailable", str(exc)[:400], gen)
+        entries += [staying[i] for i in sorted(staying)]
+        reported = bool(cond.get_condition(conds, "ScaledDown"))
+        scaled = scaled_down(out.blocked, bool(staying), bool(leaving), reported, wanted, out.reason)
+        if scaled:
+            conds = cond.set_condition(conds, "ScaledDown", *scaled, gen)
 
-    for e in entries:
-        if e.get("draining"):
-            continue
-        e["queues"], names = shards.queues_on_shard(None, queue_crs, name, e["name"])
-        e.setdefault("queueNames", names[:20])
-    r = Readiness.of(entries, wanted, prov_error)
-    settled = r.is_ready and detail_ok and not staying
-    members = [e["name"] for e in entries[:wanted]]
-    balance, conds = rebalance.reconcile(api, body, status, members, settled, conds, time.time())
+        for e in entries:
+            if e.get("draining"):
+                continue
+            e["queues"], names = shards.queues_on_shard(None, queue_crs, name, e["name"])
+            e.setdefault("queueNames", names[:20])
+        r = Readiness.of(entries, wanted, prov_error)
+        settled = r.is_ready and detail_ok and not staying
+        members = [e["name"] for e in entries[:wanted]]
+        balance, conds = rebalance.reconcile(api, body, status, members, settled, conds, time.time())
     conds = cond.set_condition(conds, "Ready", r.is_ready, "Ready" if r.is_ready else "NotReady", r.message(), gen)
     cond.write_status(
         patch,
@@ -379,22 +379,22 @@ def delete(cfg: Config, body: dict[str, Any], patch: Any, retry: int, logger: An
         msg = f"{len(names)} Queue(s) still use this Pool: {', '.join(names[:10])}; delete them first"
         patch.status["conditions"] = cond.set_condition(conds, "Deleting", False, "QueuesRemain", msg, gen)
         raise kopf.TemporaryError(msg, delay=10)
-    api = server.api(cfg, ns)
-    try:
-        for s in status.get("shards") or []:
-            try:
-                api.delete_pool(s["name"])
-            except ServerError as exc:
-                if exc.status == 409 and not terminating:
-                    msg = f"shard {s['name']} still holds queues on the server: {exc.description}"
-                    patch.status["conditions"] = cond.set_condition(
-                        conds, "Deleting", False, "ShardsHoldQueues", msg, gen
-                    )
-                    raise kopf.TemporaryError(msg, delay=10) from exc
-        api.delete_flavor(name)
-    except Unavailable as exc:
-        if retry < cfg.delete_retries and not terminating:
-            raise kopf.TemporaryError(f"server unavailable: {exc}", delay=5) from exc
-        events.warn(body, reason="ServerGone", message=f"server unreachable, shards left registered: {exc}")
+    with server.api(cfg, ns) as api:
+        try:
+            for s in status.get("shards") or []:
+                try:
+                    api.delete_pool(s["name"])
+                except ServerError as exc:
+                    if exc.status == 409 and not terminating:
+                        msg = f"shard {s['name']} still holds queues on the server: {exc.description}"
+                        patch.status["conditions"] = cond.set_condition(
+                            conds, "Deleting", False, "ShardsHoldQueues", msg, gen
+                        )
+                        raise kopf.TemporaryError(msg, delay=10) from exc
+            api.delete_flavor(name)
+        except Unavailable as exc:
+            if retry < cfg.delete_retries and not terminating:
+                raise kopf.TemporaryError(f"server unavailable: {exc}", delay=5) from exc
+            events.warn(body, reason="ServerGone", message=f"server unreachable, shards left registered: {exc}")
     provisioning.release_pool_sentinels(body)
     metrics.forget_pool(ns, name)

@@ -112,28 +112,28 @@ def _reconcile(cfg: Config, body: dict[str, Any], patch: Any) -> None:
     if not members:
         _not_ready(patch, status, gen, "PoolNotReady", f"Pool {spec['pool']} has no registered shard yet", ns, name)
         return
-    api = server.api(cfg, ns)
     want = queue_metadata(spec)
-    try:
-        # Flavors may be scoped by project on the server: make sure the queue's project sees it.
-        api.put_flavor(spec["pool"], members, project=project)
-        created = api.put_queue(project, qname, want)
-        have = api.get_queue(project, qname)
-        changes = metadata_changes(want, have)
-        if changes:
-            api.patch_queue(project, qname, changes, have)
+    with server.api(cfg, ns) as api:
+        try:
+            # Flavors may be scoped by project on the server: make sure the queue's project sees it.
+            api.put_flavor(spec["pool"], members, project=project)
+            created = api.put_queue(project, qname, want)
             have = api.get_queue(project, qname)
-        stats, oldest_age = api.queue_stats(project, qname)
-        subs = subscriptions.sync(api, body, project, qname)
-        deliveries = api.deliveries(project, qname)
-    except Unavailable as exc:
-        metrics.ERRORS.labels("Queue", "ServerUnavailable").inc()
-        _not_ready(patch, status, gen, "ServerUnavailable", str(exc)[:400], ns, name)
-        return
-    except ServerError as exc:
-        metrics.ERRORS.labels("Queue", "Rejected").inc()
-        _not_ready(patch, status, gen, "Rejected", f"{exc.title}: {exc.description}"[:400], ns, name)
-        return
+            changes = metadata_changes(want, have)
+            if changes:
+                api.patch_queue(project, qname, changes, have)
+                have = api.get_queue(project, qname)
+            stats, oldest_age = api.queue_stats(project, qname)
+            subs = subscriptions.sync(api, body, project, qname)
+            deliveries = api.deliveries(project, qname)
+        except Unavailable as exc:
+            metrics.ERRORS.labels("Queue", "ServerUnavailable").inc()
+            _not_ready(patch, status, gen, "ServerUnavailable", str(exc)[:400], ns, name)
+            return
+        except ServerError as exc:
+            metrics.ERRORS.labels("Queue", "Rejected").inc()
+            _not_ready(patch, status, gen, "Rejected", f"{exc.title}: {exc.description}"[:400], ns, name)
+            return
     if created:
         events.info(body, reason="Created", message=f"queue {qname} created in project {project}")
     conds = cond.set_condition(conds, "Ready", True, "Ready", f"queue {qname} serves project {project}", gen)
@@ -170,23 +170,23 @@ def delete(cfg: Config, body: dict[str, Any], retry: int, logger: Any = log) -> 
     if kube.get("Pool", ns, spec["pool"]) is None:
         events.warn(body, reason="PoolGone", message=f"Pool {spec['pool']} is gone; nothing to delete on a server")
         return
-    try:
-        api = server.api(cfg, ns)
-        with _exclusive(body):
-            subscriptions.remove_managed(api, body, project, qname)
-            api.delete_queue(project, qname)
-            _mark_deleted(body)
-        _release_dead_letter(api, body, project)
-    except Unavailable as exc:
-        if retry < cfg.delete_retries and not namespace_terminating(ns):
-            raise kopf.TemporaryError(f"server unavailable, retrying: {exc}", delay=5) from exc
-        events.warn(
-            body,
-            reason="ServerGone",
-            message=f"server unreachable after {retry + 1} attempt(s); queue {qname} may remain on its shard",
-        )
-    except ServerError as exc:
-        events.warn(body, reason="DeleteRefused", message=f"{exc.title}: {exc.description}")
+    with server.api(cfg, ns) as api:
+        try:
+            with _exclusive(body):
+                subscriptions.remove_managed(api, body, project, qname)
+                api.delete_queue(project, qname)
+                _mark_deleted(body)
+            _release_dead_letter(api, body, project)
+        except Unavailable as exc:
+            if retry < cfg.delete_retries and not namespace_terminating(ns):
+                raise kopf.TemporaryError(f"server unavailable, retrying: {exc}", delay=5) from exc
+            events.warn(
+                body,
+                reason="ServerGone",
+                message=f"server unreachable after {retry + 1} attempt(s); queue {qname} may remain on its shard",
+            )
+        except ServerError as exc:
+            events.warn(body, reason="DeleteRefused", message=f"{exc.title}: {exc.description}")
 
 
 def dead_letter_in_use(body: dict[str, Any], others: list[dict[str, Any]]) -> bool:

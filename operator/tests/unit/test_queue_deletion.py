@@ -25,6 +25,13 @@ class FakeAPI:
         self.calls: list[tuple[str, str]] = []
         self.slow_put = slow_put
         self.put_started = threading.Event()
+        self.closed = 0  # times a handler closed this client after using it
+
+    def __enter__(self) -> FakeAPI:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.closed += 1
 
     def put_flavor(self, name: str, pools: list[str], project: str = "") -> None:
         pass
@@ -102,6 +109,7 @@ def test_empty_unused_dead_letter_queue_goes_with_its_queue(env: dict[str, Any])
     env["queues"] = [queue("orders", dlq="orders-dlq")]
     queue_handler.delete(Config(), queue("orders", dlq="orders-dlq"), retry=0)
     assert env["api"].calls == [("delete", "orders"), ("delete", "orders-dlq")]
+    assert env["api"].closed == 1
 
 
 def test_dead_letter_queue_kept_with_messages_or_other_users(env: dict[str, Any]) -> None:

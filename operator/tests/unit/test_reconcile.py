@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import kopf
 import pytest
 
 from sluice_operator import kube
@@ -89,6 +90,7 @@ def test_external_pool_registers_serves_queues_and_scales_down_safely(
     )
     p = run_pool(cfg, store)
     assert cond(p, "Ready")["status"] == "True", p["status"]
+    assert server.connections_closed()  # each step closes the connections it opened
     assert p["status"]["phase"] == "Ready" and p["status"]["readyShards"] == "2/2"
     assert p["status"]["provisioner"] == "external"
     assert set(server.state.pools) == {"web-0", "web-1"}
@@ -109,6 +111,7 @@ def test_external_pool_registers_serves_queues_and_scales_down_safely(
     qp = Patch()
     queue_handler.reconcile(cfg, store.get("Queue", "shop", "orders"), qp)
     assert qp.status["conditions"][0]["status"] == "True"
+    assert server.connections_closed()
     assert qp.status["messages"] == {"free": 2, "claimed": 1, "total": 3}
     assert server.state.queues[("shop", "orders")]["_default_message_ttl"] == 120
     assert server.state.placement[("shop", "orders")] == "web-1"
@@ -127,11 +130,16 @@ def test_external_pool_registers_serves_queues_and_scales_down_safely(
     assert "web-1" in server.state.pools
     # Deleting the queue lets the scale-down finish.
     queue_handler.delete(cfg, store.get("Queue", "shop", "orders"), retry=0)
+    assert server.connections_closed()
     store.delete("Queue", "shop", "orders")
     p = run_pool(cfg, store)
     assert "web-1" not in server.state.pools
     assert [s["name"] for s in p["status"]["shards"]] == ["web-0"]
     assert cond(p, "ScaledDown")["status"] == "True" and p["status"]["phase"] == "Ready"
+    assert server.connections_closed()
+    # Deleting the Pool unregisters what is left, and closes its connection too.
+    pool_handler.delete(cfg, p, Patch(), retry=0)
+    assert server.state.pools == {} and server.connections_closed()
 
 
 def test_pool_deletion_refused_while_queue_resources_remain(store: Store, server: ZaqarDouble) -> None:
@@ -147,6 +155,32 @@ def test_pool_deletion_refused_while_queue_resources_remain(store: Store, server
     with pytest.raises(Exception, match="1 Queue\\(s\\) still use this Pool: orders"):
         pool_handler.delete(cfg, body, p, retry=0)
     assert p.status["conditions"][0]["reason"] == "QueuesRemain"
+
+
+def test_refused_pool_deletion_closes_its_connection(store: Store, server: ZaqarDouble) -> None:
+    # The retry kopf is asked for carries the handler's frame in its traceback for as
+    # long as the exception lives; the client in that frame is closed all the same.
+    cfg = Config(server_url_template=server.url)
+    store.apply(
+        {
+            "kind": "Secret",
+            "metadata": {"name": "sluice-server-admin", "namespace": "shop"},
+            "stringData": {"token": server.state.token},
+        }
+    )
+    server.state.pools["web-0"] = {"uri": "redis://web-0:6379/0", "weight": 100, "flavor": "web"}
+    server.state.placement[("shop", "orders")] = "web-0"
+    body = {
+        "kind": "Pool",
+        "metadata": {"name": "web", "namespace": "shop", "uid": "u1", "generation": 2},
+        "spec": {"backend": "redis"},
+        "status": {"shards": [{"name": "web-0"}]},
+    }
+    p = Patch()
+    with pytest.raises(kopf.TemporaryError, match="web-0 still holds queues") as refused:
+        pool_handler.delete(cfg, body, p, retry=0)
+    assert p.status["conditions"][0]["reason"] == "ShardsHoldQueues"
+    assert refused.tb is not None and server.connections_closed()
 
 
 def test_queue_deletion_released_when_server_is_gone(store: Store) -> None:

@@ -47,6 +47,16 @@ def test_register_puts_pools_and_flavor(server: ZaqarDouble, api: ServerAPI) -> 
     assert writes == []
 
 
+def test_closing_the_client_closes_its_connections(server: ZaqarDouble) -> None:
+    # A stopping server waits for its clients' keep-alive connections (linger), so
+    # the operator closes each client when a step is done.
+    with ServerAPI(server.url, token=server.state.token, timeout=5) as api:
+        api.delete_flavor("web")
+        api.delete_flavor("web")
+        assert server.state.open_connections == 1  # one kept-alive connection, reused
+    assert server.connections_closed()
+
+
 def test_register_skips_unready_shards_and_patches_weight(server: ZaqarDouble, api: ServerAPI) -> None:
     es = entries(2)
     es[1]["ready"] = False

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -19,6 +20,8 @@ class State:
         self.placement: dict[tuple[str, str], str] = {}
         self.requests: list[tuple[str, str, dict[str, str], Any]] = []
         self.token = "admintoken"
+        self.lock = threading.Lock()
+        self.open_connections = 0
         # Subscriptions by (project, queue) -> id -> subscription; deliveries by
         # (project, queue) as the deliveries endpoint answers (None: no endpoint).
         self.subs: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
@@ -47,6 +50,23 @@ class State:
 
 def _handler(state: State) -> type[BaseHTTPRequestHandler]:
     class H(BaseHTTPRequestHandler):
+        # Keep-alive, as sluice-server: a client that never closes its connections
+        # shows in state.open_connections.
+        protocol_version = "HTTP/1.1"
+        # Headers and body go out in two writes: without this, the client's next
+        # request on the connection waits out Nagle against a delayed ACK (40 ms).
+        disable_nagle_algorithm = True
+
+        def setup(self) -> None:
+            super().setup()
+            with state.lock:
+                state.open_connections += 1
+
+        def finish(self) -> None:
+            super().finish()
+            with state.lock:
+                state.open_connections -= 1
+
         def log_message(self, *args: Any) -> None:
             pass
 
@@ -279,6 +299,14 @@ class ZaqarDouble:
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
         self.thread.start()
+
+    def connections_closed(self, within: float = 5.0) -> bool:
+        """connections_closed: every client connection has been closed, waiting up to
+        within seconds for the server's side to see the close."""
+        end = time.monotonic() + within
+        while self.state.open_connections > 0 and time.monotonic() < end:
+            time.sleep(0.01)
+        return self.state.open_connections == 0
 
     def stop(self) -> None:
         self.httpd.shutdown()
