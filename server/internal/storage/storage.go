@@ -149,6 +149,15 @@ type ListMessagesOptions struct {
 	IncludeDelayed bool
 }
 
+// Remover is a MessageStore whose delete also says whether it removed the
+// message (false: it was absent, or lapsed). The pooled driver needs it
+// during a move: a delete that removed the message on the source, where it
+// was visible and so at home, need not ask the target (docs/pooling.md, "The
+// invariant"); one that found nothing there must.
+type Remover interface {
+	Remove(ctx context.Context, q QueueRef, id, claimID string) (removed bool, err error)
+}
+
 // MessageStore posts, reads and deletes messages.
 type MessageStore interface {
 	// Post appends the messages to the queue, creating the queue if needed.

@@ -241,6 +241,21 @@ func (r *Redis) signal(sig syscall.Signal) {
 	r.cmd = nil
 }
 
+// Pause stops the process (SIGSTOP) without ending it: its clients' calls
+// wait, as on a server that hangs, until Resume.
+func (r *Redis) Pause() { r.stopOrContinue(syscall.SIGSTOP) }
+
+// Resume lets a paused server go on (SIGCONT).
+func (r *Redis) Resume() { r.stopOrContinue(syscall.SIGCONT) }
+
+func (r *Redis) stopOrContinue(sig syscall.Signal) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cmd != nil {
+		_ = r.cmd.Process.Signal(sig)
+	}
+}
+
 // Restart starts a stopped or killed server again on the same port and
 // directory (with Persistent, its data comes back from the AOF).
 func (r *Redis) Restart(t testing.TB) {

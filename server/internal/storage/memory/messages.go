@@ -138,7 +138,13 @@ func (s messageStore) GetMany(_ context.Context, ref storage.QueueRef, ids []str
 	return out, nil
 }
 
-func (s messageStore) Delete(_ context.Context, ref storage.QueueRef, id, claimID string) error {
+func (s messageStore) Delete(ctx context.Context, ref storage.QueueRef, id, claimID string) error {
+	_, err := s.Remove(ctx, ref, id, claimID)
+	return err
+}
+
+// Remove is Delete, also saying whether this call removed the message.
+func (s messageStore) Remove(_ context.Context, ref storage.QueueRef, id, claimID string) (bool, error) {
 	q := s.d.lock(ref, false)
 	if q != nil {
 		defer q.mu.Unlock()
@@ -148,13 +154,13 @@ func (s messageStore) Delete(_ context.Context, ref storage.QueueRef, id, claimI
 		m = q.msgs[id]
 	}
 	if m == nil {
-		return s.d.named(storage.OpMessageDelete, ref, id)
+		return false, s.d.named(storage.OpMessageDelete, ref, id)
 	}
 	if err := checkClaim(m, claimID); err != nil {
-		return err
+		return false, err
 	}
 	q.remove(m)
-	return nil
+	return true, nil
 }
 
 // checkClaim applies Zaqar's rule for deleting one message: a claimed

@@ -388,3 +388,78 @@ func TestMoveRollsBack(t *testing.T) {
 		}
 	}
 }
+
+// TestDeleteDuringMoveAsksTheTargetOnlyForWhatMoved: a message the source
+// removed was at home there, so the delete is done without the target (a
+// paused target cannot answer, and the delete still succeeds at once); one
+// that has already moved is deleted on the target. Neither comes back once
+// the move ends, and the rest arrive in order.
+func TestDeleteDuringMoveAsksTheTargetOnlyForWhatMoved(t *testing.T) {
+	ctx := context.Background()
+	catalogURI := testutil.StartRedis(t, testutil.RedisOptions{}).URL
+	src := testutil.StartRedis(t, testutil.RedisOptions{})
+	dst := testutil.StartRedis(t, testutil.RedisOptions{})
+	cat := openCatalog(t, catalogURI)
+	for name, p := range map[string]*testutil.Redis{"src": src, "dst": dst} {
+		weight := map[string]int{"src": 100, "dst": 0}[name]
+		if _, err := cat.PutPool(ctx, catalog.Pool{Name: name, URI: p.URL, Weight: weight}, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := openPooled(t, catalogURI, storage.Options{})
+	// One message per batch, five a second: the move lasts about 4 s.
+	mover := d.StartMover(pooling.MoverOptions{Batch: 1, Rate: 5, Lease: 5 * time.Second})
+	q := storage.QueueRef{Project: "move", Name: "deletes"}
+	msgs := make([]storage.NewMessage, 20)
+	for i := range msgs {
+		msgs[i] = storage.NewMessage{TTL: time.Hour, Body: json.RawMessage(fmt.Sprint(i))}
+	}
+	ids, err := d.Messages().Post(ctx, q, "p", msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mover.Migrate(ctx, q, "dst"); err != nil {
+		t.Fatal(err)
+	}
+	newest := ids[len(ids)-1] // the mover takes from the back
+	waitUntil(t, 30*time.Second, func() bool {
+		_, gerr := d.Messages().Get(ctx, q, newest)
+		m, _ := d.Catalog().Store().GetMigration(ctx, q)
+		return gerr == nil && m.State == catalog.StateMoving && m.Moved >= 1
+	})
+
+	dst.Pause()
+	short, cancel := context.WithTimeout(ctx, time.Second)
+	err = d.Messages().Delete(short, q, ids[0], "")
+	cancel()
+	dst.Resume()
+	if err != nil {
+		t.Fatalf("delete of a message still on the source, target paused: %v", err)
+	}
+	if err := d.Messages().Delete(ctx, q, newest, ""); err != nil {
+		t.Fatalf("delete of a moved message: %v", err)
+	}
+	for _, id := range []string{ids[0], newest} {
+		if _, err := d.Messages().Get(ctx, q, id); !storage.Is(err, storage.NotFound) {
+			t.Errorf("get %s after its delete: %v, want NotFound", id, err)
+		}
+	}
+
+	waitUntil(t, 60*time.Second, func() bool {
+		m, _ := d.Catalog().Store().GetMigration(ctx, q)
+		return m.State == catalog.StateDone
+	})
+	c, err := d.Claims().Create(ctx, q, storage.ClaimOptions{TTL: time.Minute, Grace: time.Minute, Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := ids[1 : len(ids)-1]
+	if len(c.Messages) != len(want) {
+		t.Fatalf("after the move the queue holds %d messages, want %d", len(c.Messages), len(want))
+	}
+	for i, m := range c.Messages {
+		if m.ID != want[i] {
+			t.Fatalf("message %d is %s, want %s (FIFO, deleted ones gone)", i, m.ID, want[i])
+		}
+	}
+}

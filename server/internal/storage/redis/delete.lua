@@ -2,8 +2,9 @@
 -- Deleting is the hottest call after posting (once per consumed message),
 -- so it skips the cleanup pass (claims, pops and stats run it) and removes
 -- a claimed message only from the indexes it can be in.
--- Returns {0, status}: 0 deleted or absent, 1 claimed and no claim id given
--- (Forbidden), 2 claim id does not hold it (Invalid).
+-- Returns {0, status, removed}: status 0 deleted or absent, 1 claimed and no
+-- claim id given (Forbidden), 2 claim id does not hold it (Invalid); removed
+-- is 1 when this call deleted the message (storage.Remover).
 local now, id, cid = tonumber(ARGV[1]), ARGV[2], ARGV[3]
 local h = redis.call('HMGET', mkey(id), 'e', 'k', 'x')
 if not h[1] then
@@ -26,4 +27,4 @@ if holder ~= '' then
 else
   drop(id)
 end
-return {0, 0}
+return {0, 0, 1}

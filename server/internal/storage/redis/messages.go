@@ -116,24 +116,30 @@ var (
 )
 
 func (s messageStore) Delete(ctx context.Context, q storage.QueueRef, id, claimID string) error {
+	_, err := s.Remove(ctx, q, id, claimID)
+	return err
+}
+
+// Remove is Delete, also saying whether this call removed the message.
+func (s messageStore) Remove(ctx context.Context, q storage.QueueRef, id, claimID string) (bool, error) {
 	if id == "" {
-		return nil
+		return false, nil
 	}
 	res, err := deleteScript.Run(ctx, s.d.fc, []string{scope(q)}, s.d.nowMS(), id, claimID).Slice()
 	if err != nil {
-		return wrap(storage.OpMessageDelete, err)
+		return false, wrap(storage.OpMessageDelete, err)
 	}
-	if len(res) != 2 {
-		return storage.E(storage.OpMessageDelete, storage.Internal, "malformed script reply")
+	if len(res) < 2 {
+		return false, storage.E(storage.OpMessageDelete, storage.Internal, "malformed script reply")
 	}
 	s.d.lapsed(toInt(res[0]))
 	switch toInt(res[1]) {
 	case 1:
-		return storage.E(storage.OpMessageDelete, storage.Forbidden, storage.ErrClaimed)
+		return false, storage.E(storage.OpMessageDelete, storage.Forbidden, storage.ErrClaimed)
 	case 2:
-		return storage.E(storage.OpMessageDelete, storage.Invalid, storage.ErrNotHolder)
+		return false, storage.E(storage.OpMessageDelete, storage.Invalid, storage.ErrNotHolder)
 	}
-	return nil
+	return len(res) > 2 && toInt(res[2]) == 1, nil
 }
 
 var (

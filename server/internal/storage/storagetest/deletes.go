@@ -51,6 +51,43 @@ func testDelete(e *env) {
 	}
 }
 
+// testRemove: a driver that says whether a delete removed the message
+// (storage.Remover) says so exactly when the message was there to remove;
+// the pooled driver skips the target of a move on its word.
+func testRemove(e *env) {
+	rm, ok := e.raw.Messages().(storage.Remover)
+	if !ok {
+		e.t.Skip("the driver does not report removals")
+	}
+	q := e.queue("removes")
+	ids := e.post(q, "c", 2, time.Hour)
+	c := e.claim(q, 1, time.Minute, time.Minute) // holds ids[0]
+	cases := []struct {
+		name    string
+		id      string
+		claimID string
+		want    *storage.Kind
+		removed bool
+	}{
+		{"claimed without claim id", ids[0], "", kind(storage.Forbidden), false},
+		{"claimed with its claim id", ids[0], c.ID, nil, true},
+		{"already removed", ids[0], c.ID, nil, false},
+		{"free", ids[1], "", nil, true},
+		{"free, again", ids[1], "", nil, false},
+		{"absent", "no-such-id", "", nil, false},
+	}
+	for _, tc := range cases {
+		removed, err := rm.Remove(e.ctx, q, tc.id, tc.claimID)
+		e.wantKind(tc.name, err, tc.want)
+		if removed != tc.removed {
+			e.t.Errorf("%s: removed = %v, want %v", tc.name, removed, tc.removed)
+		}
+	}
+	if removed, err := rm.Remove(e.ctx, e.queue("absent"), ids[1], ""); err != nil || removed {
+		e.t.Errorf("remove in absent queue: %v, %v", removed, err)
+	}
+}
+
 func testDeleteMany(e *env) {
 	q := e.queue("bulk")
 	ms := e.d.Messages()

@@ -17,6 +17,7 @@ var messageCases = []testCase{
 	{"Messages/ListPastManyFiltered", testListPastManyFiltered},
 	{"Messages/GetMany", testGetMany},
 	{"Messages/Delete", testDelete},
+	{"Messages/Remove", testRemove},
 	{"Messages/DeleteMany", testDeleteMany},
 	{"Messages/Pop", testPop},
 }

@@ -64,7 +64,8 @@ func Run(t *testing.T, open Opener) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			clock := NewClock()
-			e := &env{t: t, ctx: context.Background(), clock: clock, d: wrap(t, open(t, clock)), suffix: randomHex(4)}
+			raw := open(t, clock)
+			e := &env{t: t, ctx: context.Background(), clock: clock, d: wrap(t, raw), raw: raw, suffix: randomHex(4)}
 			defer e.teardown()
 			tc.fn(e)
 		})
@@ -87,6 +88,7 @@ type env struct {
 	ctx    context.Context
 	clock  *Clock
 	d      storage.Driver
+	raw    storage.Driver // d without the instrumentation wrapper
 	suffix string
 	used   []storage.QueueRef
 }
