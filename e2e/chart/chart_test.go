@@ -204,6 +204,10 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 		{"serverReplicas=3", "serverReplicas"},
 		{"operator.replicas=2", "replicas"},
 		{"server.resources.requests.cpu=lots", "cpu"},
+		{"server.migration.batch=0", "batch"},
+		{"server.migration.batch=20000", "batch"},
+		{"server.migration.rate=-1", "rate"},
+		{"server.migration.speed=fast", "speed"},
 	}
 	for _, c := range cases {
 		t.Run(c.set, func(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -75,6 +76,22 @@ print(json.dumps(dataclasses.asdict(cfg), default=list))`
 			if strings.HasSuffix(f, "production-values.yaml") && (env["SLUICE_OPERATOR_SMTP_URL_SECRET"] != "smtp-relay/url" ||
 				env["SLUICE_OPERATOR_SIGNED_URL_SECRET"] != "share-key/key" || cfg["require_confirmation"] != true) {
 				t.Errorf("production values: notifications not passed on: %q, %v", env["SLUICE_OPERATOR_SMTP_URL_SECRET"], cfg["require_confirmation"])
+			}
+			// The pace of queue moves: null in values is "" here and None in the
+			// operator (the server's defaults); a 0 rate (no cap) stays 0.
+			for field, name := range map[string]string{"migrate_batch": "SLUICE_OPERATOR_MIGRATE_BATCH", "migrate_rate": "SLUICE_OPERATOR_MIGRATE_RATE"} {
+				got := ""
+				if v, ok := cfg[field].(float64); ok {
+					got = strconv.Itoa(int(v))
+				}
+				if got != env[name] {
+					t.Errorf("operator config %s = %v, chart set %s=%q", field, cfg[field], name, env[name])
+				}
+			}
+			if strings.HasSuffix(f, "production-values.yaml") &&
+				(env["SLUICE_OPERATOR_MIGRATE_BATCH"] != "100" || env["SLUICE_OPERATOR_MIGRATE_RATE"] != "0") {
+				t.Errorf("production values: migration pace not passed on: batch %q rate %q",
+					env["SLUICE_OPERATOR_MIGRATE_BATCH"], env["SLUICE_OPERATOR_MIGRATE_RATE"])
 			}
 			var podSC map[string]any
 			_ = json.Unmarshal([]byte(env["SLUICE_OPERATOR_POD_SECURITY_CONTEXT"]), &podSC)

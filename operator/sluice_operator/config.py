@@ -34,6 +34,13 @@ def env_int(env: Mapping[str, str], name: str, default: int, lo: int, hi: int) -
     return value
 
 
+def _opt_int(env: Mapping[str, str], name: str, lo: int, hi: int) -> int | None:
+    """_opt_int is env_int for a setting whose absence means "the server's default"."""
+    if env.get(name, "").strip() == "":
+        return None
+    return env_int(env, name, 0, lo, hi)
+
+
 def _bool(env: dict[str, str], name: str, default: bool) -> bool:
     raw = env.get(name, "").strip().lower()
     if raw == "":
@@ -110,6 +117,12 @@ class Config:
     smtp_url: str = ""
     smtp_url_secret: str = ""
     require_confirmation: bool = False
+    # Queue moves (sluice-server --migrate-batch, --migrate-rate): the most
+    # messages one step carries and the messages per second one move carries
+    # (0: no cap), which pace every Pool scale-down and rebalance; None: the
+    # server's defaults (docs/server.md).
+    migrate_batch: int | None = None
+    migrate_rate: int | None = None
     # Key of pre-signed URLs (sluice-server --signed-url-secret), as
     # "secret-name/key" of a Secret in each namespace with a Pool; empty: /share is off.
     signed_url_secret: str = ""
@@ -211,6 +224,8 @@ class Config:
             smtp_url_secret=refs["SMTP_URL_SECRET"],
             require_confirmation=confirm,
             signed_url_secret=refs["SIGNED_URL_SECRET"],
+            migrate_batch=_opt_int(e, p + "MIGRATE_BATCH", 1, 10000),
+            migrate_rate=_opt_int(e, p + "MIGRATE_RATE", 0, 10_000_000),
             network_policies=netpol,
             network_policy_cidrs=split(e.get(p + "NETWORK_POLICY_CIDRS", "")),
             server_tls=_bool(e, p + "SERVER_TLS", d.server_tls),

@@ -74,6 +74,11 @@ reads SLUICE_OPERATOR_*). JSON-valued variables carry structured values as-is.
   value: {{ with .Values.notifications.smtpUrlSecret }}{{ if .name }}{{ printf "%s/%s" .name .key | quote }}{{ else }}""{{ end }}{{ end }}
 - name: SLUICE_OPERATOR_REQUIRE_CONFIRMATION
   value: {{ .Values.notifications.requireConfirmation | quote }}
+{{- /* null is the server's default; 0 is a rate (no cap), so no "default" here. */}}
+- name: SLUICE_OPERATOR_MIGRATE_BATCH
+  value: {{ if kindIs "invalid" .Values.server.migration.batch }}""{{ else }}{{ .Values.server.migration.batch | int | toString | quote }}{{ end }}
+- name: SLUICE_OPERATOR_MIGRATE_RATE
+  value: {{ if kindIs "invalid" .Values.server.migration.rate }}""{{ else }}{{ .Values.server.migration.rate | int | toString | quote }}{{ end }}
 - name: SLUICE_OPERATOR_SIGNED_URL_SECRET
   value: {{ with .Values.notifications.signedUrlSecret }}{{ if .name }}{{ printf "%s/%s" .name .key | quote }}{{ else }}""{{ end }}{{ end }}
 {{- end -}}

@@ -88,6 +88,17 @@ def notification_env(cfg: Config) -> list[dict[str, Any]]:
     return env
 
 
+def migration_env(cfg: Config) -> list[dict[str, Any]]:
+    """migration_env passes the pace of queue moves (--migrate-batch, --migrate-rate)
+    when the operator is given one; otherwise the server's defaults apply."""
+    env: list[dict[str, Any]] = []
+    if cfg.migrate_batch is not None:
+        env.append({"name": "SLUICE_MIGRATE_BATCH", "value": str(cfg.migrate_batch)})
+    if cfg.migrate_rate is not None:
+        env.append({"name": "SLUICE_MIGRATE_RATE", "value": str(cfg.migrate_rate)})
+    return env
+
+
 def catalog_secret(cfg: Config, ns: str, password: str, owners: list[dict[str, Any]]) -> dict[str, Any]:
     """catalog_secret holds the builtin catalog Redis's password, shared by it and the server."""
     secret = common.password_secret(cfg, common.CATALOG_SECRET, ns, "catalog", password)
@@ -111,7 +122,7 @@ def deployment(cfg: Config, ns: str, owners: list[dict[str, Any]]) -> dict[str, 
             "valueFrom": {"secretKeyRef": {"name": common.ADMIN_SECRET, "key": "token"}},
         },
     ]
-    env += notification_env(cfg)
+    env += notification_env(cfg) + migration_env(cfg)
     container: dict[str, Any] = {
         "name": "sluice-server",
         "image": cfg.server_image,

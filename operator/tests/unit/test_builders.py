@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+
 from sluice_operator.builders import builtin, common, server, thirdparty
 from sluice_operator.config import Config
 
@@ -169,6 +171,26 @@ def test_common_labels_and_pull_secrets_reach_pods() -> None:
     assert sts["metadata"]["labels"]["team"] == "mq"
     assert "team" not in sts["spec"]["selector"]["matchLabels"]
     assert sts["spec"]["template"]["spec"]["imagePullSecrets"] == [{"name": "regcred"}]
+
+
+@pytest.mark.parametrize(
+    "given, passed",
+    [
+        ({}, {}),  # the server's own defaults
+        (
+            {"SLUICE_OPERATOR_MIGRATE_BATCH": "100", "SLUICE_OPERATOR_MIGRATE_RATE": "0"},
+            {"SLUICE_MIGRATE_BATCH": "100", "SLUICE_MIGRATE_RATE": "0"},
+        ),  # 0: no cap, not "unset"
+        (
+            {"SLUICE_OPERATOR_MIGRATE_RATE": "2000", "SLUICE_OPERATOR_MIGRATE_BATCH": ""},
+            {"SLUICE_MIGRATE_RATE": "2000"},
+        ),
+    ],
+)
+def test_migration_pace_reaches_the_server_deployment(given: dict[str, str], passed: dict[str, str]) -> None:
+    c = server.deployment(Config.from_env(given), "shop", [])["spec"]["template"]["spec"]["containers"][0]
+    got = {e["name"]: e["value"] for e in c["env"] if e["name"].startswith("SLUICE_MIGRATE_")}
+    assert got == passed
 
 
 def test_notification_settings_reach_the_server_deployment() -> None:

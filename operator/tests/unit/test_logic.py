@@ -212,6 +212,9 @@ def test_config_from_env() -> None:
         ({"SLUICE_OPERATOR_SERVICE_MONITOR": "perhaps"}, "SERVICE_MONITOR='perhaps' is not a boolean"),
         ({"SLUICE_OPERATOR_SMTP_URL_SECRET": "just-a-name"}, "is not secret-name/key"),
         ({"SLUICE_OPERATOR_SIGNED_URL_SECRET": "a/b/c"}, "SIGNED_URL_SECRET='a/b/c' is not secret-name/key"),
+        ({"SLUICE_OPERATOR_MIGRATE_BATCH": "0"}, "MIGRATE_BATCH=0 is outside 1..10000"),
+        ({"SLUICE_OPERATOR_MIGRATE_BATCH": "lots"}, "MIGRATE_BATCH='lots' is not an integer"),
+        ({"SLUICE_OPERATOR_MIGRATE_RATE": "-1"}, "MIGRATE_RATE=-1 is outside 0..10000000"),
     ],
 )
 def test_config_errors_name_the_variable(env: dict[str, str], needle: str) -> None:

@@ -13,22 +13,35 @@ import (
 	"testing"
 	"time"
 
+	"sluice.dev/server/internal/config"
 	"sluice.dev/server/internal/storage"
 	"sluice.dev/server/internal/storage/catalog"
 	"sluice.dev/server/internal/storage/pooling"
 )
 
 // BenchmarkMigrate moves a queue of 20 000 messages of 1 KiB between two
-// redis-servers, rate cap off, while two producers post and two consumers
-// claim and delete on it. Reported: messages moved per second (from the
-// seal to the end of the last batch), and the clients' p99 per call before
-// the move (the same load, no move) and during it.
+// redis-servers while two producers post and two consumers claim and
+// delete on it: first with the server's default batch and rate cap
+// ("defaults"), then uncapped at batch sizes from 10 to 1000 (a rate from
+// SLUICE_MIGRATE_RATE caps these too). Reported: messages moved per second
+// (from the seal to the end of the last batch), and the clients' p99 per
+// call before the move (the same load, no move) and during it.
 func BenchmarkMigrate(b *testing.B) {
 	const backlog = 20000
 	ctx := context.Background()
 	kib := json.RawMessage(`"` + strings.Repeat("x", 1022) + `"`)
+	def := config.Defaults()
+	type setting struct {
+		name        string
+		batch, rate int
+	}
+	settings := []setting{{fmt.Sprintf("defaults(batch=%d,rate=%d)", def.MigrateBatch, def.MigrateRate), def.MigrateBatch, def.MigrateRate}}
 	for _, batch := range []int{10, 20, 50, 100, 200, 500, 1000} {
-		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
+		settings = append(settings, setting{fmt.Sprintf("batch=%d", batch), batch, benchMoveRate(b)})
+	}
+	for _, set := range settings {
+		batch, rate := set.batch, set.rate
+		b.Run(set.name, func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				b.StopTimer()
 				catalogURI, _ := movePools(b, "redis", "redis")
@@ -39,7 +52,7 @@ func BenchmarkMigrate(b *testing.B) {
 					b.Fatal(err)
 				}
 				d := pooling.New(openCatalog(b, catalogURI), fallback, storage.Options{}, slog.New(slog.DiscardHandler))
-				mover := d.StartMover(pooling.MoverOptions{Batch: batch, Rate: benchMoveRate(b)})
+				mover := d.StartMover(pooling.MoverOptions{Batch: batch, Rate: rate})
 				q := storage.QueueRef{Project: "bench", Name: fmt.Sprintf("move-%d", i)}
 				msgs := make([]storage.NewMessage, 100)
 				for j := range msgs {
