@@ -43,6 +43,24 @@ func movePools(t testing.TB, from, to string) (catalogURI string, uris map[strin
 	return catalogURI, uris
 }
 
+// redisMovePools is movePools for two redis-servers the test can stop,
+// kill or pause: the source ("src", weight 100) and the target ("dst",
+// weight 0).
+func redisMovePools(t *testing.T) (catalogURI string, src, dst *testutil.Redis) {
+	t.Helper()
+	catalogURI = testutil.StartRedis(t, testutil.RedisOptions{}).URL
+	src = testutil.StartRedis(t, testutil.RedisOptions{})
+	dst = testutil.StartRedis(t, testutil.RedisOptions{})
+	cat := openCatalog(t, catalogURI)
+	for name, p := range map[string]*testutil.Redis{"src": src, "dst": dst} {
+		weight := map[string]int{"src": 100, "dst": 0}[name]
+		if _, err := cat.PutPool(context.Background(), catalog.Pool{Name: name, URI: p.URL, Weight: weight}, false); err != nil {
+			t.Fatalf("register %s: %v", name, err)
+		}
+	}
+	return catalogURI, src, dst
+}
+
 // body is what every test message carries: its producer and its number in
 // that producer's sequence.
 type body struct {
@@ -337,16 +355,7 @@ func TestMoveUnderLoad(t *testing.T) {
 // there, and nothing is lost.
 func TestMoveRollsBack(t *testing.T) {
 	ctx := context.Background()
-	catalogURI := testutil.StartRedis(t, testutil.RedisOptions{}).URL
-	src := testutil.StartRedis(t, testutil.RedisOptions{})
-	dst := testutil.StartRedis(t, testutil.RedisOptions{})
-	cat := openCatalog(t, catalogURI)
-	for name, p := range map[string]*testutil.Redis{"src": src, "dst": dst} {
-		weight := map[string]int{"src": 100, "dst": 0}[name]
-		if _, err := cat.PutPool(ctx, catalog.Pool{Name: name, URI: p.URL, Weight: weight}, false); err != nil {
-			t.Fatal(err)
-		}
-	}
+	catalogURI, _, dst := redisMovePools(t)
 	d := openPooled(t, catalogURI, storage.Options{})
 	mover := d.StartMover(pooling.MoverOptions{Lease: time.Second, Scan: 200 * time.Millisecond})
 	q := storage.QueueRef{Project: "move", Name: "back"}
@@ -396,16 +405,7 @@ func TestMoveRollsBack(t *testing.T) {
 // the move ends, and the rest arrive in order.
 func TestDeleteDuringMoveAsksTheTargetOnlyForWhatMoved(t *testing.T) {
 	ctx := context.Background()
-	catalogURI := testutil.StartRedis(t, testutil.RedisOptions{}).URL
-	src := testutil.StartRedis(t, testutil.RedisOptions{})
-	dst := testutil.StartRedis(t, testutil.RedisOptions{})
-	cat := openCatalog(t, catalogURI)
-	for name, p := range map[string]*testutil.Redis{"src": src, "dst": dst} {
-		weight := map[string]int{"src": 100, "dst": 0}[name]
-		if _, err := cat.PutPool(ctx, catalog.Pool{Name: name, URI: p.URL, Weight: weight}, false); err != nil {
-			t.Fatal(err)
-		}
-	}
+	catalogURI, _, dst := redisMovePools(t)
 	d := openPooled(t, catalogURI, storage.Options{})
 	// One message per batch, five a second: the move lasts about 4 s.
 	mover := d.StartMover(pooling.MoverOptions{Batch: 1, Rate: 5, Lease: 5 * time.Second})
