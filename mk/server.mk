@@ -56,6 +56,6 @@ BENCH_TARGETS += bench-profile
 APT_PACKAGES  += wrk
 BENCH_PROFILE_ARGS ?=
 .PHONY: bench-profile
-bench-profile: deps-apt build-server ## CPU per request by process, Redis cost per call and per message, pprof tops (fixed rate, loopback)
-	GO=$(GO) $(PYTHON) e2e/bench/bench_profile.py --server $(BIN)/sluice-server --json $(BUILD)/bench-profile.json \
+bench-profile: deps-apt build-server build-noop ## CPU per request by process (and of the no-op HTTP server), Redis cost per call and per message, pprof tops (fixed rate, loopback)
+	GO=$(GO) $(PYTHON) e2e/bench/bench_profile.py --server $(BIN)/sluice-server --noop --json $(BUILD)/bench-profile.json \
 	  --write-doc $(ROOT)/docs/benchmarks.md $(BENCH_PROFILE_ARGS)

@@ -41,7 +41,7 @@ sys.path.insert(0, str(HERE.parent / "testsupport"))
 sys.path.insert(0, str(HERE))
 
 from harness import BIN, RedisServer, SluiceServer, free_port, rss_kib  # noqa: E402
-from bench_server import api, machine, run_wrk  # noqa: E402
+from bench_server import NoopServer, api, machine, run_wrk  # noqa: E402
 from report import write_doc_section  # noqa: E402
 
 SECTION = "## Where a request's CPU goes (`make bench-profile`)"
@@ -187,6 +187,22 @@ def run_phase(name: str, script: str, server: SluiceServer, pprof: str, redis_cl
     return out
 
 
+def noop_phase(work: Path, args) -> dict:
+    """The HTTP floor under the same POST load: e2e/bench/noop (net/http, a fixed
+    201, no storage), its CPU and wrk's per request, in the same run as the
+    sluice phases so the two can be set side by side."""
+    with NoopServer(work / "noop") as noop:
+        s0, c0, sc0 = cpu_seconds(noop.pid), children_cpu(), syscalls(noop.pid)
+        res = run_wrk(noop.url, "post.lua", args.conns, args.phase,
+                      {"QUEUE": args.queue, "MSG_SIZE": str(args.msg_size), "DELAY_MS": str(args.pace_ms)})
+        s1, c1, sc1 = cpu_seconds(noop.pid), children_cpu(), syscalls(noop.pid)
+    n = max(res["requests"], 1)
+    return {"requests": res["requests"], "rps": res["rps"], "errors": res["errors"],
+            "p50_ms": res["p50_us"] / 1000, "p99_ms": res["p99_us"] / 1000,
+            "server_cpu_ms_per_1k": (s1 - s0) * 1e6 / n, "client_cpu_ms_per_1k": (c1 - c0) * 1e6 / n,
+            "server_syscalls_per_request": (sc1 - sc0) / n}
+
+
 def profile(args) -> dict:
     results = {"machine": machine(), "redis_config": args.redis_config, "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                "binary": str(args.server), "phase_s": args.phase, "conns": args.conns,
@@ -221,6 +237,8 @@ def profile(args) -> dict:
                                                        redis.pid, work, args)
             finally:
                 server.stop()
+        if args.noop:
+            results["noop"] = noop_phase(work, args)
     results["loadavg_end"] = os.getloadavg()
     return results
 
@@ -294,6 +312,13 @@ def render(results: dict, baseline: dict | None) -> str:
         if results.get("redis_config") else ""
     lines += ["", f"Redis memory per stored message (used_memory growth over the post phase / messages "
                   f"stored, {results['msg_size']}-byte message JSON{conf}): {mem}. Server RSS: {idle}.", ""]
+    noop = results.get("noop")
+    if noop:
+        lines += [f"The no-op HTTP server (`e2e/bench/noop`, `--noop`) under the same POST load, same run: "
+                  f"{noop['rps']:,.0f} req/s, its CPU {noop['server_cpu_ms_per_1k']:.1f} ms and wrk's "
+                  f"{noop['client_cpu_ms_per_1k']:.1f} ms per 1,000 requests, "
+                  f"{noop['server_syscalls_per_request']:.2f} read+write syscalls per request: the HTTP "
+                  "floor under the server columns.", ""]
     for c in cols:
         ph = results["phases"][c]
         cmds = ", ".join(f"{k} {v:.2f}" for k, v in list(ph["commands"].items())[:12])
@@ -321,6 +346,8 @@ def main() -> int:
     ap.add_argument("--queue", default="profile", help="queue name")
     ap.add_argument("--redis-config", action="append", default=[], metavar="NAME=VALUE",
                     help="CONFIG SET on the redis-server before measuring (repeatable)")
+    ap.add_argument("--noop", action="store_true",
+                    help="also measure the no-op HTTP server (make build-noop) under the same POST load")
     ap.add_argument("--top", type=int, default=15, help="lines of each pprof top")
     ap.add_argument("--go", default=os.environ.get("GO", "go"), help="go command (for go tool pprof)")
     ap.add_argument("--json", type=Path, help="write the raw figures here")
