@@ -1,30 +1,31 @@
 -- KEYS: scope, dead-letter queue scope, its project index, registry.
--- ARGV: now, claim id, ttl ms, grace ms, limit, max claim count (0: no
--- policy), dead-letter queue name, dead-letter ttl ms (0: keep the
--- message's own), dead-letter scope.
--- Takes the oldest free, visible messages; exhausted ones are moved instead,
--- after the claim is made, so a queue that is its own dead-letter queue does
--- not hand the moved message to the claim that moved it.
+-- ARGV: now, dead-letter queue name, dead-letter scope, then one or more
+-- claims, each: claim id, ttl ms, grace ms, limit, max claim count (0: no
+-- policy), dead-letter ttl ms (0: keep the message's own). Concurrent
+-- claims on one queue arrive here as one call (groupcommit.go) and are
+-- made in the order they were asked for.
+-- Each takes the oldest free, visible messages; exhausted ones are moved
+-- instead, after the claim is made, so a queue that is its own dead-letter
+-- queue does not hand the moved message to the claim that moved it.
 -- While a move has a batch in transit and nothing here is free: Moving
--- (lib.lua's busy). Returns {lapsed claims, dead-lettered, messages...}.
-local now, cid, ttl, grace, limit = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
-local maxcc, dlq, dlttl = tonumber(ARGV[6]), ARGV[7], tonumber(ARGV[8])
--- A dead-letter queue that is moving away (sealed, or a tombstone) takes
--- no message here, where it would be stranded: the policy waits until the
--- queue lives on one backend again.
-if maxcc > 0 and redis.call('HEXISTS', KEYS[2] .. ':q', 'g') == 1 then maxcc = 0 end
+-- (lib.lua's busy). Returns one reply per claim: {lapsed claims,
+-- dead-lettered, messages...} (the lapsed claims counted in the first), or
+-- the error every claim would get.
+local now, dlq = tonumber(ARGV[1]), ARGV[2]
+local nclaims = (#ARGV - 3) / 6
+local replies = {}
 local answer, transit = busy(now)
-if answer then return answer end
-local cexp = now + ttl
-local mexp = cexp + grace
+if answer then
+  for i = 1, nclaims do replies[i] = answer end
+  return replies
+end
 local lapsed = advance(now)
-local out, taken, dead = {lapsed, 0}, {}, 0
 
 -- move re-posts a message into the dead-letter queue under the same id.
-local function move(id, h)
+local function move(id, h, dlttl)
   local DP = KEYS[2]
   local DQ = DP .. ':q'
-  ensure(DQ, KEYS[3], KEYS[4], dlq, ARGV[9], '{}')
+  ensure(DQ, KEYS[3], KEYS[4], dlq, ARGV[3], '{}')
   local life = dlttl
   if life <= 0 then life = tonumber(h[3]) - tonumber(h[2]) end
   local e = now + life
@@ -38,51 +39,73 @@ local function move(id, h)
   keepalive(DP, now, e, DP .. ':ids', DP .. ':exp', DP .. ':rdy')
 end
 
-local held, moves = {}, {}
-while #taken < limit do
-  local ids = redis.call('ZRANGE', RDY, 0, limit - #taken - 1)
-  if #ids == 0 then break end
-  redis.call('ZREM', RDY, unpack(ids))
-  for _, id in ipairs(ids) do
-    local mk = mkey(id)
-    -- One read serves every check and the reply.
-    local h = redis.call('HMGET', mk, 'b', 'c', 'e', 'd', 'u', 'n')
-    local count = tonumber(h[6] or '0')
-    if not h[1] or tonumber(h[3]) <= now then
-      drop(id)
-    elseif h[4] and tonumber(h[4]) > now then
-      redis.call('ZADD', DLY, h[4], id) -- never claim a delayed message
-    elseif maxcc > 0 and count >= maxcc then
-      drop(id) -- first: the dead-letter queue may be this very queue
-      moves[#moves + 1] = {id, {h[1], h[2], h[3], h[5]}}
-    else
-      count = count + 1
-      local e = tonumber(h[3])
-      if e < mexp then
-        e = mexp
-        redis.call('HSET', mk, 'k', cid, 'x', cexp, 'n', count, 'e', e)
-        redis.call('ZADD', EXP, e, id)
-        redis.call('PEXPIRE', mk, e - now)
+-- claim makes one claim and returns its reply. The latest end of a claim
+-- made is kept in horizon, for one keepalive after all claims.
+local horizon = 0
+local function claim(cid, ttl, grace, limit, maxcc, dlttl, out)
+  -- A dead-letter queue that is moving away (sealed, or a tombstone) takes
+  -- no message here, where it would be stranded: the policy waits until the
+  -- queue lives on one backend again.
+  if maxcc > 0 and redis.call('HEXISTS', KEYS[2] .. ':q', 'g') == 1 then maxcc = 0 end
+  local cexp = now + ttl
+  local mexp = cexp + grace
+  local taken, dead = {}, 0
+  local held, moves = {}, {}
+  while #taken < limit do
+    local ids = redis.call('ZRANGE', RDY, 0, limit - #taken - 1)
+    if #ids == 0 then break end
+    redis.call('ZREM', RDY, unpack(ids))
+    for _, id in ipairs(ids) do
+      local mk = mkey(id)
+      -- One read serves every check and the reply.
+      local h = redis.call('HMGET', mk, 'b', 'c', 'e', 'd', 'u', 'n')
+      local count = tonumber(h[6] or '0')
+      if not h[1] or tonumber(h[3]) <= now then
+        drop(id)
+      elseif h[4] and tonumber(h[4]) > now then
+        redis.call('ZADD', DLY, h[4], id) -- never claim a delayed message
+      elseif maxcc > 0 and count >= maxcc then
+        drop(id) -- first: the dead-letter queue may be this very queue
+        moves[#moves + 1] = {id, {h[1], h[2], h[3], h[5]}}
       else
-        redis.call('HSET', mk, 'k', cid, 'x', cexp, 'n', count)
+        count = count + 1
+        local e = tonumber(h[3])
+        if e < mexp then
+          e = mexp
+          redis.call('HSET', mk, 'k', cid, 'x', cexp, 'n', count, 'e', e)
+          redis.call('ZADD', EXP, e, id)
+          redis.call('PEXPIRE', mk, e - now)
+        else
+          redis.call('HSET', mk, 'k', cid, 'x', cexp, 'n', count)
+        end
+        held[#held + 1] = cexp
+        held[#held + 1] = id
+        taken[#taken + 1] = id
+        out[#out + 1] = {id, h[1], h[2], string.format('%.0f', e), h[4] or '0', h[5] or '', cid,
+          string.format('%.0f', cexp), tostring(count)}
       end
-      held[#held + 1] = cexp
-      held[#held + 1] = id
-      taken[#taken + 1] = id
-      out[#out + 1] = {id, h[1], h[2], string.format('%.0f', e), h[4] or '0', h[5] or '', cid,
-        string.format('%.0f', cexp), tostring(count)}
     end
   end
+  if #taken > 0 then
+    redis.call('ZADD', HELD, unpack(held))
+    local ck = ckey(cid)
+    redis.call('HSET', ck, 't', ttl, 'g', grace, 'c', now, 'e', cexp, 'i', table.concat(taken, ' '))
+    redis.call('PEXPIRE', ck, ttl)
+    redis.call('ZADD', CL, cexp, cid)
+    if mexp > horizon then horizon = mexp end
+  end
+  for _, mv in ipairs(moves) do move(mv[1], mv[2], dlttl) end
+  if transit and #taken == 0 then return moving_reply() end
+  out[2] = #moves
+  return out
 end
-if #taken > 0 then
-  redis.call('ZADD', HELD, unpack(held))
-  local ck = ckey(cid)
-  redis.call('HSET', ck, 't', ttl, 'g', grace, 'c', now, 'e', cexp, 'i', table.concat(taken, ' '))
-  redis.call('PEXPIRE', ck, ttl)
-  redis.call('ZADD', CL, cexp, cid)
-  keepalive(P, now, mexp, HELD, CL, EXP)
+
+for i = 0, nclaims - 1 do
+  local b = 4 + i * 6
+  local first = 0
+  if i == 0 then first = lapsed end
+  replies[i + 1] = claim(ARGV[b], tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]),
+    tonumber(ARGV[b + 4]), tonumber(ARGV[b + 5]), {first, 0})
 end
-for _, mv in ipairs(moves) do move(mv[1], mv[2]) end
-if transit and #taken == 0 then return moving_reply() end
-out[2] = #moves
-return out
+if horizon > 0 then keepalive(P, now, horizon, HELD, CL, EXP) end
+return replies

@@ -13,7 +13,8 @@ type claimStore struct{ d *Driver }
 var (
 	//go:embed claim_create.lua
 	claimCreateSrc string
-	claimCreate    = register("claim_create", claimCreateSrc)
+	// Concurrent claims on one queue run as one call (claim_create.lua).
+	claimCreate = registerMergeable("claim_create", claimCreateSrc, 3, true)
 )
 
 func (s claimStore) Create(ctx context.Context, q storage.QueueRef, opts storage.ClaimOptions) (storage.Claim, error) {
@@ -28,8 +29,8 @@ func (s claimStore) Create(ctx context.Context, q storage.QueueRef, opts storage
 	if maxcc > 0 {
 		keys[1] = scope(storage.QueueRef{Project: q.Project, Name: dlq})
 	}
-	res, err := claimCreate.Run(ctx, s.d.fc, keys, now, id, opts.TTL.Milliseconds(), opts.Grace.Milliseconds(),
-		opts.Limit, maxcc, dlq, dlTTL, keys[1]).Slice()
+	res, err := claimCreate.Run(ctx, s.d.fc, keys, now, dlq, keys[1],
+		id, opts.TTL.Milliseconds(), opts.Grace.Milliseconds(), opts.Limit, maxcc, dlTTL).Slice()
 	if err != nil {
 		return storage.Claim{}, wrap(storage.OpClaimCreate, err)
 	}

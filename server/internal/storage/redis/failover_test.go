@@ -80,6 +80,6 @@ func waitFor(t *testing.T, limit time.Duration, what string, ok func() bool) {
 		if time.Now().After(deadline) {
 			t.Fatalf("gave up after %v waiting for %s", limit, what)
 		}
-		time.Sleep(200 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -2,6 +2,8 @@ package redis
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"sync"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -14,7 +16,14 @@ import (
 // at once); heavy load pays one write, one read and one round trip per
 // pipeline instead of per call, in the server and in Redis.
 // Each call is still its own FCALL, atomic on its own with its own reply
-// or error, so a batch post stays all-or-nothing per request.
+// or error, so a batch post stays all-or-nothing per request, except that
+// calls that declare themselves mergeable (FCallMerging: posts, claims,
+// deletes) to the same keys become one FCALL of all their arguments. That
+// call is all-or-nothing as a whole, so each request in it still is, and
+// every request gets its reply: the merged call's, which for such a
+// function must be what each request alone would have been told (posts),
+// or, for a function that splits its reply, the element of the reply
+// array in the request's place (claims, deletes).
 type groupCommit struct {
 	c        *goredis.Client
 	slots    chan struct{} // senders in flight
@@ -28,8 +37,12 @@ type pending struct {
 	fn   string
 	keys []string
 	args []any
-	cmd  *goredis.Cmd
-	done chan struct{}
+	// shared > 0 marks a mergeable call: its first shared arguments are
+	// common to every call of fn on the same keys, the rest its own.
+	shared int
+	split  bool // the function replies with an array, one reply per call
+	cmd    *goredis.Cmd
+	done   chan struct{}
 }
 
 func newGroupCommit(c *goredis.Client, senders, maxBatch int) *groupCommit {
@@ -38,10 +51,24 @@ func newGroupCommit(c *goredis.Client, senders, maxBatch int) *groupCommit {
 
 // FCall runs one function call, alone or pipelined with others.
 func (g *groupCommit) FCall(ctx context.Context, fn string, keys []string, args ...any) *goredis.Cmd {
+	return g.call(&pending{ctx: ctx, fn: fn, keys: keys, args: args})
+}
+
+// FCallMerging runs a call that may be merged with other calls of fn on
+// the same keys that are in the same pipeline: their first shared
+// arguments (taken from the first call) followed by each call's others.
+// With split, fn replies with an array of one reply per call, and the
+// call is answered with its own element (alone too).
+func (g *groupCommit) FCallMerging(ctx context.Context, fn string, keys []string, shared int, split bool, args ...any) *goredis.Cmd {
+	return g.call(&pending{ctx: ctx, fn: fn, keys: keys, args: args, shared: shared, split: split})
+}
+
+func (g *groupCommit) call(p *pending) *goredis.Cmd {
+	ctx := p.ctx
 	if err := ctx.Err(); err != nil {
 		return failed(ctx, err)
 	}
-	p := &pending{ctx: ctx, fn: fn, keys: keys, args: args, done: make(chan struct{})}
+	p.done = make(chan struct{})
 	g.mu.Lock()
 	g.queue = append(g.queue, p)
 	g.mu.Unlock()
@@ -101,7 +128,7 @@ func (g *groupCommit) take() []*pending {
 // the sender's context.
 func (g *groupCommit) send(ctx context.Context, own *pending, batch []*pending) {
 	if len(batch) == 1 && batch[0] == own {
-		own.cmd = g.c.FCall(ctx, own.fn, own.keys, own.args...)
+		own.cmd = own.answer(g.c.FCall(ctx, own.fn, own.keys, own.args...), 0, 1)
 		close(own.done)
 		return
 	}
@@ -109,14 +136,95 @@ func (g *groupCommit) send(ctx context.Context, own *pending, batch []*pending) 
 	// up cannot fail the others' calls; go-redis' read and write timeouts
 	// bound it.
 	ctx = context.Background()
+	calls := merge(batch)
 	pipe := g.c.Pipeline()
-	for _, p := range batch {
-		p.cmd = pipe.FCall(ctx, p.fn, p.keys, p.args...)
+	cmds := make([]*goredis.Cmd, len(calls))
+	for i, c := range calls {
+		cmds[i] = pipe.FCall(ctx, c.fn, c.keys, c.args...)
 	}
 	_, _ = pipe.Exec(ctx) // every command carries its own reply or error
-	for _, p := range batch {
-		close(p.done)
+	for i, c := range calls {
+		for j, p := range c.members {
+			p.cmd = p.answer(cmds[i], j, len(c.members))
+			close(p.done)
+		}
 	}
+}
+
+// answer is the reply to the call that was member i of the n calls
+// merged into cmd: a command of its own, since callers may amend theirs
+// (script.Run does, when it loads the library).
+func (p *pending) answer(cmd *goredis.Cmd, i, n int) *goredis.Cmd {
+	own := goredis.NewCmd(p.ctx)
+	if !p.split {
+		own.SetVal(cmd.Val())
+		own.SetErr(cmd.Err())
+		return own
+	}
+	val, err := splitReply(cmd, i, n)
+	own.SetVal(val)
+	own.SetErr(err)
+	return own
+}
+
+// splitReply is element i of the reply of a split function merged from n
+// calls: a failed call fails each of them; an element that is an error
+// reply fails only its own.
+func splitReply(cmd *goredis.Cmd, i, n int) (any, error) {
+	if err := cmd.Err(); err != nil {
+		return nil, err
+	}
+	all, ok := cmd.Val().([]any)
+	if !ok || len(all) != n {
+		return nil, errMalformedMerge
+	}
+	if err, ok := all[i].(goredis.Error); ok {
+		return nil, err
+	}
+	return all[i], nil
+}
+
+var errMalformedMerge = errors.New("a merged call's reply does not have one element per request")
+
+// A mergedCall is one FCALL of the pipeline and the calls it answers.
+type mergedCall struct {
+	fn      string
+	keys    []string
+	args    []any
+	members []*pending
+}
+
+// mergeMaxArgs bounds one merged call (about 200 one-message posts), so
+// one script run stays short and its arguments small.
+const mergeMaxArgs = 1024
+
+// merge turns the batch into the pipeline's calls, in the batch's order:
+// a mergeable call joins the first open call of the same function on the
+// same keys, so the requests of one queue keep their order.
+func merge(batch []*pending) []*mergedCall {
+	calls := make([]*mergedCall, 0, len(batch))
+	open := map[string]*mergedCall{}
+	for _, p := range batch {
+		if p.shared == 0 || p.shared > len(p.args) {
+			calls = append(calls, &mergedCall{fn: p.fn, keys: p.keys, args: p.args, members: []*pending{p}})
+			continue
+		}
+		k := p.fn + "\x00" + strings.Join(p.keys, "\x00")
+		if c := open[k]; c != nil && len(c.args)+len(p.args)-p.shared <= mergeMaxArgs {
+			if len(c.members) == 1 {
+				// Copy before appending: the first call's slice is its
+				// caller's.
+				c.args = append(make([]any, 0, 4*len(c.args)), c.args...)
+			}
+			c.args = append(c.args, p.args[p.shared:]...)
+			c.members = append(c.members, p)
+			continue
+		}
+		c := &mergedCall{fn: p.fn, keys: p.keys, args: p.args, members: []*pending{p}}
+		open[k] = c
+		calls = append(calls, c)
+	}
+	return calls
 }
 
 // FunctionLoadReplace loads the library directly.

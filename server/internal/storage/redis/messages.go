@@ -12,14 +12,15 @@ type messageStore struct{ d *Driver }
 
 var (
 	//go:embed post.lua
-	postSrc    string
-	postScript = register("post", postSrc)
+	postSrc string
+	// Concurrent posts to one queue run as one call (post.lua's ARGV).
+	postScript = registerMergeable("post", postSrc, 3, false)
 )
 
 func (s messageStore) Post(ctx context.Context, q storage.QueueRef, clientID string, msgs []storage.NewMessage) ([]string, error) {
 	keys := queueKeys(q)
-	args := make([]any, 0, 4+4*len(msgs))
-	args = append(args, s.d.nowMS(), clientID, q.Name, keys[0])
+	args := make([]any, 0, 5+4*len(msgs))
+	args = append(args, s.d.nowMS(), q.Name, keys[0], clientID, len(msgs))
 	ids := make([]string, len(msgs))
 	for i, m := range msgs {
 		ttl := m.TTL.Milliseconds()
@@ -111,8 +112,9 @@ func (s messageStore) GetMany(ctx context.Context, q storage.QueueRef, ids []str
 
 var (
 	//go:embed delete.lua
-	deleteSrc    string
-	deleteScript = register("delete", deleteSrc)
+	deleteSrc string
+	// Concurrent deletes on one queue run as one call (delete.lua).
+	deleteScript = registerMergeable("delete", deleteSrc, 1, true)
 )
 
 func (s messageStore) Delete(ctx context.Context, q storage.QueueRef, id, claimID string) error {

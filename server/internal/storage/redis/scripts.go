@@ -37,6 +37,12 @@ type script struct {
 	name string // the .lua file's base name
 	src  string
 	fn   string // the function's name in Redis, set by buildLibrary
+	// shared > 0: calls on the same keys may run as one call, their first
+	// shared arguments common (groupCommit.FCallMerging).
+	shared int
+	// split: the function replies with an array of one reply per request
+	// (its arguments may hold several even when called alone).
+	split bool
 }
 
 // allScripts is filled by the files that declare scripts (package
@@ -46,6 +52,16 @@ var allScripts []*script
 func register(name, src string) *script {
 	s := &script{name: name, src: src}
 	allScripts = append(allScripts, s)
+	return s
+}
+
+// registerMergeable registers a script whose concurrent calls on the same
+// keys may run as one: its arguments are shared common ones followed by
+// any number of requests. Its reply answers each request, or with split
+// is an array of one reply per request.
+func registerMergeable(name, src string, shared int, split bool) *script {
+	s := register(name, src)
+	s.shared, s.split = shared, split
 	return s
 }
 
@@ -91,17 +107,35 @@ type functionCaller interface {
 	FunctionLoadReplace(ctx context.Context, code string) *goredis.StringCmd
 }
 
+// mergingCaller is a functionCaller that can merge calls (*groupCommit).
+type mergingCaller interface {
+	FCallMerging(ctx context.Context, function string, keys []string, shared int, split bool, args ...any) *goredis.Cmd
+}
+
 // Run calls the script's function, loading the library first when Redis
 // does not have it.
 func (s *script) Run(ctx context.Context, c functionCaller, keys []string, args ...any) *goredis.Cmd {
 	code := libraryCode()
-	cmd := c.FCall(ctx, s.fn, keys, args...)
+	cmd := s.call(ctx, c, keys, args)
 	if missingFunction(cmd.Err()) {
 		if err := c.FunctionLoadReplace(ctx, code).Err(); err != nil {
 			cmd.SetErr(err)
 			return cmd
 		}
-		cmd = c.FCall(ctx, s.fn, keys, args...)
+		cmd = s.call(ctx, c, keys, args)
+	}
+	return cmd
+}
+
+func (s *script) call(ctx context.Context, c functionCaller, keys []string, args []any) *goredis.Cmd {
+	if m, ok := c.(mergingCaller); ok && s.shared > 0 {
+		return m.FCallMerging(ctx, s.fn, keys, s.shared, s.split, args...)
+	}
+	cmd := c.FCall(ctx, s.fn, keys, args...)
+	if s.split {
+		val, err := splitReply(cmd, 0, 1)
+		cmd.SetVal(val)
+		cmd.SetErr(err)
 	}
 	return cmd
 }
