@@ -39,9 +39,11 @@ local function move(id, h, dlttl)
   keepalive(DP, now, e, DP .. ':ids', DP .. ':exp', DP .. ':rdy')
 end
 
--- claim makes one claim and returns its reply. The latest end of a claim
--- made is kept in horizon, for one keepalive after all claims.
-local horizon = 0
+-- claim makes one claim and returns its reply. The index entries of all
+-- claims made (held: message -> claim end, claimed: claim -> its end) are
+-- added after the last, one ZADD per index, and the latest end is kept in
+-- horizon for one keepalive: nothing in between reads those indexes.
+local horizon, held, claimed = 0, {}, {}
 local function claim(cid, ttl, grace, limit, maxcc, dlttl, out)
   -- A dead-letter queue that is moving away (sealed, or a tombstone) takes
   -- no message here, where it would be stranded: the policy waits until the
@@ -50,7 +52,7 @@ local function claim(cid, ttl, grace, limit, maxcc, dlttl, out)
   local cexp = now + ttl
   local mexp = cexp + grace
   local taken, dead = {}, 0
-  local held, moves = {}, {}
+  local moves = {}
   while #taken < limit do
     local ids = redis.call('ZRANGE', RDY, 0, limit - #taken - 1)
     if #ids == 0 then break end
@@ -87,11 +89,11 @@ local function claim(cid, ttl, grace, limit, maxcc, dlttl, out)
     end
   end
   if #taken > 0 then
-    redis.call('ZADD', HELD, unpack(held))
     local ck = ckey(cid)
     redis.call('HSET', ck, 't', ttl, 'g', grace, 'c', now, 'e', cexp, 'i', table.concat(taken, ' '))
     redis.call('PEXPIRE', ck, ttl)
-    redis.call('ZADD', CL, cexp, cid)
+    claimed[#claimed + 1] = cexp
+    claimed[#claimed + 1] = cid
     if mexp > horizon then horizon = mexp end
   end
   for _, mv in ipairs(moves) do move(mv[1], mv[2], dlttl) end
@@ -107,5 +109,9 @@ for i = 0, nclaims - 1 do
   replies[i + 1] = claim(ARGV[b], tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]),
     tonumber(ARGV[b + 4]), tonumber(ARGV[b + 5]), {first, 0})
 end
-if horizon > 0 then keepalive(P, now, horizon, HELD, CL, EXP) end
+if horizon > 0 then
+  redis.call('ZADD', HELD, unpack(held))
+  redis.call('ZADD', CL, unpack(claimed))
+  keepalive(P, now, horizon, HELD, CL, EXP)
+end
 return replies

@@ -2,8 +2,9 @@
 -- for none). Concurrent deletes on one queue arrive here as one call
 -- (groupcommit.go) and are done in the order they were asked for.
 -- Deleting is the hottest call after posting (once per consumed message),
--- so it skips the cleanup pass (claims, pops and stats run it) and removes
--- a claimed message only from the indexes it can be in.
+-- so it skips the cleanup pass (claims, pops and stats run it), removes a
+-- claimed message only from the indexes it can be in, and removes all the
+-- messages of a merged call with one command per index.
 -- Returns one reply per delete: {0, status, removed}: status 0 deleted or
 -- absent, 1 claimed and no claim id given (Forbidden), 2 claim id does not
 -- hold it (Invalid); removed is 1 when this call deleted the message
@@ -11,7 +12,14 @@
 -- answer about its whereabouts.
 local now = tonumber(ARGV[1])
 
+-- What the deletes remove is removed together at the end, one command per
+-- key kind for all of them: held lists the messages a live claim held (in
+-- :ids, :exp and :held only), free the others (in any index); gone marks
+-- both, so a second delete of one id in this call finds it absent.
+local held, free, gone = {}, {}, {}
+
 local function delete(id, cid)
+  if gone[id] then return {0, 0} end
   local h = redis.call('HMGET', mkey(id), 'e', 'k', 'x')
   if not h[1] then
     local target, answer = move_state(now)
@@ -24,20 +32,28 @@ local function delete(id, cid)
     if cid == '' then return {0, 1} end
     return {0, 2}
   end
-  if holder ~= '' then
-    -- Held by a live claim: not in the free or delayed indexes.
-    redis.call('DEL', mkey(id))
-    redis.call('ZREM', IDS, id)
-    redis.call('ZREM', EXP, id)
-    redis.call('ZREM', HELD, id)
-  else
-    drop(id)
-  end
+  if holder ~= '' then held[#held + 1] = id else free[#free + 1] = id end
+  gone[id] = true
   return {0, 0, 1}
 end
 
 local replies = {}
 for i = 2, #ARGV, 2 do
   replies[#replies + 1] = delete(ARGV[i], ARGV[i + 1])
+end
+local all = {}
+for _, id in ipairs(held) do all[#all + 1] = id end
+for _, id in ipairs(free) do all[#all + 1] = id end
+if #all > 0 then
+  local keys = {}
+  for i, id in ipairs(all) do keys[i] = mkey(id) end
+  redis.call('DEL', unpack(keys))
+  redis.call('ZREM', IDS, unpack(all))
+  redis.call('ZREM', EXP, unpack(all))
+  redis.call('ZREM', HELD, unpack(all))
+end
+if #free > 0 then
+  redis.call('ZREM', RDY, unpack(free))
+  redis.call('ZREM', DLY, unpack(free))
 end
 return replies
