@@ -76,10 +76,7 @@ func TestGroupCommitKeepsEachCallsResult(t *testing.T) {
 // pipeline (the only sender slot is held until all are queued): each
 // failing call gets its error, each other call its result.
 func TestGroupCommitIsolatesErrors(t *testing.T) {
-	r := testutil.StartRedis(t, testutil.RedisOptions{})
-	d := openAt(t, r.URL, storage.SystemClock{})
-	g := newGroupCommit(d.c, 1, 64)
-	d.fc = g
+	d, g := oneSenderDriver(t)
 	ctx := context.Background()
 	good, bad := queueRef("p", "good"), queueRef("p", "bad")
 	// A queue hash of the wrong type makes the post script fail at its
@@ -121,10 +118,7 @@ func TestGroupCommitIsolatesErrors(t *testing.T) {
 // TestGroupCommitDropsAbandonedCalls: a caller that gives up while its call
 // waits for a sender is told it failed, so the call must never run.
 func TestGroupCommitDropsAbandonedCalls(t *testing.T) {
-	r := testutil.StartRedis(t, testutil.RedisOptions{})
-	d := openAt(t, r.URL, storage.SystemClock{})
-	g := newGroupCommit(d.c, 1, 64)
-	d.fc = g
+	d, g := oneSenderDriver(t)
 	q := queueRef("p", "abandoned")
 	g.slots <- struct{}{}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -164,10 +158,7 @@ func TestGroupCommitDropsAbandonedCalls(t *testing.T) {
 // messages, with its client id, and each queue must list the messages in
 // the order they were posted.
 func TestGroupCommitMergesPostsPerQueue(t *testing.T) {
-	r := testutil.StartRedis(t, testutil.RedisOptions{})
-	d := openAt(t, r.URL, storage.SystemClock{})
-	g := newGroupCommit(d.c, 1, 64)
-	d.fc = g
+	d, g := oneSenderDriver(t)
 	ctx := context.Background()
 	for round, seed := range []int64{1, 2, 3, 4, 5} {
 		rng := rand.New(rand.NewPCG(uint64(seed), 0))
@@ -309,10 +300,7 @@ func queueInOrder(t *testing.T, g *groupCommit, n int, prepare, call func(i int)
 // get the oldest messages left by the claims before it, and each delete
 // exactly the answer it would get alone.
 func TestGroupCommitMergesClaimsAndDeletes(t *testing.T) {
-	r := testutil.StartRedis(t, testutil.RedisOptions{})
-	d := openAt(t, r.URL, storage.SystemClock{})
-	g := newGroupCommit(d.c, 1, 64)
-	d.fc = g
+	d, g := oneSenderDriver(t)
 	ctx := context.Background()
 	remover := d.Messages().(storage.Remover)
 	for round, seed := range []int64{1, 2, 3, 4, 5} {
@@ -436,4 +424,15 @@ func TestGroupCommitMergesClaimsAndDeletes(t *testing.T) {
 			}
 		}
 	}
+}
+
+// oneSenderDriver is a driver on a fresh redis-server whose group commit
+// has one sender slot, which tests hold to gather calls into one pipeline.
+func oneSenderDriver(t *testing.T) (*Driver, *groupCommit) {
+	t.Helper()
+	r := testutil.StartRedis(t, testutil.RedisOptions{})
+	d := openAt(t, r.URL, storage.SystemClock{})
+	g := newGroupCommit(d.c, 1, 64)
+	d.fc = g
+	return d, g
 }
