@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"sluice.dev/server/internal/storage"
@@ -37,6 +38,8 @@ type Catalog struct {
 	placed  map[storage.QueueRef]placement
 	moving  map[storage.QueueRef]Migration // active moves
 	changed []func()
+	// emptyChecked is when HasPools last checked an empty cache (Unix ns).
+	emptyChecked atomic.Int64
 
 	stop chan struct{}
 	done chan struct{}
@@ -171,8 +174,29 @@ func (c *Catalog) CachedPools() []Pool {
 	return c.pools
 }
 
-// HasPools reports whether any pool is registered (per the cache).
-func (c *Catalog) HasPools() bool { return len(c.CachedPools()) > 0 }
+// HasPools reports whether any pool is registered. An empty cache is not
+// trusted for long: the first pool may have been registered (through
+// another replica, or by the operator) since the last poll, and until this
+// replica knows of it, it would put new queues on its default store and
+// answer for queues placed in the pool as if they were absent. So while no
+// pool is cached, the catalog's version is checked again at most every
+// EmptyRecheck: one read per EmptyRecheck for a deployment without pools,
+// instead of a catalog lookup per call.
+func (c *Catalog) HasPools(ctx context.Context) bool {
+	if len(c.CachedPools()) > 0 {
+		return true
+	}
+	now := time.Now().UnixNano()
+	last := c.emptyChecked.Load()
+	if now-last >= int64(EmptyRecheck) && c.emptyChecked.CompareAndSwap(last, now) {
+		c.catchUp(ctx)
+	}
+	return len(c.CachedPools()) > 0
+}
+
+// EmptyRecheck is the least time between two checks of the catalog while
+// no pool is cached (HasPools).
+const EmptyRecheck = 100 * time.Millisecond
 
 // Locate returns q's pool, or "" when q is not placed.
 func (c *Catalog) Locate(ctx context.Context, q storage.QueueRef) (string, error) {

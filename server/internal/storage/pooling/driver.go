@@ -203,7 +203,7 @@ func (d *Driver) prune() {
 // Without it, such a queue is absent, and the default store, which does not
 // hold it either, gives the answers for an absent queue.
 func (d *Driver) route(ctx context.Context, q storage.QueueRef, create bool, flavor string) (storage.Driver, string, error) {
-	if !d.cat.HasPools() {
+	if !d.cat.HasPools(ctx) {
 		// No pools: everything lives on the default store, and no call
 		// pays a catalog round trip.
 		return d.fallback, "", nil
