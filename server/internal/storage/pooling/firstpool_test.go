@@ -22,21 +22,7 @@ func TestFirstPoolReachesReplicasBeforeTheirPoll(t *testing.T) {
 	b := startBackends(t, 1, false, testutil.RedisOptions{})
 	ctx := context.Background()
 	replica := func() *pooling.Driver {
-		st, err := catalog.OpenStore(ctx, b.catalogURI)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cat, err := catalog.New(ctx, st, catalog.Options{Refresh: time.Hour})
-		if err != nil {
-			t.Fatal(err)
-		}
-		fallback, err := storage.Open(ctx, "memory", storage.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		d := pooling.New(cat, fallback, storage.Options{}, nil)
-		t.Cleanup(func() { d.Close(); fallback.Close(); cat.Close() })
-		return d
+		return openPooledOn(t, openCatalogPolling(t, b.catalogURI, time.Hour), storage.Options{})
 	}
 	a, c := replica(), replica()
 	b.register(t)

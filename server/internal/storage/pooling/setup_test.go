@@ -58,12 +58,18 @@ func (b *backends) register(t *testing.T) {
 // openCatalog opens a catalog client (what one server process holds).
 func openCatalog(t testing.TB, uri string) *catalog.Catalog {
 	t.Helper()
+	return openCatalogPolling(t, uri, 100*time.Millisecond)
+}
+
+// openCatalogPolling is openCatalog polling the catalog every refresh.
+func openCatalogPolling(t testing.TB, uri string, refresh time.Duration) *catalog.Catalog {
+	t.Helper()
 	ctx := context.Background()
 	st, err := catalog.OpenStore(ctx, uri)
 	if err != nil {
 		t.Fatalf("open catalog store: %v", err)
 	}
-	cat, err := catalog.New(ctx, st, catalog.Options{Refresh: 100 * time.Millisecond})
+	cat, err := catalog.New(ctx, st, catalog.Options{Refresh: refresh})
 	if err != nil {
 		t.Fatalf("load catalog: %v", err)
 	}
@@ -75,11 +81,17 @@ func openCatalog(t testing.TB, uri string) *catalog.Catalog {
 // catalog client.
 func openPooled(t testing.TB, catalogURI string, opts storage.Options) *pooling.Driver {
 	t.Helper()
+	return openPooledOn(t, openCatalog(t, catalogURI), opts)
+}
+
+// openPooledOn is openPooled on a given catalog client.
+func openPooledOn(t testing.TB, cat *catalog.Catalog, opts storage.Options) *pooling.Driver {
+	t.Helper()
 	fallback, err := storage.Open(context.Background(), "memory", opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := pooling.New(openCatalog(t, catalogURI), fallback, opts, nil)
+	d := pooling.New(cat, fallback, opts, nil)
 	t.Cleanup(func() { d.Close(); fallback.Close() })
 	return d
 }

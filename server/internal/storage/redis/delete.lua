@@ -13,10 +13,11 @@
 local now = tonumber(ARGV[1])
 
 -- What the deletes remove is removed together at the end, one command per
--- key kind for all of them: held lists the messages a live claim held (in
--- :ids, :exp and :held only), free the others (in any index); gone marks
--- both, so a second delete of one id in this call finds it absent.
-local held, free, gone = {}, {}, {}
+-- key kind for all of them: removed lists every message deleted, free those
+-- no live claim held (which may also be in :rdy or :dly; a held one is in
+-- :ids, :exp and :held only); gone marks them, so a second delete of one id
+-- in this call finds it absent.
+local removed, free, gone = {}, {}, {}
 
 local function delete(id, cid)
   if gone[id] then return {0, 0} end
@@ -32,7 +33,8 @@ local function delete(id, cid)
     if cid == '' then return {0, 1} end
     return {0, 2}
   end
-  if holder ~= '' then held[#held + 1] = id else free[#free + 1] = id end
+  removed[#removed + 1] = id
+  if holder == '' then free[#free + 1] = id end
   gone[id] = true
   return {0, 0, 1}
 end
@@ -41,16 +43,13 @@ local replies = {}
 for i = 2, #ARGV, 2 do
   replies[#replies + 1] = delete(ARGV[i], ARGV[i + 1])
 end
-local all = {}
-for _, id in ipairs(held) do all[#all + 1] = id end
-for _, id in ipairs(free) do all[#all + 1] = id end
-if #all > 0 then
+if #removed > 0 then
   local keys = {}
-  for i, id in ipairs(all) do keys[i] = mkey(id) end
+  for i, id in ipairs(removed) do keys[i] = mkey(id) end
   redis.call('DEL', unpack(keys))
-  redis.call('ZREM', IDS, unpack(all))
-  redis.call('ZREM', EXP, unpack(all))
-  redis.call('ZREM', HELD, unpack(all))
+  redis.call('ZREM', IDS, unpack(removed))
+  redis.call('ZREM', EXP, unpack(removed))
+  redis.call('ZREM', HELD, unpack(removed))
 end
 if #free > 0 then
   redis.call('ZREM', RDY, unpack(free))

@@ -152,9 +152,16 @@ func (g *groupCommit) send(ctx context.Context, own *pending, batch []*pending) 
 }
 
 // answer is the reply to the call that was member i of the n calls
-// merged into cmd: a command of its own, since callers may amend theirs
+// merged into cmd. A call that went alone gets cmd itself; a member of a
+// merged call a command of its own, since callers may amend theirs
 // (script.Run does, when it loads the library).
 func (p *pending) answer(cmd *goredis.Cmd, i, n int) *goredis.Cmd {
+	if n == 1 {
+		if p.split {
+			unwrap(cmd)
+		}
+		return cmd
+	}
 	own := goredis.NewCmd(p.ctx)
 	if !p.split {
 		own.SetVal(cmd.Val())
@@ -165,6 +172,14 @@ func (p *pending) answer(cmd *goredis.Cmd, i, n int) *goredis.Cmd {
 	own.SetVal(val)
 	own.SetErr(err)
 	return own
+}
+
+// unwrap turns the reply of a split function called for one request into
+// that request's reply.
+func unwrap(cmd *goredis.Cmd) {
+	val, err := splitReply(cmd, 0, 1)
+	cmd.SetVal(val)
+	cmd.SetErr(err)
 }
 
 // splitReply is element i of the reply of a split function merged from n
@@ -205,7 +220,7 @@ func merge(batch []*pending) []*mergedCall {
 	calls := make([]*mergedCall, 0, len(batch))
 	open := map[string]*mergedCall{}
 	for _, p := range batch {
-		if p.shared == 0 || p.shared > len(p.args) {
+		if p.shared == 0 {
 			calls = append(calls, &mergedCall{fn: p.fn, keys: p.keys, args: p.args, members: []*pending{p}})
 			continue
 		}

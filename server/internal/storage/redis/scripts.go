@@ -133,9 +133,7 @@ func (s *script) call(ctx context.Context, c functionCaller, keys []string, args
 	}
 	cmd := c.FCall(ctx, s.fn, keys, args...)
 	if s.split {
-		val, err := splitReply(cmd, 0, 1)
-		cmd.SetVal(val)
-		cmd.SetErr(err)
+		unwrap(cmd)
 	}
 	return cmd
 }
