@@ -3,8 +3,11 @@ package metrics
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"math/rand"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -43,6 +46,42 @@ func TestEndpointCountsByCode(t *testing.T) {
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("scrape lacks %s", want)
+		}
+	}
+}
+
+// Goroutines answering random codes at once, new codes included, must
+// each be counted once under their own code.
+func TestEndpointCountsCodesConcurrently(t *testing.T) {
+	m := New()
+	e := m.Endpoint("GET", "/v2/queues")
+	codes := []int{200, 204, 400, 404, 409, 503, 201, 410}
+	rng := rand.New(rand.NewSource(7))
+	plan := make([][]int, 8)
+	want := map[int]int{}
+	for g := range plan {
+		for i := 0; i < 200; i++ {
+			c := codes[rng.Intn(len(codes))]
+			plan[g] = append(plan[g], c)
+			want[c]++
+		}
+	}
+	var wg sync.WaitGroup
+	for _, p := range plan {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for _, c := range p {
+				e.Observe(c, time.Microsecond)
+			}
+		}()
+	}
+	wg.Wait()
+	out := scrape(t, m)
+	for c, n := range want {
+		line := fmt.Sprintf(`sluice_http_requests_total{code="%d",method="GET",route="/v2/queues"} %d`, c, n)
+		if !strings.Contains(out, line+"\n") {
+			t.Errorf("scrape lacks %s", line)
 		}
 	}
 }

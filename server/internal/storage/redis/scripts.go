@@ -89,7 +89,12 @@ func buildLibrary(scripts []*script) string {
 		h.Write([]byte(s.src))
 	}
 	name := "sluice_" + hex.EncodeToString(h.Sum(nil))[:12]
+	size := len(name) + len(libSrc) + 16
+	for _, s := range scripts {
+		size += len(name) + len(s.name) + len(s.src) + 96
+	}
 	var b strings.Builder
+	b.Grow(size) // one allocation: the library is built once, at start
 	b.WriteString("#!lua name=" + name + "\n")
 	b.WriteString(libSrc)
 	for _, s := range scripts {
