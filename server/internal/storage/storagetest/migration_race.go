@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand"
+	"strings"
 	"sync"
 	"time"
 
@@ -52,10 +53,33 @@ func testWritesRaceTake(m *menv) {
 		m.seal()
 		raceMoveAndWrite(m, claims, actions)
 		if left := listAll(m.src, m.q); len(left) > 0 {
-			m.t.Fatalf("source holds %v after the move", messageIDs(left))
+			m.t.Fatalf("source holds %d messages after the move:%s", len(left), describeRaced(left, claims, actions))
 		}
 		checkRacedWrites(m, claims, actions)
 	})
+}
+
+var raceActionNames = [raceActions]string{"delete", "delete many", "release", "renew", "keep"}
+
+// describeRaced names, for each message, the claim that held it when the
+// move began and what its client did, and what holds it now: what a
+// failure needs to be told apart.
+func describeRaced(msgs []storage.Message, claims []storage.Claim, actions []int) string {
+	sent := map[string]int{}
+	for i, c := range claims {
+		for _, msg := range c.Messages {
+			sent[msg.ID] = i
+		}
+	}
+	var b strings.Builder
+	for _, msg := range msgs {
+		fmt.Fprintf(&b, "\n  %s: ", msg.ID)
+		if i, ok := sent[msg.ID]; ok {
+			fmt.Fprintf(&b, "claimed by %s, which the client told to %s; ", claims[i].ID, raceActionNames[actions[i]])
+		}
+		fmt.Fprintf(&b, "now held by %q until %s, claimed %d times", msg.ClaimID, msg.ClaimExpires.Format(time.RFC3339), msg.ClaimCount)
+	}
+	return b.String()
 }
 
 // raceMoveAndWrite moves the queue in batches of 2 while two clients act
