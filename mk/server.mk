@@ -55,6 +55,12 @@ run-server: build-server ## run sluice-server on 127.0.0.1:8888 with the memory 
 BENCH_TARGETS += bench-profile
 APT_PACKAGES  += wrk
 BENCH_PROFILE_ARGS ?=
+BENCH_TARGETS += bench-idle-rss
+BENCH_IDLE_ARGS ?=
+.PHONY: bench-idle-rss
+bench-idle-rss: deps-apt build-server ## idle server RSS (anonymous and file-backed) from 1 s after start to past the first forced GC; BENCH_IDLE_ARGS="--server OTHER" compares
+	$(PYTHON) e2e/bench/idle_rss.py --server $(BIN)/sluice-server $(BENCH_IDLE_ARGS)
+
 .PHONY: bench-profile
 bench-profile: deps-apt build-server build-noop ## CPU per request by process (and of the no-op HTTP server), Redis cost per call and per message, pprof tops (fixed rate, loopback)
 	GO=$(GO) $(PYTHON) e2e/bench/bench_profile.py --server $(BIN)/sluice-server --noop --json $(BUILD)/bench-profile.json \

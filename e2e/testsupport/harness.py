@@ -231,7 +231,8 @@ def process_tree(pid: int) -> list[int]:
 
 
 def rss_kib(pid: int, field: str = "VmRSS") -> int:
-    """VmRSS (now) or VmHWM (peak) of one process, in KiB; 0 if it is gone."""
+    """A kB field of /proc/PID/status (VmRSS now, VmHWM peak, RssAnon, RssFile)
+    of one process, in KiB; 0 if it is gone."""
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
             if line.startswith(field + ":"):
