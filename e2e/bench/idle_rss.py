@@ -43,7 +43,7 @@ def main() -> int:
         ap.error("--at takes seconds in (0, 600]")
 
     with tempfile.TemporaryDirectory(prefix="idle-rss-") as tmp:
-        started = []
+        started, servers = [], []  # started: everything to stop, in start order
         try:
             for i, binary in enumerate(args.server):
                 work = Path(tmp) / str(i)
@@ -53,7 +53,7 @@ def main() -> int:
                 server = SluiceServer(work / "server", redis.url(), binary=binary)
                 server.start()
                 started.append(server)
-            servers = started[1::2]
+                servers.append(server)
             t0 = time.monotonic()
             rows = []
             for t in at:
