@@ -262,22 +262,30 @@ func TestRequireConfirmation(t *testing.T) {
 	if body := string(rcv.Received()[1].Body); !bytes.Contains([]byte(body), []byte(`"body": "after"`)) {
 		t.Errorf("delivered %s", body)
 	}
-	res, err := http.Get("http://" + r.addr + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	metrics, _ := io.ReadAll(res.Body)
-	for _, want := range []string{
+	// The subscriber has the message before the engine records the
+	// outcome, so the scrape is repeated until the outcome is recorded.
+	want := []string{
 		`sluice_notification_deliveries_total{outcome="delivered"} 1`,
 		`sluice_notification_deliveries_total{outcome="failed"} 0`,
 		`sluice_notification_retries_total 0`,
 		`sluice_notification_delivery_latency_seconds_count 1`,
 		`sluice_notification_deliveries_pending 0`,
-	} {
-		if !bytes.Contains(metrics, []byte(want)) {
-			t.Errorf("metrics lack %s", want)
+	}
+	var missing []string
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		missing = missing[:0]
+		metrics := r.must(200, "GET", "/metrics", "")
+		for _, w := range want {
+			if !bytes.Contains(metrics, []byte(w)) {
+				missing = append(missing, w)
+			}
 		}
+		if len(missing) == 0 || time.Now().After(deadline) {
+			break
+		}
+	}
+	for _, w := range missing {
+		t.Errorf("metrics lack %s", w)
 	}
 }
 

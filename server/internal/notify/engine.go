@@ -311,19 +311,22 @@ func (e *Engine) send(ctx context.Context, j job) {
 		err = e.web.post(ctx, j.sub, j.d.ID(), webhookBody(j.sub, notification(j.d)))
 	}
 	if err == nil {
-		e.obs.Delivered(time.Since(j.d.Posted))
+		// Counted once recorded, so a scrape that shows it delivered no
+		// longer counts it pending.
+		latency := time.Since(j.d.Posted)
 		e.settle(ctx, func(c context.Context) error { return e.drv.Deliveries().Ack(c, j.d) })
+		e.obs.Delivered(latency)
 		return
 	}
 	text := err.Error()
 	next := time.Now().Add(e.backoff(j.d.Attempts))
 	if !next.Before(j.d.Expires) || !next.Before(j.sub.Expires) {
-		e.obs.GaveUp()
 		e.settle(ctx, func(c context.Context) error { return e.drv.Deliveries().Fail(c, j.d, text) })
+		e.obs.GaveUp()
 		return
 	}
-	e.obs.Retried()
 	e.settle(ctx, func(c context.Context) error { return e.drv.Deliveries().Retry(c, j.d, next, text) })
+	e.obs.Retried()
 }
 
 // settle records an outcome with its own deadline; it still runs while the
