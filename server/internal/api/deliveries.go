@@ -18,6 +18,7 @@ func (s *Server) StartDeliveries(ctx context.Context) (stop func(), err error) {
 		Concurrency:   s.opts.DeliveryConcurrency,
 		PerSubscriber: s.opts.DeliveryPerSubscriber,
 		Poll:          s.opts.DeliveryPoll,
+		IdlePoll:      s.opts.DeliveryIdlePoll,
 		RetryMin:      s.opts.DeliveryRetryMin,
 		RetryMax:      s.opts.DeliveryRetryMax,
 		SMTPURL:       s.opts.SMTPURL,

@@ -33,8 +33,8 @@ func (downSubs) Purge(context.Context, storage.QueueRef) error                 {
 
 type downDeliveries struct{}
 
-func (downDeliveries) Lease(context.Context, int, time.Duration) ([]storage.Delivery, error) {
-	return nil, errDown
+func (downDeliveries) Lease(context.Context, int, time.Duration) ([]storage.Delivery, time.Time, error) {
+	return nil, time.Time{}, errDown
 }
 func (downDeliveries) Ack(context.Context, storage.Delivery) error { return errDown }
 func (downDeliveries) Retry(context.Context, storage.Delivery, time.Time, string) error {

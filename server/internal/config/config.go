@@ -114,9 +114,14 @@ type Options struct {
 	DeliveryConcurrency int
 	// DeliveryPerSubscriber caps sends in flight to one subscriber.
 	DeliveryPerSubscriber int
-	// DeliveryPoll is how often the engine looks for due deliveries when
-	// nothing wakes it (posts on this replica wake it at once).
+	// DeliveryPoll is how often the engine looks for due deliveries while
+	// some are left waiting (it was at capacity); posts on this replica
+	// wake it at once, and a retry or a lease falling due wakes it then.
 	DeliveryPoll time.Duration
+	// DeliveryIdlePoll is the longest the engine sleeps otherwise (never
+	// less than DeliveryPoll): how soon it takes over deliveries that
+	// another replica recorded and died before sending.
+	DeliveryIdlePoll time.Duration
 	// DeliveryRetryMin and DeliveryRetryMax bound the exponential backoff
 	// between attempts of one delivery.
 	DeliveryRetryMin time.Duration
@@ -175,6 +180,7 @@ func Defaults() Options {
 		DeliveryConcurrency:   64,
 		DeliveryPerSubscriber: 4,
 		DeliveryPoll:          250 * time.Millisecond,
+		DeliveryIdlePoll:      2 * time.Second,
 		DeliveryRetryMin:      250 * time.Millisecond,
 		DeliveryRetryMax:      time.Minute,
 		MigrateBatch:          10,
@@ -292,7 +298,8 @@ func (o *Options) Validate() error {
 	if o.DeliveryRetryMin <= 0 || o.DeliveryRetryMax < o.DeliveryRetryMin {
 		bad("delivery-retry-min (%v) must be positive and at most delivery-retry-max (%v)", o.DeliveryRetryMin, o.DeliveryRetryMax)
 	}
-	for name, d := range map[string]time.Duration{"delivery-timeout": o.DeliveryTimeout, "delivery-poll": o.DeliveryPoll} {
+	for name, d := range map[string]time.Duration{"delivery-timeout": o.DeliveryTimeout, "delivery-poll": o.DeliveryPoll,
+		"delivery-idle-poll": o.DeliveryIdlePoll} {
 		if d <= 0 {
 			bad("%s: %v must be positive", name, d)
 		}

@@ -28,7 +28,8 @@ type Options struct {
 	Timeout       time.Duration // one send
 	Concurrency   int           // deliveries held by this replica
 	PerSubscriber int           // sends in flight to one subscriber
-	Poll          time.Duration // look for due deliveries this often
+	Poll          time.Duration // look for due deliveries this often while some wait for room
+	IdlePoll      time.Duration // the longest sleep otherwise (at least Poll)
 	RetryMin      time.Duration // first backoff
 	RetryMax      time.Duration // longest backoff
 	SMTPURL       string        // smtp://host:port[?from=addr]; "" : no mail
@@ -132,44 +133,61 @@ func (e *Engine) Wake() {
 
 // Run leases and sends deliveries until ctx is done, then waits for the
 // sends in flight (each bounded by the send timeout).
+//
+// Between leases it sleeps until the earliest pending delivery falls due,
+// as the lease reported, so an idle replica does not ask the store four
+// times a second whether anything is due. It still looks every IdlePoll:
+// deliveries that another replica's post recorded are that replica's to
+// send, and this is how soon they are taken over if it died first.
 func (e *Engine) Run(ctx context.Context) {
-	tick := time.NewTicker(e.opts.Poll)
-	defer tick.Stop()
+	timer := time.NewTimer(e.opts.Poll)
+	defer timer.Stop()
 	backoff := time.Duration(0)
 	for {
-		more, err := e.leaseOnce(ctx)
+		more, next, err := e.leaseOnce(ctx)
 		if err != nil && ctx.Err() == nil {
 			backoff = min(max(2*backoff, 100*time.Millisecond), 5*time.Second)
 			e.log.Warn("leasing deliveries failed", "error", err.Error(), "retry_in", backoff.String())
 		} else {
 			backoff = 0
 		}
-		if more && backoff == 0 {
-			// A full batch that every subscriber could take: more may be
-			// due right away. A batch that overflowed a busy subscriber
-			// waits for the next tick or wake instead, so a stuck
-			// subscriber's backlog is not leased and released in a loop.
-			if e.room() > 0 {
-				continue
-			}
+		// A full batch that every subscriber could take: more may be due
+		// right away. A batch that overflowed a busy subscriber waits for
+		// the next look instead, so a stuck subscriber's backlog is not
+		// leased and released in a loop.
+		if more && backoff == 0 && e.room() > 0 {
+			continue
 		}
-		wait := tick.C
-		var pause <-chan time.Time
-		if backoff > 0 {
-			pause = time.After(backoff)
-			wait = nil
+		wait := backoff
+		if backoff == 0 {
+			wait = e.untilNext(next, time.Now())
 		}
+		timer.Reset(wait)
 		select {
 		case <-ctx.Done():
 			e.sends.Wait()
 			return
 		case <-e.wake:
-			if backoff > 0 {
-				continue
-			}
-		case <-wait:
-		case <-pause:
+		case <-timer.C:
 		}
+	}
+}
+
+// minWait keeps a replica whose clock is behind the one that set a due
+// time from asking again in a tight loop until its clock catches up.
+const minWait = 10 * time.Millisecond
+
+// untilNext is how long to sleep after a lease that reported next (see
+// storage.DeliveryStore.Lease) at now.
+func (e *Engine) untilNext(next, now time.Time) time.Duration {
+	longest := max(e.opts.IdlePoll, e.opts.Poll)
+	switch d := next.Sub(now); {
+	case next.IsZero():
+		return longest // nothing pending
+	case d <= 0:
+		return e.opts.Poll // due deliveries wait for room
+	default:
+		return min(max(d, minWait), longest)
 	}
 }
 
@@ -181,18 +199,19 @@ func (e *Engine) room() int {
 }
 
 // leaseOnce leases up to the free room and dispatches what it got; more
-// reports that the lease returned as many as asked and none overflowed.
-func (e *Engine) leaseOnce(ctx context.Context) (more bool, err error) {
+// reports that the lease returned as many as asked and none overflowed,
+// next when the earliest delivery left pending falls due (zero: none).
+func (e *Engine) leaseOnce(ctx context.Context) (more bool, next time.Time, err error) {
 	n := e.room()
 	if n <= 0 {
-		return false, nil
+		return false, time.Now(), nil
 	}
 	lctx, cancel := context.WithTimeout(ctx, e.opts.Timeout)
 	defer cancel()
 	start := time.Now()
-	ds, err := e.drv.Deliveries().Lease(lctx, n, e.hold())
+	ds, next, err := e.drv.Deliveries().Lease(lctx, n, e.hold())
 	if err != nil {
-		return false, err
+		return false, time.Time{}, err
 	}
 	until := start.Add(e.hold())
 	var over []overflow
@@ -206,11 +225,13 @@ func (e *Engine) leaseOnce(ctx context.Context) (more bool, err error) {
 	// retry delay for one that is stuck, so that its backlog is not leased
 	// over and over.
 	for _, o := range over {
-		e.settle(ctx, func(c context.Context) error {
-			return e.drv.Deliveries().Release(c, o.d, time.Now().Add(o.after))
-		})
+		at := time.Now().Add(o.after)
+		e.settle(ctx, func(c context.Context) error { return e.drv.Deliveries().Release(c, o.d, at) })
+		if next.IsZero() || at.Before(next) {
+			next = at
+		}
 	}
-	return len(ds) == n && len(over) == 0, nil
+	return len(ds) == n && len(over) == 0, next, nil
 }
 
 // overflow is a leased delivery its subscriber had no room for.

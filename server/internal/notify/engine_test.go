@@ -421,7 +421,7 @@ func TestStopReleasesWaiting(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("engine did not stop")
 	}
-	got, err := drv.Deliveries().Lease(context.Background(), 100, time.Minute)
+	got, _, err := drv.Deliveries().Lease(context.Background(), 100, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -430,4 +430,82 @@ func TestStopReleasesWaiting(t *testing.T) {
 	if len(got) < 8 {
 		t.Errorf("%d deliveries leasable right after the stop, want at least the 8 that were waiting", len(got))
 	}
+}
+
+// leaseCounter counts the Lease calls an engine makes.
+type leaseCounter struct {
+	storage.Driver
+	mu    sync.Mutex
+	calls int
+}
+
+func (c *leaseCounter) Deliveries() storage.DeliveryStore {
+	return countedLeases{c.Driver.Deliveries(), c}
+}
+
+func (c *leaseCounter) count() int { c.mu.Lock(); defer c.mu.Unlock(); return c.calls }
+
+type countedLeases struct {
+	storage.DeliveryStore
+	c *leaseCounter
+}
+
+func (l countedLeases) Lease(ctx context.Context, limit int, hold time.Duration) ([]storage.Delivery, time.Time, error) {
+	l.c.mu.Lock()
+	l.c.calls++
+	l.c.mu.Unlock()
+	return l.DeliveryStore.Lease(ctx, limit, hold)
+}
+
+// TestIdleEngineAsksRarely: with nothing pending, the engine asks the
+// store once per IdlePoll, not once per Poll.
+func TestIdleEngineAsksRarely(t *testing.T) {
+	drivers(t, func(t *testing.T, drv storage.Driver) {
+		lc := &leaseCounter{Driver: drv}
+		opts := testOptions()
+		opts.Poll, opts.IdlePoll = 10*time.Millisecond, 300*time.Millisecond
+		start := time.Now()
+		startEngine(t, lc, opts, nil)
+		time.Sleep(1500 * time.Millisecond)
+		// One at start, one per IdlePoll since, one that may be under way.
+		if n, most := lc.count(), 2+int(time.Since(start)/opts.IdlePoll); n > most {
+			t.Errorf("%d leases in %v with nothing pending, want at most %d", n, time.Since(start), most)
+		}
+	})
+}
+
+// TestRetryIsSentAtItsTime: a failed attempt's retry is sent when it falls
+// due, not after the idle poll; the lease reported when it would be due.
+func TestRetryIsSentAtItsTime(t *testing.T) {
+	withMongo(t, func(t *testing.T, drv storage.Driver) {
+		rcv := testutil.StartWebhook(t)
+		rcv.SetStatus(503)
+		q := storage.QueueRef{Project: "p", Name: "retry-at"}
+		subscribe(t, drv, q, rcv.URL("/r"), nil)
+		opts := testOptions()
+		opts.IdlePoll = time.Hour
+		e := startEngine(t, drv, opts, nil)
+		post(t, drv, q, time.Hour, `"once"`)
+		e.Wake()
+		testutil.Eventually(t, 10*time.Second, "a failed attempt", func() bool { return stats(t, drv, q).LastError != "" })
+		rcv.SetStatus(0)
+		testutil.Eventually(t, 20*time.Second, "the retry", func() bool { return len(rcv.Received()) == 1 })
+	})
+}
+
+// TestUnwokenDeliveriesAreTakenOver: deliveries recorded without waking
+// this engine (another replica posted them and died) are sent within the
+// idle poll.
+func TestUnwokenDeliveriesAreTakenOver(t *testing.T) {
+	drivers(t, func(t *testing.T, drv storage.Driver) {
+		rcv := testutil.StartWebhook(t)
+		q := storage.QueueRef{Project: "p", Name: "unwoken"}
+		subscribe(t, drv, q, rcv.URL("/u"), nil)
+		opts := testOptions()
+		opts.IdlePoll = 300 * time.Millisecond
+		startEngine(t, drv, opts, nil)
+		time.Sleep(100 * time.Millisecond) // the engine found nothing and sleeps
+		post(t, drv, q, time.Hour, `"unwoken"`)
+		testutil.Eventually(t, 20*time.Second, "the unwoken delivery", func() bool { return len(rcv.Received()) == 1 })
+	})
 }

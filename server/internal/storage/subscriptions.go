@@ -144,7 +144,15 @@ type DeliveryStore interface {
 	// backend, oldest due first, and holds them for hold: until then no
 	// other Lease returns them. Deliveries whose message expired or whose
 	// subscription is gone are dropped (counted as failed) instead.
-	Lease(ctx context.Context, limit int, hold time.Duration) ([]Delivery, error)
+	//
+	// next is when the earliest delivery still pending after the call
+	// falls due: its next attempt, or the end of the lease that holds it
+	// (this call's included). It is zero when none is pending, and at or
+	// before the call's now when the call left due deliveries behind (it
+	// reached limit, or a backend could not be asked). Until next, a Lease
+	// finds nothing unless a post records new deliveries; a sender can
+	// sleep until then instead of asking again.
+	Lease(ctx context.Context, limit int, hold time.Duration) (ds []Delivery, next time.Time, err error)
 	// Ack records a successful send: the delivery is removed and counted
 	// delivered. Acking an absent delivery is not an error.
 	Ack(ctx context.Context, d Delivery) error

@@ -66,11 +66,11 @@ type deliveries struct {
 	r *recorder
 }
 
-func (x deliveries) Lease(ctx context.Context, limit int, hold time.Duration) ([]storage.Delivery, error) {
+func (x deliveries) Lease(ctx context.Context, limit int, hold time.Duration) ([]storage.Delivery, time.Time, error) {
 	start := time.Now()
-	out, err := x.s.Lease(ctx, limit, hold)
+	out, next, err := x.s.Lease(ctx, limit, hold)
 	x.r.done(opDlvLease, start, err)
-	return out, err
+	return out, next, err
 }
 
 func (x deliveries) Ack(ctx context.Context, d storage.Delivery) error {

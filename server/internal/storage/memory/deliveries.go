@@ -25,9 +25,9 @@ func (n *notifier) counter(ref storage.QueueRef, sub string) (*storage.Subscript
 	return &c.all, s
 }
 
-func (s deliveryStore) Lease(_ context.Context, limit int, hold time.Duration) ([]storage.Delivery, error) {
+func (s deliveryStore) Lease(_ context.Context, limit int, hold time.Duration) ([]storage.Delivery, time.Time, error) {
 	if limit <= 0 || hold <= 0 {
-		return nil, storage.E(storage.OpDeliveryLease, storage.Invalid, "limit and hold must be positive")
+		return nil, time.Time{}, storage.E(storage.OpDeliveryLease, storage.Invalid, "limit and hold must be positive")
 	}
 	n, now := s.d.notif, s.d.clock.Now()
 	n.mu.Lock()
@@ -54,7 +54,11 @@ func (s deliveryStore) Lease(_ context.Context, limit int, hold time.Duration) (
 		n.due.fix(d)
 		out = append(out, d.Delivery)
 	}
-	return out, nil
+	var next time.Time
+	if n.due.Len() > 0 {
+		next = n.due.peek().next
+	}
+	return out, next, nil
 }
 
 // held returns the pending delivery d names; n.mu held.

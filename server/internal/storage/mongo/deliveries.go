@@ -88,20 +88,20 @@ func (d *Driver) count(ctx context.Context, p, q, sid, c, errText string, now in
 	return err
 }
 
-func (s deliveryStore) Lease(ctx context.Context, limit int, hold time.Duration) ([]storage.Delivery, error) {
+func (s deliveryStore) Lease(ctx context.Context, limit int, hold time.Duration) ([]storage.Delivery, time.Time, error) {
 	const op = storage.OpDeliveryLease
 	if limit <= 0 || hold <= 0 {
-		return nil, storage.E(op, storage.Invalid, "limit and hold must be positive")
+		return nil, time.Time{}, storage.E(op, storage.Invalid, "limit and hold must be positive")
 	}
 	now := s.d.now()
 	cur, err := s.d.deliveries.Find(ctx, bson.M{"n": bson.M{"$lte": now}},
 		options.Find().SetSort(bson.D{{Key: "n", Value: 1}}).SetLimit(int64(limit)))
 	if err != nil {
-		return nil, wrap(op, err)
+		return nil, time.Time{}, wrap(op, err)
 	}
 	var docs []dlvDoc
 	if err := cur.All(ctx, &docs); err != nil {
-		return nil, wrap(op, err)
+		return nil, time.Time{}, wrap(op, err)
 	}
 	token := storage.NewID()
 	live := map[string]bool{}
@@ -114,14 +114,14 @@ func (s deliveryStore) Lease(ctx context.Context, limit int, hold time.Duration)
 			n, err := s.d.subs.CountDocuments(ctx, append(subFilter(storage.QueueRef{Project: doc.P, Name: doc.Q}, now),
 				bson.E{Key: "_id", Value: doc.S}))
 			if err != nil {
-				return nil, wrap(op, err)
+				return nil, time.Time{}, wrap(op, err)
 			}
 			ok = n > 0
 			live[key] = ok
 		}
 		got, err := s.d.acquireVersion(ctx, "dl:"+doc.ID, doc.V, doc.P, doc.Q)
 		if err != nil {
-			return nil, wrap(op, err)
+			return nil, time.Time{}, wrap(op, err)
 		}
 		if !got {
 			continue // another replica is leasing it
@@ -130,7 +130,7 @@ func (s deliveryStore) Lease(ctx context.Context, limit int, hold time.Duration)
 		if doc.E <= now || !ok {
 			res, err := s.d.deliveries.DeleteOne(ctx, f)
 			if err != nil {
-				return nil, wrap(op, err)
+				return nil, time.Time{}, wrap(op, err)
 			}
 			if res.DeletedCount == 1 {
 				sid := doc.S
@@ -138,7 +138,7 @@ func (s deliveryStore) Lease(ctx context.Context, limit int, hold time.Duration)
 					sid = "_" // counted for the queue only: the subscription is gone
 				}
 				if err := s.d.count(ctx, doc.P, doc.Q, sid, "f", "", now); err != nil {
-					return nil, wrap(op, err)
+					return nil, time.Time{}, wrap(op, err)
 				}
 			}
 			continue
@@ -146,7 +146,7 @@ func (s deliveryStore) Lease(ctx context.Context, limit int, hold time.Duration)
 		res, err := s.d.deliveries.UpdateOne(ctx, f, bson.D{{Key: "$set", Value: bson.D{
 			{Key: "n", Value: now + hold.Milliseconds()}, {Key: "l", Value: token}, {Key: "v", Value: doc.V + 1}}}})
 		if err != nil {
-			return nil, wrap(op, err)
+			return nil, time.Time{}, wrap(op, err)
 		}
 		if res.MatchedCount == 1 {
 			out = append(out, storage.Delivery{
@@ -156,7 +156,28 @@ func (s deliveryStore) Lease(ctx context.Context, limit int, hold time.Duration)
 			})
 		}
 	}
-	return out, nil
+	next, err := s.nextDue(ctx)
+	if err != nil {
+		return nil, time.Time{}, wrap(op, err)
+	}
+	return out, next, nil
+}
+
+// nextDue is when the earliest pending delivery falls due; zero when none
+// is pending.
+func (s deliveryStore) nextDue(ctx context.Context) (time.Time, error) {
+	var first struct {
+		N int64 `bson:"n"`
+	}
+	err := s.d.deliveries.FindOne(ctx, bson.M{},
+		options.FindOne().SetSort(bson.D{{Key: "n", Value: 1}}).SetProjection(bson.M{"n": 1})).Decode(&first)
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return time.Time{}, nil
+	}
+	if err != nil {
+		return time.Time{}, err
+	}
+	return time.UnixMilli(first.N), nil
 }
 
 // settle removes a delivery and counts it.

@@ -116,29 +116,37 @@ func subscriptionsOn(r routed, write bool) (storage.Driver, error) {
 type deliveryStore struct{ d *Driver }
 
 // Lease takes due deliveries from every pool, up to limit in all. A pool
-// that cannot be reached is skipped; its deliveries wait for it.
-func (s deliveryStore) Lease(ctx context.Context, limit int, hold time.Duration) ([]storage.Delivery, error) {
+// that cannot be reached is skipped; its deliveries wait for it. next is
+// the earliest of the pools' answers; a pool not asked (the limit was
+// reached first) or not reached may hold due deliveries, so then it is now.
+func (s deliveryStore) Lease(ctx context.Context, limit int, hold time.Duration) ([]storage.Delivery, time.Time, error) {
 	var out []storage.Delivery
+	var next time.Time
 	var firstErr error
 	answered := 0
 	for _, drv := range s.d.sources(ctx) {
 		if len(out) >= limit {
+			next = time.Now()
 			break
 		}
-		got, err := drv.Deliveries().Lease(ctx, limit-len(out), hold)
+		got, n, err := drv.Deliveries().Lease(ctx, limit-len(out), hold)
 		if err != nil {
 			if firstErr == nil {
 				firstErr = err
 			}
+			next = time.Now()
 			continue
 		}
 		answered++
 		out = append(out, got...)
+		if !n.IsZero() && (next.IsZero() || n.Before(next)) {
+			next = n
+		}
 	}
 	if answered == 0 && firstErr != nil {
-		return nil, firstErr
+		return nil, time.Time{}, firstErr
 	}
-	return out, nil
+	return out, next, nil
 }
 
 // Ack goes to the delivery's queue's pool.

@@ -49,21 +49,34 @@ func parseScope(s string) (storage.QueueRef, bool) {
 	return storage.QueueRef{Project: parts[0], Name: parts[1]}, rest == ""
 }
 
-func (s deliveryStore) Lease(ctx context.Context, limit int, hold time.Duration) ([]storage.Delivery, error) {
+func (s deliveryStore) Lease(ctx context.Context, limit int, hold time.Duration) ([]storage.Delivery, time.Time, error) {
 	const op = storage.OpDeliveryLease
 	if limit <= 0 || hold <= 0 {
-		return nil, storage.E(op, storage.Invalid, "limit and hold must be positive")
+		return nil, time.Time{}, storage.E(op, storage.Invalid, "limit and hold must be positive")
 	}
 	token := storage.NewID()
 	res, err := dlvLease.Run(ctx, s.d.fc, []string{dueKey}, s.d.nowMS(), limit, hold.Milliseconds(), token).Slice()
 	if err != nil {
-		return nil, wrap(op, err)
+		return nil, time.Time{}, wrap(op, err)
 	}
-	out := make([]storage.Delivery, 0, len(res))
-	for _, v := range res {
+	malformed := storage.E(op, storage.Internal, "malformed script reply")
+	if len(res) != 2 {
+		return nil, time.Time{}, malformed
+	}
+	var next time.Time
+	if score := toString(res[0]); score != "" {
+		ms, err := strconv.ParseFloat(score, 64)
+		if err != nil {
+			return nil, time.Time{}, malformed
+		}
+		next = msTime(int64(ms))
+	}
+	leased, _ := res[1].([]any)
+	out := make([]storage.Delivery, 0, len(leased))
+	for _, v := range leased {
 		f, ok := v.([]any)
 		if !ok || len(f) != 8 {
-			return nil, storage.E(op, storage.Internal, "malformed script reply")
+			return nil, time.Time{}, malformed
 		}
 		q, ok := parseScope(toString(f[0]))
 		if !ok {
@@ -75,7 +88,7 @@ func (s deliveryStore) Lease(ctx context.Context, limit int, hold time.Duration)
 			Posted: msTime(toInt(f[5])), Expires: msTime(toInt(f[6])), Attempts: int(toInt(f[7])), Lease: token,
 		})
 	}
-	return out, nil
+	return out, next, nil
 }
 
 func (s deliveryStore) settle(ctx context.Context, op, mode string, d storage.Delivery, at time.Time, errText string) error {

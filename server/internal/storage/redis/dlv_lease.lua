@@ -1,9 +1,11 @@
 -- KEYS: the due index (shared by every queue). ARGV: now, limit, hold ms,
 -- lease token. Takes up to limit due deliveries, holding each until
--- now+hold, and returns them as {scope, message id, subscription id, body,
--- ttl, created, expiry, attempts}. A due delivery whose message expired or
--- whose subscription is gone is given up (counted failed) instead. The
--- work is bounded: at most 4*limit+100 entries are looked at per call.
+-- now+hold, and returns {next, leased}: next is the earliest due time left
+-- in the index ('' when it is empty), leased a list of {scope, message id,
+-- subscription id, body, ttl, created, expiry, attempts}. A due delivery
+-- whose message expired or whose subscription is gone is given up
+-- (counted failed) instead. The work is bounded: at most 4*limit+100
+-- entries are looked at per call.
 local now, limit, hold, token = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
 local DUE = KEYS[1]
 local out = {}
@@ -42,4 +44,5 @@ while #out < limit and looked < 4 * limit + 100 do
     if not kept then redis.call('ZREM', DUE, m) end
   end
 end
-return out
+local first = redis.call('ZRANGE', DUE, 0, 0, 'WITHSCORES')
+return {first[2] or '', out}

@@ -15,6 +15,7 @@ var deliveryCases = []testCase{
 	{"Deliveries/Expiry", testDeliveryExpiry},
 	{"Deliveries/Confirmation", testDeliveryConfirmation},
 	{"Deliveries/SubscriptionGone", testDeliverySubscriptionGone},
+	{"Deliveries/NextDue", testDeliveryNextDue},
 }
 
 // lease leases every due delivery of the case's projects. The backend may
@@ -22,7 +23,15 @@ var deliveryCases = []testCase{
 // (they stay leased only for hold).
 func (e *env) lease(hold time.Duration) []storage.Delivery {
 	e.t.Helper()
-	got, err := e.d.Deliveries().Lease(e.ctx, 1000, hold)
+	out, _ := e.leaseNext(hold)
+	return out
+}
+
+// leaseNext is lease, and also returns when the lease said the earliest
+// pending delivery falls due.
+func (e *env) leaseNext(hold time.Duration) ([]storage.Delivery, time.Time) {
+	e.t.Helper()
+	got, next, err := e.d.Deliveries().Lease(e.ctx, 1000, hold)
 	if err != nil {
 		e.t.Fatalf("lease: %v", err)
 	}
@@ -36,7 +45,7 @@ func (e *env) lease(hold time.Duration) []storage.Delivery {
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID() < out[j].ID() })
-	return out
+	return out, next
 }
 
 func (e *env) deliveryStats(q storage.QueueRef) storage.DeliveryStats {
@@ -275,5 +284,63 @@ func testDeliverySubscriptionGone(e *env) {
 		if d.SubscriptionID != keep {
 			e.t.Errorf("delivery for subscription %s (deleted %s, expired %s)", d.SubscriptionID, gone, short)
 		}
+	}
+}
+
+// testDeliveryNextDue: a lease reports when the earliest pending delivery
+// falls due (a retry's time, a lease's end), so a sender can sleep until
+// then. Another run sharing the backend can only make it earlier, never
+// due already: the lease took everything that was due.
+func testDeliveryNextDue(e *env) {
+	q := e.queue("nextdue")
+	e.subscribe(q, "http://127.0.0.1:9/n", time.Hour, false)
+	e.post(q, "c", 3, time.Hour)
+	now := e.clock.Now()
+	within := func(what string, next, latest time.Time) {
+		e.t.Helper()
+		if next.IsZero() || !next.After(now) || next.After(latest) {
+			e.t.Errorf("%s: next due %v, want after now (%v) and at most %v", what, next, now, latest)
+		}
+	}
+	got, next := e.leaseNext(30 * time.Second)
+	if len(got) != 3 {
+		e.t.Fatalf("leased %d, want 3", len(got))
+	}
+	within("all leased for 30s", next, now.Add(30*time.Second))
+	if err := e.d.Deliveries().Retry(e.ctx, got[0], now.Add(10*time.Second), "503"); err != nil {
+		e.t.Fatal(err)
+	}
+	if err := e.d.Deliveries().Release(e.ctx, got[1], now.Add(20*time.Second)); err != nil {
+		e.t.Fatal(err)
+	}
+	if err := e.d.Deliveries().Ack(e.ctx, got[2]); err != nil {
+		e.t.Fatal(err)
+	}
+	early, next := e.leaseNext(30 * time.Second)
+	if len(early) != 0 {
+		e.t.Fatalf("leased %d before anything was due", len(early))
+	}
+	within("a retry due in 10s", next, now.Add(10*time.Second))
+	e.clock.Advance(10 * time.Second)
+	now = e.clock.Now()
+	retried, next := e.leaseNext(30 * time.Second)
+	if len(retried) != 1 || retried[0].ID() != got[0].ID() {
+		e.t.Fatalf("at the retry's time leased %+v", retried)
+	}
+	within("a release due in 10s more", next, now.Add(10*time.Second))
+	for _, d := range retried {
+		if err := e.d.Deliveries().Ack(e.ctx, d); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	e.clock.Advance(10 * time.Second)
+	now = e.clock.Now()
+	released, next := e.leaseNext(30 * time.Second)
+	if len(released) != 1 || released[0].ID() != got[1].ID() {
+		e.t.Fatalf("at the release's time leased %+v", released)
+	}
+	within("the last one leased for 30s", next, now.Add(30*time.Second))
+	if err := e.d.Deliveries().Ack(e.ctx, released[0]); err != nil {
+		e.t.Fatal(err)
 	}
 }
