@@ -9,7 +9,9 @@ as they are first touched. This starts each given binary on its own
 redis-server, with no traffic, and reads VmRSS, RssAnon and RssFile from
 /proc/PID/status at each of --at seconds after start (past 120 s the
 runtime has collected at least once). The binaries run side by side, so
-each sample is taken at the same moment of each one's life.
+each sample is taken at the same moment of each one's life. The last row is
+what each idle server asked of its redis-server: commands per second over
+the whole run (INFO stats, less this script's own INFO call).
 
     idle_rss.py --server build/bin/sluice-server [--server OTHER] --at 1,60,130
 """
@@ -25,6 +27,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "testsupport"))
 
+from bench_profile import RedisCLI  # noqa: E402
 from harness import RedisServer, SluiceServer, rss_kib  # noqa: E402
 
 FIELDS = ("VmRSS", "RssAnon", "RssFile")
@@ -43,22 +46,28 @@ def main() -> int:
         ap.error("--at takes seconds in (0, 600]")
 
     with tempfile.TemporaryDirectory(prefix="idle-rss-") as tmp:
-        started, servers = [], []  # started: everything to stop, in start order
+        started, servers, redises = [], [], []  # started: everything to stop, in start order
         try:
             for i, binary in enumerate(args.server):
                 work = Path(tmp) / str(i)
                 redis = RedisServer(work / "redis")
                 redis.start()
                 started.append(redis)
+                redises.append(RedisCLI(redis.port))
                 server = SluiceServer(work / "server", redis.url(), binary=binary)
                 server.start()
                 started.append(server)
                 servers.append(server)
             t0 = time.monotonic()
+            before = [int(r.info("stats")["total_commands_processed"]) for r in redises]
             rows = []
             for t in at:
                 time.sleep(max(0.0, t - (time.monotonic() - t0)))
                 rows.append((t, [[rss_kib(s.pid, f) for f in FIELDS] for s in servers]))
+            elapsed = time.monotonic() - t0
+            # Each INFO call counts itself: the one in before, not this one.
+            rates = [(int(r.info("stats")["total_commands_processed"]) - b - 1) / elapsed
+                     for r, b in zip(redises, before)]
         finally:
             for p in reversed(started):
                 p.stop()
@@ -68,6 +77,7 @@ def main() -> int:
     for t, per_server in rows:
         cells = [" / ".join(f"{kib / 1024:.2f}" for kib in vals) for vals in per_server]
         print(f"| {t:g} | " + " | ".join(cells) + " |")
+    print("| Redis commands per second, idle | " + " | ".join(f"{r:.2f}" for r in rates) + " |")
     return 0
 
 
