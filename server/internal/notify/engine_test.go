@@ -509,3 +509,31 @@ func TestUnwokenDeliveriesAreTakenOver(t *testing.T) {
 		testutil.Eventually(t, 20*time.Second, "the unwoken delivery", func() bool { return len(rcv.Received()) == 1 })
 	})
 }
+
+// TestWakesWithNothingPendingAreCoalesced: a stream of wakes (posts to
+// queues without subscribers) makes an engine that found nothing pending
+// look at most once per wakeGap; a delivery recorded after it is sent.
+func TestWakesWithNothingPendingAreCoalesced(t *testing.T) {
+	drivers(t, func(t *testing.T, drv storage.Driver) {
+		lc := &leaseCounter{Driver: drv}
+		opts := testOptions()
+		opts.IdlePoll = time.Hour
+		e := startEngine(t, lc, opts, nil)
+		start := time.Now()
+		for i := 0; i < 20000 && time.Since(start) < 300*time.Millisecond; i++ {
+			e.Wake()
+			time.Sleep(20 * time.Microsecond)
+		}
+		elapsed := time.Since(start)
+		// One at start, one per wakeGap since, one that may be under way.
+		if n, most := lc.count(), 2+int(elapsed/wakeGap); n > most {
+			t.Errorf("%d leases for %v of wakes, want at most %d", n, elapsed, most)
+		}
+		rcv := testutil.StartWebhook(t)
+		q := storage.QueueRef{Project: "p", Name: "coalesced"}
+		subscribe(t, drv, q, rcv.URL("/c"), nil)
+		post(t, drv, q, time.Hour, `"after the wakes"`)
+		e.Wake()
+		testutil.Eventually(t, 10*time.Second, "the delivery after the wakes", func() bool { return len(rcv.Received()) == 1 })
+	})
+}
