@@ -166,8 +166,7 @@ func (e *Engine) Run(ctx context.Context) {
 		timer.Reset(wait)
 		select {
 		case <-ctx.Done():
-			e.sends.Wait()
-			return
+		case <-timer.C:
 		case <-e.wake:
 			// Every post wakes the engine, whether or not it recorded
 			// deliveries. While the store had none pending at the last
@@ -178,12 +177,13 @@ func (e *Engine) Run(ctx context.Context) {
 				timer.Reset(gap)
 				select {
 				case <-ctx.Done():
-					e.sends.Wait()
-					return
 				case <-timer.C:
 				}
 			}
-		case <-timer.C:
+		}
+		if ctx.Err() != nil {
+			e.sends.Wait()
+			return
 		}
 	}
 }

@@ -321,26 +321,22 @@ func testDeliveryNextDue(e *env) {
 		e.t.Fatalf("leased %d before anything was due", len(early))
 	}
 	within("a retry due in 10s", next, now.Add(10*time.Second))
-	e.clock.Advance(10 * time.Second)
-	now = e.clock.Now()
-	retried, next := e.leaseNext(30 * time.Second)
-	if len(retried) != 1 || retried[0].ID() != got[0].ID() {
-		e.t.Fatalf("at the retry's time leased %+v", retried)
-	}
-	within("a release due in 10s more", next, now.Add(10*time.Second))
-	for _, d := range retried {
-		if err := e.d.Deliveries().Ack(e.ctx, d); err != nil {
+	// takeAt advances the clock by by, leases, expects exactly want, checks
+	// what the lease says is due next against latest (from the new now)
+	// and acks want.
+	takeAt := func(by time.Duration, want storage.Delivery, what string, latest time.Duration) {
+		e.t.Helper()
+		e.clock.Advance(by)
+		now = e.clock.Now()
+		took, next := e.leaseNext(30 * time.Second)
+		if len(took) != 1 || took[0].ID() != want.ID() {
+			e.t.Fatalf("%s: leased %+v, want %s", what, took, want.ID())
+		}
+		within(what, next, now.Add(latest))
+		if err := e.d.Deliveries().Ack(e.ctx, took[0]); err != nil {
 			e.t.Fatal(err)
 		}
 	}
-	e.clock.Advance(10 * time.Second)
-	now = e.clock.Now()
-	released, next := e.leaseNext(30 * time.Second)
-	if len(released) != 1 || released[0].ID() != got[1].ID() {
-		e.t.Fatalf("at the release's time leased %+v", released)
-	}
-	within("the last one leased for 30s", next, now.Add(30*time.Second))
-	if err := e.d.Deliveries().Ack(e.ctx, released[0]); err != nil {
-		e.t.Fatal(err)
-	}
+	takeAt(10*time.Second, got[0], "the retry taken, the release due in 10s more", 10*time.Second)
+	takeAt(10*time.Second, got[1], "the release taken and leased for 30s", 30*time.Second)
 }
