@@ -156,28 +156,25 @@ func (s deliveryStore) Lease(ctx context.Context, limit int, hold time.Duration)
 			})
 		}
 	}
-	next, err := s.nextDue(ctx)
-	if err != nil {
-		return nil, time.Time{}, wrap(op, err)
-	}
-	return out, next, nil
+	return out, s.nextDue(ctx, now), nil
 }
 
 // nextDue is when the earliest pending delivery falls due; zero when none
-// is pending.
-func (s deliveryStore) nextDue(ctx context.Context) (time.Time, error) {
+// is pending. When the store cannot say, it answers now (look again soon)
+// rather than fail a lease whose deliveries are already held.
+func (s deliveryStore) nextDue(ctx context.Context, now int64) time.Time {
 	var first struct {
 		N int64 `bson:"n"`
 	}
 	err := s.d.deliveries.FindOne(ctx, bson.M{},
 		options.FindOne().SetSort(bson.D{{Key: "n", Value: 1}}).SetProjection(bson.M{"n": 1})).Decode(&first)
-	if errors.Is(err, mongo.ErrNoDocuments) {
-		return time.Time{}, nil
+	switch {
+	case errors.Is(err, mongo.ErrNoDocuments):
+		return time.Time{}
+	case err != nil:
+		return time.UnixMilli(now)
 	}
-	if err != nil {
-		return time.Time{}, err
-	}
-	return time.UnixMilli(first.N), nil
+	return time.UnixMilli(first.N)
 }
 
 // settle removes a delivery and counts it.
