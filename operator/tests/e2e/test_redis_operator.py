@@ -91,6 +91,20 @@ def post(ns: str, queue: str, n: int, tag: str) -> bool:
     return code == 201
 
 
+def post_settled(ns: str, queue: str, n: int, tag: str) -> None:
+    """post_settled posts as a client should to a shard that just became Ready: a
+    503 (nothing written, Retry-After) is retried up to 30 times a second apart;
+    any other answer but 201 fails with what the server said."""
+    body = {"messages": [{"ttl": 3600, "body": {"tag": tag}}] * n}
+    for _ in range(30):
+        code, out = zaqar(ns, "POST", f"/v2/queues/{queue}/messages", body)
+        if code != 503:
+            assert code == 201, (code, out)
+            return
+        time.sleep(1)
+    raise AssertionError(f"still 503 after 30 tries: {out}")
+
+
 def claim_all(ns: str, queue: str) -> list[str]:
     """claim_all claims until the queue is empty; the tags of every message claimed.
     It retries a 503 (with Retry-After, while Sentinel settles a replicated shard's
@@ -153,7 +167,7 @@ def test_single_instance_shards(redis_operator: str) -> None:
     for p in pods:
         assert "sluice.dev/applied-hash" not in (p["metadata"].get("annotations") or {})
     shard = make_queue(ns, "ro1", "single")
-    assert post(ns, "single", 5, "a")
+    post_settled(ns, "single", 5, "a")
     assert claim_all(ns, "single") == ["a"] * 5
     print(f"queue single on {shard}")
 
@@ -187,7 +201,7 @@ def test_replicated_shards_fail_over(redis_operator: str) -> None:
     print(f"\nPool (1 shard, replicas 3 + Sentinel, redis-operator) apply->Ready {time.monotonic() - start:.1f}s")
     assert get("redissentinel", ns, "ro3-0")
     shard = make_queue(ns, "ro3", "events")
-    assert post(ns, "events", 20, "before")
+    post_settled(ns, "events", 20, "before")
     members = [f"{shard}-{i}" for i in range(3)]
     roles = {m: replication(ns, m).get("role") for m in members}
     masters = [m for m, r in roles.items() if r == "master"]
