@@ -32,8 +32,9 @@ def _redis_tls(uri: str, ca_file: str | None) -> tuple[str, dict[str, Any]]:
 
 
 def probe_redis(uri: str, timeout: float, ca_file: str | None = None) -> tuple[bool, str]:
-    """probe_redis PINGs a Redis URI; the Sentinel form (?master=) asks the sentinels for the
-    primary first. rediss:// verifies the server with ca_file (else the system roots)."""
+    """probe_redis PINGs a Redis URI and wants a primary, as probe_mongo wants a writable
+    one; the Sentinel form (?master=) asks the sentinels for the primary first. rediss://
+    verifies the server with ca_file (else the system roots)."""
     parts = urlsplit(uri)
     master = parse_qs(parts.query).get("master", [None])[0]
     try:
@@ -46,11 +47,29 @@ def probe_redis(uri: str, timeout: float, ca_file: str | None = None) -> tuple[b
             conn = redis.Redis.from_url(plain, socket_timeout=timeout, socket_connect_timeout=timeout, **kw)
         try:
             conn.ping()
+            return _redis_role(conn)
         finally:
             conn.close()
-        return True, "PING answered"
     except (redis.RedisError, OSError, ValueError) as exc:
         return False, f"PING failed: {exc}"
+
+
+def _redis_role(conn: redis.Redis) -> tuple[bool, str]:
+    # A replica answers PING but refuses every write (READONLY), so a shard whose
+    # node is one is not ready: right after bring-up, Sentinel can name a node the
+    # replication set-up has not yet made primary, or one just demoted.
+    try:
+        role = conn.execute_command("ROLE")
+    except redis.exceptions.NoPermissionError:
+        # An ACL user without ROLE can still be a working shard: PING is all we can know.
+        return True, "PING answered (ROLE not permitted: primary unchecked)"
+    kind = role[0].decode() if isinstance(role[0], bytes) else str(role[0])
+    if kind == "master":
+        return True, "PING answered by a primary"
+    if kind == "slave":
+        primary = [x.decode() if isinstance(x, bytes) else str(x) for x in role[1:3]]
+        return False, f"a replica of {primary[0]}:{primary[1]}, not a primary: writes would be refused"
+    return False, f"ROLE is {kind!r}, not a primary: writes would be refused"
 
 
 def _mongo_tls(uri: str, ca_file: str | None) -> tuple[str, dict[str, Any]]:
