@@ -163,8 +163,22 @@ class Process:
         raise NotImplementedError
 
 
+def redis_shard_settings() -> list[str]:
+    """The settings the operator gives every Redis shard it provisions, as
+    redis-server arguments: read from the operator's own definition (plain
+    Python, no dependencies), so suites and benchmarks run Redis as it is
+    deployed."""
+    import importlib.util
+    path = ROOT / "operator" / "sluice_operator" / "builders" / "shard_settings.py"
+    spec = importlib.util.spec_from_file_location("sluice_shard_settings", path)
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return [arg for name, value in mod.REDIS_SHARD_SETTINGS for arg in (f"--{name}", value)]
+
+
 class RedisServer(Process):
-    """A throwaway redis-server without persistence."""
+    """A throwaway redis-server without persistence, with the shard settings."""
 
     name = "redis-server"
 
@@ -174,7 +188,7 @@ class RedisServer(Process):
             raise ProcessError("redis-server is not installed (make deps-apt installs it)")
         return [exe, "--port", str(self.port), "--bind", "127.0.0.1",
                 "--save", "", "--appendonly", "no", "--dir", str(self.workdir),
-                "--protected-mode", "yes"]
+                "--protected-mode", "yes", *redis_shard_settings()]
 
     def start(self) -> None:
         self.spawn()

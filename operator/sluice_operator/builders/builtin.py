@@ -57,6 +57,7 @@ def tls_names(shard: str, namespace: str) -> list[str]:
 def _redis_command(shard: str, namespace: str, tls_on: bool = False) -> list[str]:
     listen = backend_tls.redis_args(REDIS_PORT) if tls_on else f"--port {REDIS_PORT}"
     base = f"{listen} --bind 0.0.0.0 --protected-mode no --dir /data --appendonly yes --appendfsync everysec --save ''"
+    base += " " + common.redis_shard_args()
     primary = f"{shard}-0.{headless_name(shard)}.{namespace}.svc"
     # Pod 0 is the primary; the others follow it (the server only talks to pod 0
     # through the shard Service, replicas keep a warm copy).

@@ -8,6 +8,7 @@ from urllib.parse import quote
 
 from .. import API_VERSION
 from ..config import Config
+from .shard_settings import REDIS_SHARD_SETTINGS
 
 MANAGED_BY = "sluice-operator"
 LABEL_POOL = "sluice.dev/pool"
@@ -173,6 +174,16 @@ def password_secret(cfg: Config, name: str, ns: str, component: str, password: s
 def secret_env(env_name: str, secret: str) -> dict[str, Any]:
     """secret_env is an environment variable read from a password Secret."""
     return {"name": env_name, "valueFrom": {"secretKeyRef": {"name": secret, "key": PASSWORD_KEY}}}
+
+
+def redis_shard_args() -> str:
+    """redis_shard_args are REDIS_SHARD_SETTINGS as redis-server arguments."""
+    return " ".join(f"--{name} {value}" for name, value in REDIS_SHARD_SETTINGS)
+
+
+def redis_shard_conf() -> str:
+    """redis_shard_conf is REDIS_SHARD_SETTINGS as redis.conf lines."""
+    return "".join(f"{name} {value}\n" for name, value in REDIS_SHARD_SETTINGS)
 
 
 def redis_with_password(redis_server_args: str) -> str:

@@ -96,9 +96,29 @@ def _placement(cfg: Config, spec: dict[str, Any]) -> dict[str, Any]:
     return fields
 
 
+def redis_config_name(shard: str) -> str:
+    """redis_config_name is the ConfigMap holding a redis-operator shard's settings."""
+    return f"{shard}-redis-config"
+
+
+def redis_config(cfg: Config, pool: dict[str, Any], index: int) -> dict[str, Any]:
+    """redis_config: the shard's settings (common.REDIS_SHARD_SETTINGS) as the ConfigMap
+    redis-operator mounts at /etc/redis/external.conf.d, whose redis-additional.conf
+    the image's entrypoint appends to redis.conf."""
+    meta = pool["metadata"]
+    shard = common.shard_name(meta["name"], index)
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": _meta(redis_config_name(shard), meta["namespace"], redis_labels(cfg, meta["name"], index)),
+        "data": {"redis-additional.conf": common.redis_shard_conf()},
+    }
+
+
 def redis_objects(cfg: Config, pool: dict[str, Any], index: int) -> list[dict[str, Any]]:
     """redis_objects: a `Redis` for a single-instance shard, or a `RedisReplication`
-    plus a `RedisSentinel` watching it when the shard has replicas."""
+    plus a `RedisSentinel` watching it when the shard has replicas. Its Redis nodes run with the
+    settings of redis_config (the Sentinels need none)."""
     meta, spec = pool["metadata"], pool["spec"]
     name, ns = meta["name"], meta["namespace"]
     shard = common.shard_name(name, index)
@@ -108,6 +128,7 @@ def redis_objects(cfg: Config, pool: dict[str, Any], index: int) -> list[dict[st
     body: dict[str, Any] = {
         "kubernetesConfig": _redis_k8s_config(cfg, spec, image),
         "storage": _storage(spec),
+        "redisConfig": {"additionalRedisConfig": redis_config_name(shard)},
         **_placement(cfg, spec),
     }
     api = f"{REDIS_GROUP}/{REDIS_VERSION}"

@@ -92,7 +92,8 @@ def shard_objects(
     if provisioner == "builtin":
         return [builtin.statefulset(cfg, pool, index, tls_digest), *builtin.services(cfg, pool, index)]
     if provisioner == "redis-operator":
-        return thirdparty.redis_objects(cfg, pool, index)
+        # The settings first: the pods mount them.
+        return [thirdparty.redis_config(cfg, pool, index), *thirdparty.redis_objects(cfg, pool, index)]
     if provisioner == "mongodb-community":
         return [thirdparty.mongodb_community(cfg, pool, index)]
     return []

@@ -9,7 +9,7 @@ import logging
 from typing import Any
 
 from .. import kube
-from ..builders import common
+from ..builders import common, thirdparty
 from ..serverapi import ServerAPI, ServerError, queue_count_from
 from . import migration, provisioning
 
@@ -120,7 +120,12 @@ def delete_workloads(ns: str, provisioner: str, shard: str) -> list[str]:
     kinds = {
         "builtin": [("StatefulSet", shard), ("Service", shard), ("Service", f"{shard}-headless")],
         # The sentinel first: its upstream finalizer waits for a ready replication.
-        "redis-operator": [("RedisSentinel", shard), ("RedisReplication", shard), ("Redis", shard)],
+        "redis-operator": [
+            ("RedisSentinel", shard),
+            ("RedisReplication", shard),
+            ("Redis", shard),
+            ("ConfigMap", thirdparty.redis_config_name(shard)),
+        ],
         "mongodb-community": [("MongoDBCommunity", shard), ("Secret", f"{shard}-password")],
     }.get(provisioner, [])
     out = []

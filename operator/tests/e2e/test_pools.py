@@ -11,6 +11,8 @@ import subprocess
 import time
 from typing import Any
 
+from sluice_operator.builders.shard_settings import REDIS_SHARD_SETTINGS
+
 from ..integration.conftest import ROOT, apply, condition, get, kc, status, wait_for
 from .conftest import RELEASE_NS, admin_get, operator_pods, server_url
 
@@ -58,6 +60,12 @@ def test_pool_queue_and_client(ns: str) -> None:
     # Persistence is on: each shard's data lives on a bound PersistentVolumeClaim.
     pvcs = json.loads(kc("get", "pvc", "-n", ns, "-l", "sluice.dev/pool=web", "-o", "json").stdout)["items"]
     assert len(pvcs) == 2 and all(c["status"]["phase"] == "Bound" for c in pvcs), pvcs
+    # Each shard's Redis runs with the settings sluice gives every shard.
+    for pod in pods:
+        for name, value in REDIS_SHARD_SETTINGS:
+            cli = f'redis-cli -a "$REDIS_PASSWORD" --no-auth-warning config get {name}'
+            out = kc("exec", "-n", ns, pod["metadata"]["name"], "--", "sh", "-c", cli, check=False)
+            assert out.stdout.split() == [name, value], (pod["metadata"]["name"], out.stdout, out.stderr)
 
     start = time.monotonic()
     apply(

@@ -23,6 +23,8 @@ from typing import Any
 
 import pytest
 
+from sluice_operator.builders.shard_settings import REDIS_SHARD_SETTINGS
+
 from ..integration.conftest import apply, condition, get, kc, status, wait_for
 from .conftest import _need, server_url
 
@@ -150,6 +152,13 @@ def replication(ns: str, pod: str) -> dict[str, str]:
     return dict(line.split(":", 1) for line in redis_cli(ns, pod, "info", "replication").splitlines() if ":" in line)
 
 
+def assert_shard_settings(ns: str, pod: str) -> None:
+    """The pod's Redis runs with sluice's shard settings: redis-operator mounted the
+    ConfigMap and its image's entrypoint read it."""
+    for name, value in REDIS_SHARD_SETTINGS:
+        assert redis_cli(ns, pod, "config", "get", name).split() == [name, value], pod
+
+
 def test_single_instance_shards(redis_operator: str) -> None:
     ns = redis_operator
     start = time.monotonic()
@@ -166,6 +175,7 @@ def test_single_instance_shards(redis_operator: str) -> None:
     assert len(pods) == 2 and all(p["status"]["phase"] == "Running" for p in pods)
     for p in pods:
         assert "sluice.dev/applied-hash" not in (p["metadata"].get("annotations") or {})
+        assert_shard_settings(ns, p["metadata"]["name"])
     shard = make_queue(ns, "ro1", "single")
     post_settled(ns, "single", 5, "a")
     assert claim_all(ns, "single") == ["a"] * 5
@@ -184,6 +194,7 @@ def test_scale_up_and_down_keeps_volumes(redis_operator: str) -> None:
     kc("patch", "pool", "ro1", "-n", ns, "--type=merge", "-p", '{"spec": {"shards": 2}}')
     wait_for("shard ro1-2 removed", lambda: get("redis", ns, "ro1-2") is None, timeout=180, interval=1)
     wait_for("its StatefulSet gone", lambda: get("statefulset", ns, "ro1-2") is None, timeout=120)
+    wait_for("its settings ConfigMap gone", lambda: get("configmap", ns, "ro1-2-redis-config") is None, timeout=30)
     p = wait_for(
         "ScaledDown", lambda: (o := get("pool", ns, "ro1")) and condition(o, "ScaledDown").get("status") == "True" and o
     )
@@ -203,6 +214,8 @@ def test_replicated_shards_fail_over(redis_operator: str) -> None:
     shard = make_queue(ns, "ro3", "events")
     post_settled(ns, "events", 20, "before")
     members = [f"{shard}-{i}" for i in range(3)]
+    for m in members:
+        assert_shard_settings(ns, m)
     roles = {m: replication(ns, m).get("role") for m in members}
     masters = [m for m, r in roles.items() if r == "master"]
     assert len(masters) == 1, roles

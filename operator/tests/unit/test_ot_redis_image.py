@@ -16,7 +16,11 @@ from typing import Any
 import pytest
 import redis
 
+from sluice_operator.builders import thirdparty
+from sluice_operator.config import Config
+
 from ..support import free_port, need_program
+from .conftest import make_pool
 
 SRC = pathlib.Path(__file__).resolve().parents[3] / "e2e/images/ot-redis"
 
@@ -141,3 +145,19 @@ def test_sentinel_monitors_the_master_it_is_given(images: Images) -> None:
         time.sleep(0.2)
     assert s.sentinel_master("mymaster")["is_master"]
     assert images.health(SERVER_MODE="sentinel", SENTINEL_PORT=str(sport)) == 0
+
+
+def test_shard_settings_configmap_reaches_redis(images: Images) -> None:
+    # The ConfigMap the operator gives a redis-operator shard, mounted where the
+    # operator mounts it: the running Redis has its settings.
+    cm = thirdparty.redis_config(Config(), make_pool(provisioner="redis-operator"), 0)
+    (images.conf / "external.conf.d").mkdir()
+    for name, text in cm["data"].items():
+        (images.conf / "external.conf.d" / name).write_text(text)
+    port = free_port()
+    images.start("entrypoint.sh", port, REDIS_PORT=str(port))
+    c = redis.Redis(port=port)
+    assert config(c, "hash-max-listpack-value") == "2048"
+    # A 1 KiB message hash stays one listpack.
+    c.hset("m", mapping={"b": "x" * 1024, "c": 1, "e": 2, "s": 3, "u": "client"})
+    assert c.object("encoding", "m") == b"listpack"

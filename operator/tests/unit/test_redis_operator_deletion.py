@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from sluice_operator import kube
+from sluice_operator.builders import thirdparty
 from sluice_operator.config import Config
 from sluice_operator.handlers import pool as pool_handler
 from sluice_operator.handlers import provisioning, shards
@@ -170,8 +171,10 @@ def test_removed_shard_leaves_no_redis_operator_cr(
 ) -> None:
     fstore.apply(make_pool(provisioner="redis-operator", shards=1, replicas=3))
     replicated_shard(fstore, "web-1", ready)
+    fstore.apply(thirdparty.redis_config(Config(), make_pool(provisioner="redis-operator"), 1))
     gone = shards.delete_workloads("shop", "redis-operator", "web-1")
     assert gone[0] == "RedisSentinel/web-1" and "RedisReplication/web-1" in gone
+    assert "ConfigMap/web-1-redis-config" in gone
     settle(fstore, order)
     assert upstream_left(fstore) == []
 

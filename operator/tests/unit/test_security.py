@@ -9,9 +9,10 @@ import subprocess
 from typing import Any
 
 import pytest
+import redis
 
 from sluice_operator import probes
-from sluice_operator.builders import benchmark, builtin, common, netpol, server, thirdparty
+from sluice_operator.builders import benchmark, builtin, common, netpol, server, shard_settings, thirdparty
 from sluice_operator.config import Config
 
 from ..support import free_port, need_program, wait_port
@@ -90,6 +91,36 @@ def test_redis_command_really_requires_the_password(cfg: Config, tmp_path, redis
         # Not on the command line: other processes of the pod cannot read it with ps.
         cmdlines = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
         assert PW not in cmdlines
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def test_builtin_redis_runs_with_the_shard_settings(cfg: Config, tmp_path, redis_binary: str) -> None:
+    """The builtin shard's own shell line (pod 0), run by sh against the real redis-server:
+    the shard settings are valid redis-server arguments and take effect."""
+    port = free_port()
+    sts = builtin.statefulset(cfg, make_pool(), 0)
+    line = sts["spec"]["template"]["spec"]["containers"][0]["command"][2]
+    line = (
+        line.replace("--port 6379", f"--port {port}")
+        .replace("--bind 0.0.0.0", "--bind 127.0.0.1")
+        .replace("--dir /data", f"--dir {tmp_path}")
+        .replace("/tmp/redis-auth.conf", f"{tmp_path}/redis-auth.conf")
+    )
+    proc = subprocess.Popen(
+        ["sh", "-c", line],
+        env={"REDIS_PASSWORD": PW, "PATH": "/usr/bin:/bin", "HOSTNAME": "web-0-0"},
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_port(port, 10)
+        c = redis.Redis(port=port, password=PW)
+        for name, value in shard_settings.REDIS_SHARD_SETTINGS:
+            assert c.config_get(name)[name] == value
+        c.close()
     finally:
         proc.terminate()
         proc.wait(timeout=10)

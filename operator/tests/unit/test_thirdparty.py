@@ -14,7 +14,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from sluice_operator import kube, probes
-from sluice_operator.builders import thirdparty
+from sluice_operator.builders import shard_settings, thirdparty
 from sluice_operator.config import Config
 from sluice_operator.handlers import provisioning
 
@@ -302,3 +302,17 @@ def test_reconcile_switches_shape_and_nudges(
         live = store.get(kind, "shop", "web-0")
         assert live and live["metadata"]["annotations"][thirdparty.NUDGE_ANNOTATION] == "ready=3"
     assert p["status"]["phase"] == "Provisioning"
+
+
+@pytest.mark.parametrize("replicas", [1, 3])
+def test_redis_operator_shards_get_their_settings_first(replicas: int) -> None:
+    """The settings ConfigMap is applied before the CR whose pods mount it, and the CR
+    names it; the Sentinels get none."""
+    objs = provisioning.shard_objects(Config(), make_pool(replicas=replicas), "redis-operator", 1)
+    cm = objs[0]
+    assert cm["kind"] == "ConfigMap" and cm["metadata"]["name"] == "web-1-redis-config"
+    conf = cm["data"]["redis-additional.conf"].splitlines()
+    assert conf == [f"{name} {value}" for name, value in shard_settings.REDIS_SHARD_SETTINGS]
+    data = [o for o in objs if o["kind"] in ("Redis", "RedisReplication")]
+    assert [o["spec"]["redisConfig"] for o in data] == [{"additionalRedisConfig": "web-1-redis-config"}]
+    assert all("redisConfig" not in o["spec"] for o in objs if o["kind"] == "RedisSentinel")
