@@ -115,7 +115,9 @@ def render_markdown(results: dict) -> str:
            "a load far above 2 depresses every column). Every cell runs wrk for "
            f"{results['duration_s']:g} s with 2 threads on 127.0.0.1; messages are "
            f"{results['msg_size']} bytes of JSON each. The targets run one after "
-           "another against one redis-server started by the benchmark, so they never "
+           "another against one redis-server started by the benchmark (with the "
+           "settings sluice gives its Redis shards, operator/sluice_operator/builders/"
+           "shard_settings.py), so they never "
            "compete with each other for the 2 cores (wrk itself shares them).",
            "",
            "| " + " | ".join(head) + " |",

@@ -60,9 +60,10 @@ def _redis_role(conn: redis.Redis) -> tuple[bool, str]:
     # replication set-up has not yet made primary, or one just demoted.
     try:
         role = conn.execute_command("ROLE")
-    except redis.exceptions.NoPermissionError:
-        # An ACL user without ROLE can still be a working shard: PING is all we can know.
-        return True, "PING answered (ROLE not permitted: primary unchecked)"
+    except redis.exceptions.ResponseError as exc:
+        # An ACL user without ROLE, or a managed Redis that renamed it away, can still
+        # be a working shard: PING is all we can know.
+        return True, f"PING answered (ROLE refused: {exc}; primary unchecked)"
     kind = role[0].decode() if isinstance(role[0], bytes) else str(role[0])
     if kind == "master":
         return True, "PING answered by a primary"

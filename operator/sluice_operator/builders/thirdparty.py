@@ -102,7 +102,7 @@ def redis_config_name(shard: str) -> str:
 
 
 def redis_config(cfg: Config, pool: dict[str, Any], index: int) -> dict[str, Any]:
-    """redis_config: the shard's settings (common.REDIS_SHARD_SETTINGS) as the ConfigMap
+    """redis_config: the shard's settings (shard_settings.py) as the ConfigMap
     redis-operator mounts at /etc/redis/external.conf.d, whose redis-additional.conf
     the image's entrypoint appends to redis.conf."""
     meta = pool["metadata"]
