@@ -12,6 +12,7 @@ Scripts outside this directory put it on sys.path and `import harness`.
 from __future__ import annotations
 
 import ctypes
+import importlib.util
 import json
 import os
 import shutil
@@ -168,7 +169,6 @@ def redis_shard_settings() -> list[str]:
     redis-server arguments: read from the operator's own definition (plain
     Python, no dependencies), so suites and benchmarks run Redis as it is
     deployed."""
-    import importlib.util
     path = ROOT / "operator" / "sluice_operator" / "builders" / "shard_settings.py"
     spec = importlib.util.spec_from_file_location("sluice_shard_settings", path)
     assert spec and spec.loader
