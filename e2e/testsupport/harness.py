@@ -12,6 +12,7 @@ Scripts outside this directory put it on sys.path and `import harness`.
 from __future__ import annotations
 
 import ctypes
+import functools
 import importlib.util
 import json
 import os
@@ -164,17 +165,18 @@ class Process:
         raise NotImplementedError
 
 
-def redis_shard_settings() -> list[str]:
+@functools.cache
+def redis_shard_settings() -> tuple[str, ...]:
     """The settings the operator gives every Redis shard it provisions, as
-    redis-server arguments: read from the operator's own definition (plain
-    Python, no dependencies), so suites and benchmarks run Redis as it is
-    deployed."""
+    redis-server arguments: read once from the operator's own definition
+    (plain Python, no dependencies), so suites and benchmarks run Redis as
+    it is deployed."""
     path = ROOT / "operator" / "sluice_operator" / "builders" / "shard_settings.py"
     spec = importlib.util.spec_from_file_location("sluice_shard_settings", path)
     assert spec and spec.loader
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    return [arg for name, value in mod.REDIS_SHARD_SETTINGS for arg in (f"--{name}", value)]
+    return tuple(arg for name, value in mod.REDIS_SHARD_SETTINGS for arg in (f"--{name}", value))
 
 
 class RedisServer(Process):
