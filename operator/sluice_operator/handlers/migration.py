@@ -119,10 +119,13 @@ def _moving(key: tuple[str, str], state: dict[str, Any], target: str) -> dict[st
     }
 
 
-def _poll(api: ServerAPI, block: dict[str, Any], placed: set[tuple[str, str]], now: float) -> int:
+def _poll(
+    api: ServerAPI, block: dict[str, Any], placed: set[tuple[str, str]], now: float
+) -> tuple[int, set[tuple[str, str]]]:
     """_poll refreshes the moves in flight; finished ones leave inFlight. Returns the
-    messages moved by the moves that finished, for the running total."""
-    settled, still = 0, []
+    messages moved by the moves that finished, for the running total, and the queues
+    whose moves are done."""
+    settled, still, done = 0, [], set()
     for entry in block["inFlight"]:
         key = _key(entry)
         state = api.migration(*key)
@@ -135,13 +138,14 @@ def _poll(api: ServerAPI, block: dict[str, Any], placed: set[tuple[str, str]], n
         if state.get("state") == "done":
             block["queuesMoved"] += 1
             settled += int(state.get("messages_moved") or 0)
+            done.add(key)
         elif state.get("state") == "failed":
             settled += int(state.get("messages_moved") or 0)
             _fail(block, key, str(state.get("error") or "the move failed"), now)
         else:
             still.append(_moving(key, state, entry["to"]))
     block["inFlight"] = still
-    return settled
+    return settled, done
 
 
 def _dead_letter_target(api: ServerAPI, key: tuple[str, str], targets: list[str]) -> str | None:
@@ -199,9 +203,13 @@ def step(
     if block is None or block.get("shard") != shard or block.get("finished"):
         # A new drain (another shard, or the same name again after a scale-up): a new tally.
         block = fresh(shard, now)
-    placed = set(placed_list)
     moved_before = int(block["messagesMoved"]) - sum(int(m["messagesMoved"]) for m in block["inFlight"])
-    moved_before += _poll(api, block, placed, now)
+    settled, done = _poll(api, block, set(placed_list), now)
+    moved_before += settled
+    # The listing came first: a move that finished between it and the poll still shows its
+    # queue here. It has left; moving it again would take it off a staying shard.
+    placed_list = [k for k in placed_list if k not in done]
+    placed = set(placed_list)
     # Kept right away: a server failure later in this look must not lose what finished.
     block["messagesMoved"] = moved_before + sum(int(m["messagesMoved"]) for m in block["inFlight"])
     # Failures of queues that are gone (deleted, or moved by someone else) are history.

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -34,6 +35,9 @@ class State:
         self.totals: dict[tuple[str, str], int] = {}
         # Moves the server refuses, by (project, queue): (status, description).
         self.refuse: dict[tuple[str, str], tuple[int, str]] = {}
+        # Called with (method, path) before each request is answered: the server's own
+        # work (a move finishing) can land between two calls of one operator look.
+        self.before: Callable[[str, str], None] | None = None
 
     def finish_move(self, key: tuple[str, str], error: str = "") -> None:
         """finish_move ends a move as the server's mover would: done (the queue now
@@ -88,6 +92,8 @@ def _handler(state: State) -> type[BaseHTTPRequestHandler]:
             body = json.loads(self.rfile.read(n)) if n else None
             path = self.path.split("?")[0]
             state.requests.append((method, self.path, dict(self.headers), body))
+            if state.before is not None:
+                state.before(method, path)
             project = self.headers.get("X-Project-ID", "")
             if self.headers.get("Authorization") != f"Bearer {state.token}":
                 return self._err(403, "Not authorized", "admin token required")
