@@ -90,7 +90,7 @@ func (s claimStore) Create(ctx context.Context, q storage.QueueRef, o storage.Cl
 	if err != nil {
 		return storage.Claim{}, wrap(op, err)
 	}
-	return storage.Claim{}, nil
+	return storage.Claim{}, d.emptyStands(ctx, op, q)
 }
 
 // deadLetter moves a message that was claimed too often to the dead-letter

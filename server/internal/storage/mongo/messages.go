@@ -296,5 +296,8 @@ func (s messageStore) Pop(ctx context.Context, q storage.QueueRef, limit int) ([
 		out = append(out, doc.message(now))
 		return took, err
 	})
+	if err == nil && len(out) == 0 {
+		return nil, s.d.emptyStands(ctx, op, q)
+	}
 	return out, wrap(op, err)
 }

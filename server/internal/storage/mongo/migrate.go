@@ -354,6 +354,15 @@ func (d *Driver) claimable(ctx context.Context, op string, q storage.QueueRef) e
 	return nil
 }
 
+// emptyStands is the check a claim or pop makes before answering that it
+// found nothing free: claimable ran before the search, and a Take that
+// began in between hid the messages it put in transit from it. Then the
+// answer is Moving, as it would have been a moment later; an empty one
+// would send the caller on to the target, past the batch.
+func (d *Driver) emptyStands(ctx context.Context, op string, q storage.QueueRef) error {
+	return d.claimable(ctx, op, q)
+}
+
 var projectMove = options.FindOne().SetProjection(bson.D{{Key: "mv", Value: 1}, {Key: "tr", Value: 1}, {Key: "tb", Value: 1}, {Key: "kf", Value: 1}})
 
 var findNewest = options.FindOne().SetSort(bson.D{{Key: "k", Value: -1}, {Key: "_id", Value: -1}})

@@ -62,6 +62,7 @@ var migrationCases = []testCase2{
 	{"Migration/UnsealBeforeTakeOnly", testUnseal},
 	{"Migration/TransitAnswersMoving", testTransit},
 	{"Migration/ClaimsBesideTransit", testClaimsBesideTransit},
+	{"Migration/ClaimsRaceTake", testClaimsRaceTake},
 	{"Migration/SettledAnswersMoved", testSettled},
 	{"Migration/ImportIdempotent", testImportIdempotent},
 	{"Migration/ResumeAfterCrash", testResume},

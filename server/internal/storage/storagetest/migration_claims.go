@@ -2,6 +2,8 @@ package storagetest
 
 import (
 	"errors"
+	"math/rand"
+	"sync"
 	"time"
 
 	"sluice.dev/server/internal/storage"
@@ -71,4 +73,60 @@ func (m *menv) inTransit() storage.Batch {
 	b, err := m.from.InTransit(m.ctx, m.q)
 	m.must("in transit", err)
 	return b
+}
+
+// takeRaceRounds is how many queues testClaimsRaceTake moves.
+const takeRaceRounds = 24
+
+// testClaimsRaceTake: a claim or pop racing the Take that puts every
+// message of the queue in transit. Nothing settles during the race, so each
+// message is free on the source or in transit: the claim either takes some
+// or answers Moving. An empty answer sends the pooled driver on to the
+// target, whose messages (newer, or moved before) it would hand out ahead
+// of the batch, out of order. A driver that checks for a batch in transit,
+// then looks for free messages in a second step, answers empty when the
+// Take lands between the two.
+func testClaimsRaceTake(m *menv) {
+	m.eachQueue("claimrace", takeRaceRounds, func(rng *rand.Rand) {
+		n := 1 + rng.Intn(4)
+		m.src.post(m.q, "c", n, time.Hour)
+		m.seal()
+		pop := rng.Intn(2) == 0
+		start := make(chan struct{})
+		var (
+			b    storage.Batch
+			terr error
+			wg   sync.WaitGroup
+		)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			b, terr = m.from.Take(m.ctx, m.q, n)
+		}()
+		var got []storage.Message
+		var err error
+		close(start)
+		if pop {
+			got, err = m.src.d.Messages().Pop(m.ctx, m.q, n)
+		} else {
+			var c storage.Claim
+			c, err = m.src.d.Claims().Create(m.ctx, m.q, storage.ClaimOptions{TTL: time.Minute, Grace: time.Minute, Limit: n})
+			got = c.Messages
+		}
+		wg.Wait()
+		m.must("take", terr)
+		what := map[bool]string{true: "pop", false: "claim"}[pop]
+		switch {
+		case errors.Is(err, storage.ErrMoving):
+			m.wantMoving(what+" racing a take", err)
+		case err != nil:
+			m.t.Fatalf("%s racing a take: %v", what, err)
+		case len(got) == 0:
+			bids, _ := batchIDs(b)
+			m.t.Fatalf("%s racing a take of %d messages answered none and no Moving, with %v in transit", what, n, bids)
+		}
+		m.must("import", m.to.Import(m.ctx, m.q, b))
+		m.must("settle", m.from.Settle(m.ctx, m.q, b))
+	})
 }
