@@ -55,11 +55,17 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
-def syscalls(pid: int) -> int:
-    """Read plus write system calls of one process so far (/proc/PID/io):
+def syscalls(pid: int) -> tuple[int, int]:
+    """Read and write system calls of one process so far (/proc/PID/io):
     what pipelining saves, counted exactly whatever the machine's load."""
     io = dict(l.split(": ") for l in Path(f"/proc/{pid}/io").read_text().splitlines())
-    return int(io["syscr"]) + int(io["syscw"])
+    return int(io["syscr"]), int(io["syscw"])
+
+
+def per_request(before: tuple[int, int], after: tuple[int, int], n: int) -> dict:
+    """The read+write system calls per request between two syscalls() readings, and the reads alone."""
+    reads, writes = after[0] - before[0], after[1] - before[1]
+    return {"syscalls": (reads + writes) / max(n, 1), "reads": reads / max(n, 1)}
 
 
 def children_cpu() -> float:
@@ -169,8 +175,9 @@ def run_phase(name: str, script: str, server: SluiceServer, pprof: str, redis_cl
         "server_cpu_ms_per_1k": (s1 - s0) * 1000 * per_k,
         "redis_cpu_ms_per_1k": (r1 - r0) * 1000 * per_k,
         "client_cpu_ms_per_1k": (c1 - c0) * 1000 * per_k,
-        "server_syscalls_per_request": (sc1 - sc0) / max(n, 1),
-        "redis_syscalls_per_request": (rc1 - rc0) / max(n, 1),
+        "server_syscalls_per_request": per_request(sc0, sc1, n)["syscalls"],
+        "server_reads_per_request": per_request(sc0, sc1, n)["reads"],
+        "redis_syscalls_per_request": per_request(rc0, rc1, n)["syscalls"],
         "allocs_per_request": (mallocs1 - mallocs0) / max(n, 1),
         "script_calls_per_request": script_calls / max(n, 1),
         "script_usec_per_call": (sum(v["usec"] for v in scripts.values()) / script_calls) if script_calls else 0,
@@ -181,6 +188,11 @@ def run_phase(name: str, script: str, server: SluiceServer, pprof: str, redis_cl
         "alloc_top": pprof_top(args.go, ["-sample_index=alloc_space", f"-diff_base={allocs0}", str(allocs1)],
                                args.top),
     }
+    if args.keep_profiles and cpu_file.exists():
+        # The raw profiles, for `go tool pprof` views the summary does not show.
+        args.keep_profiles.mkdir(parents=True, exist_ok=True)
+        for f in (cpu_file, allocs0, allocs1):
+            shutil.copy(f, args.keep_profiles / f.name)
     if "claimed" in res:
         out["cycles"] = res["claimed"]
         out["empty_claims"] = res["claims"] - res["claimed"]
@@ -200,7 +212,8 @@ def noop_phase(work: Path, args) -> dict:
     return {"requests": res["requests"], "rps": res["rps"], "errors": res["errors"],
             "p50_ms": res["p50_us"] / 1000, "p99_ms": res["p99_us"] / 1000,
             "server_cpu_ms_per_1k": (s1 - s0) * 1e6 / n, "client_cpu_ms_per_1k": (c1 - c0) * 1e6 / n,
-            "server_syscalls_per_request": (sc1 - sc0) / n}
+            "server_syscalls_per_request": per_request(sc0, sc1, n)["syscalls"],
+            "server_reads_per_request": per_request(sc0, sc1, n)["reads"]}
 
 
 def profile(args) -> dict:
@@ -251,6 +264,7 @@ ROWS = [
     ("redis-server CPU per 1,000 requests (ms)", None, "redis_cpu_ms_per_1k", "{:.1f}"),
     ("wrk (client) CPU per 1,000 requests (ms)", None, "client_cpu_ms_per_1k", "{:.1f}"),
     ("server read+write syscalls per request", None, "server_syscalls_per_request", "{:.2f}"),
+    ("server read syscalls per request (of those)", None, "server_reads_per_request", "{:.2f}"),
     ("redis-server read+write syscalls per request", None, "redis_syscalls_per_request", "{:.2f}"),
     ("Redis script calls per request", None, "script_calls_per_request", "{:.2f}"),
     ("Redis usec per script call (commandstats)", None, "script_usec_per_call", "{:.1f}"),
@@ -317,8 +331,9 @@ def render(results: dict, baseline: dict | None) -> str:
         lines += [f"The no-op HTTP server (`e2e/bench/noop`, `--noop`) under the same POST load, same run: "
                   f"{noop['rps']:,.0f} req/s, its CPU {noop['server_cpu_ms_per_1k']:.1f} ms and wrk's "
                   f"{noop['client_cpu_ms_per_1k']:.1f} ms per 1,000 requests, "
-                  f"{noop['server_syscalls_per_request']:.2f} read+write syscalls per request: the HTTP "
-                  "floor under the server columns.", ""]
+                  f"{noop['server_syscalls_per_request']:.2f} read+write syscalls per request"
+                  + (f" ({noop['server_reads_per_request']:.2f} reads)" if "server_reads_per_request" in noop else "")
+                  + ": the HTTP floor under the server columns.", ""]
     for c in cols:
         ph = results["phases"][c]
         cmds = ", ".join(f"{k} {v:.2f}" for k, v in list(ph["commands"].items())[:12])
@@ -351,6 +366,7 @@ def main() -> int:
     ap.add_argument("--top", type=int, default=15, help="lines of each pprof top")
     ap.add_argument("--go", default=os.environ.get("GO", "go"), help="go command (for go tool pprof)")
     ap.add_argument("--json", type=Path, help="write the raw figures here")
+    ap.add_argument("--keep-profiles", type=Path, metavar="DIR", help="copy each phase's pprof files here")
     ap.add_argument("--baseline", type=Path, help="an earlier --json: shown as the before column")
     ap.add_argument("--write-doc", type=Path, help="replace this section of the given Markdown file")
     ap.add_argument("--render", type=Path, help="measure nothing: redraw from a --json file")
