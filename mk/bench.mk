@@ -33,3 +33,15 @@ BENCH_NOTIFY_ARGS ?=
 .PHONY: bench-notifications
 bench-notifications: deps-apt build-server build-bench venv-compat ## webhook subscriber cost and delivery latency, sluice vs Zaqar 23.0.1
 	$(COMPAT_PY) e2e/bench/bench_notifications.py --bin $(BIN) --write-doc $(ROOT)/docs/benchmarks.md $(BENCH_NOTIFY_ARGS)
+
+# Redis client transports (docs/benchmarks.md): what one function call costs
+# the client through go-redis, go-redis pipelines from a sender goroutine
+# (how the server's group commit sends) and rueidis' automatic pipelining.
+# BENCH_REDIS_CLIENT_ARGS: rounds, seconds per run, concurrent callers.
+BENCH_TARGETS += bench-redis-client
+BENCH_REDIS_CLIENT_ARGS ?= 2 5 32
+.PHONY: bench-redis-client
+bench-redis-client: deps-apt ## Redis client transports side by side: client and redis-server CPU per call
+	@mkdir -p $(BIN)
+	cd e2e/bench/redisclient && CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/redisclient-bench .
+	e2e/bench/redisclient/compare.sh $(BIN)/redisclient-bench $(BENCH_REDIS_CLIENT_ARGS) | tee $(BUILD)/bench-redis-client.txt
