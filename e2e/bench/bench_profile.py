@@ -165,6 +165,7 @@ def run_phase(name: str, script: str, server: SluiceServer, pprof: str, redis_cl
     stats = redis_cli.commandstats()
     n = res["requests"]
     per_k = 1000 / max(n, 1)
+    server_io = per_request(sc0, sc1, n)
     scripts = {k: v for k, v in stats.items() if k in SCRIPT_COMMANDS}
     inner = {k: v for k, v in stats.items() if k not in SCRIPT_COMMANDS
              and k not in ("config|resetstat", "info", "ping", "hello", "client|setinfo")}
@@ -175,8 +176,8 @@ def run_phase(name: str, script: str, server: SluiceServer, pprof: str, redis_cl
         "server_cpu_ms_per_1k": (s1 - s0) * 1000 * per_k,
         "redis_cpu_ms_per_1k": (r1 - r0) * 1000 * per_k,
         "client_cpu_ms_per_1k": (c1 - c0) * 1000 * per_k,
-        "server_syscalls_per_request": per_request(sc0, sc1, n)["syscalls"],
-        "server_reads_per_request": per_request(sc0, sc1, n)["reads"],
+        "server_syscalls_per_request": server_io["syscalls"],
+        "server_reads_per_request": server_io["reads"],
         "redis_syscalls_per_request": per_request(rc0, rc1, n)["syscalls"],
         "allocs_per_request": (mallocs1 - mallocs0) / max(n, 1),
         "script_calls_per_request": script_calls / max(n, 1),
@@ -209,11 +210,11 @@ def noop_phase(work: Path, args) -> dict:
                       {"QUEUE": args.queue, "MSG_SIZE": str(args.msg_size), "DELAY_MS": str(args.pace_ms)})
         s1, c1, sc1 = cpu_seconds(noop.pid), children_cpu(), syscalls(noop.pid)
     n = max(res["requests"], 1)
+    server_io = per_request(sc0, sc1, n)
     return {"requests": res["requests"], "rps": res["rps"], "errors": res["errors"],
             "p50_ms": res["p50_us"] / 1000, "p99_ms": res["p99_us"] / 1000,
             "server_cpu_ms_per_1k": (s1 - s0) * 1e6 / n, "client_cpu_ms_per_1k": (c1 - c0) * 1e6 / n,
-            "server_syscalls_per_request": per_request(sc0, sc1, n)["syscalls"],
-            "server_reads_per_request": per_request(sc0, sc1, n)["reads"]}
+            "server_syscalls_per_request": server_io["syscalls"], "server_reads_per_request": server_io["reads"]}
 
 
 def profile(args) -> dict:
