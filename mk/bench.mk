@@ -44,4 +44,4 @@ BENCH_REDIS_CLIENT_ARGS ?= 2 5 32
 bench-redis-client: deps-apt ## Redis client transports side by side: client and redis-server CPU per call
 	@mkdir -p $(BIN)
 	cd e2e/bench/redisclient && CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/redisclient-bench .
-	e2e/bench/redisclient/compare.sh $(BIN)/redisclient-bench $(BENCH_REDIS_CLIENT_ARGS) | tee $(BUILD)/bench-redis-client.txt
+	$(PYTHON) e2e/bench/redisclient/compare.py $(BIN)/redisclient-bench $(BENCH_REDIS_CLIENT_ARGS) | tee $(BUILD)/bench-redis-client.txt
