@@ -80,15 +80,18 @@ type MigrationStore interface {
 
 	// Take moves up to limit of the newest messages not yet moved, with the
 	// claims holding them (see Batch), into transit, in one atomic step, and
-	// returns them. Messages in transit are invisible here: calls naming
-	// one of them, and new claims, answer Moving until Settle. At most one
-	// batch is in transit: while one is, Take returns it again.
+	// returns them. Calls naming a message in transit, and new claims,
+	// answer Moving until Settle; List still shows them, after every
+	// message left here. At most one batch is in transit: while one is,
+	// Take returns it again.
 	Take(ctx context.Context, q QueueRef, limit int) (Batch, error)
 	// InTransit returns the batch in transit (empty when none), so a mover
 	// that crashed between Take and Settle imports it again.
 	InTransit(ctx context.Context, q QueueRef) (Batch, error)
 	// Settle ends the transit of b: from then on calls naming its messages
-	// or claims answer Moved(target) here.
+	// or claims answer Moved(target) here. A Settle (or an Import) made of
+	// several writes goes newest first, so a listing never shows a gap in
+	// the middle of the batch (storagetest "Migration/ListsRaceMove").
 	Settle(ctx context.Context, q QueueRef, b Batch) error
 	// Finish removes what is left of the queue on the source once every
 	// message was moved, and leaves a tombstone: for ttl, every call on the

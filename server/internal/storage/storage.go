@@ -166,7 +166,8 @@ type MessageStore interface {
 	// deliverable live subscription of the queue.
 	Post(ctx context.Context, q QueueRef, clientID string, msgs []NewMessage) ([]string, error)
 	// List returns live messages after opts.Marker and the marker of the next
-	// page ("" when there is none).
+	// page ("" when there is none). A full page always carries a marker,
+	// even when nothing follows it yet.
 	List(ctx context.Context, q QueueRef, opts ListMessagesOptions) (msgs []Message, next string, err error)
 	// Get returns one live message, or NotFound (also for a malformed id).
 	Get(ctx context.Context, q QueueRef, id string) (Message, error)

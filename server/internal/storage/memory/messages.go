@@ -3,6 +3,7 @@ package memory
 import (
 	"context"
 	"strconv"
+	"time"
 
 	"sluice.dev/server/internal/storage"
 )
@@ -61,40 +62,72 @@ func (s messageStore) List(_ context.Context, ref storage.QueueRef, opts storage
 		return nil, "", nil
 	}
 	defer q.mu.Unlock()
+	transit := s.d.transitMessages(ref)
 	if byID {
 		// A message id marker: resume after that message, or from the start
 		// when it is gone.
 		if m, ok := q.msgs[opts.Marker]; ok {
 			marker = m.seq
 		}
+		for _, m := range transit {
+			if m.ID == opts.Marker {
+				marker = uint64(m.Seq)
+			}
+		}
 	}
 	now := s.d.clock.Now()
 	start := q.after(marker)
-	out := make([]storage.Message, 0, min(opts.Limit, len(q.order)-start))
+	out := make([]storage.Message, 0, min(opts.Limit, len(q.order)-start+len(transit)))
 	var last uint64
 	i := start
 	// The scan is bounded like the Redis driver's: a page whose filters skip
 	// many messages ends early with a marker, instead of holding the queue's
 	// lock over the whole queue.
-	for scanned := 0; i < len(q.order) && len(out) < opts.Limit && scanned < listScanBudget; i++ {
+	scanned := 0
+	for ; i < len(q.order) && len(out) < opts.Limit && scanned < listScanBudget; i++ {
 		m := q.order[i]
 		last = m.seq
 		scanned++
-		switch {
-		case m.gone,
-			!opts.Echo && m.clientID == opts.ClientID,
-			!opts.IncludeClaimed && m.claim != nil,
-			!opts.IncludeDelayed && m.delayUntil.After(now):
+		if m.gone || !listed(opts, now, m.clientID, m.claim != nil, m.delayUntil) {
 			continue
 		}
 		out = append(out, m.snapshot())
 	}
+	// A batch in transit sorts after everything left here (Take takes the
+	// newest): the listing goes on into it, or a caller that goes on to the
+	// target would skip it.
+	j := 0
+	if i == len(q.order) {
+		for ; j < len(transit) && len(out) < opts.Limit && scanned < listScanBudget; j++ {
+			m := transit[j]
+			if uint64(m.Seq) <= marker {
+				continue
+			}
+			last = uint64(m.Seq)
+			scanned++
+			claimed := m.ClaimID != "" && m.ClaimExpires.After(now)
+			if !m.Created.Add(m.TTL).After(now) || !listed(opts, now, m.ClientID, claimed, m.DelayUntil) {
+				continue
+			}
+			msg := m.Message
+			if !claimed {
+				msg.ClaimID, msg.ClaimExpires = "", time.Time{}
+			}
+			out = append(out, msg)
+		}
+	}
 	// A full page may be followed by more, and so may a page cut short by
 	// the scan budget; the next page starts after the last message looked at.
-	if len(out) == opts.Limit || i < len(q.order) {
+	if len(out) == opts.Limit || i < len(q.order) || j < len(transit) {
 		return out, strconv.FormatUint(last, 10), nil
 	}
 	return out, "", nil
+}
+
+// listed reports whether a listing with opts shows a live message.
+func listed(opts storage.ListMessagesOptions, now time.Time, clientID string, claimed bool, delayUntil time.Time) bool {
+	return (opts.Echo || clientID != opts.ClientID) && (opts.IncludeClaimed || !claimed) &&
+		(opts.IncludeDelayed || !delayUntil.After(now))
 }
 
 // listScanBudget bounds how many messages one listing looks at.

@@ -123,6 +123,25 @@ func (d *Driver) busy(op string, ref storage.QueueRef) error {
 	})
 }
 
+// transitMessages returns the messages of the batch in transit, oldest
+// first (nil when none). The queue's lock must be held.
+func (d *Driver) transitMessages(ref storage.QueueRef) []storage.MovedMessage {
+	mv := d.moveOf(ref)
+	if mv == nil {
+		return nil
+	}
+	d.mvMu.Lock()
+	defer d.mvMu.Unlock()
+	if mv.transit == nil {
+		return nil
+	}
+	out := make([]storage.MovedMessage, len(mv.transit.Messages))
+	for i, m := range mv.transit.Messages {
+		out[len(out)-1-i] = m
+	}
+	return out
+}
+
 // named says where a message or claim id this backend does not hold went:
 // Moving while in transit, Moved once settled, nil when it never moved.
 // The queue's lock must be held (or the queue absent).

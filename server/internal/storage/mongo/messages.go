@@ -89,47 +89,52 @@ func afterMarker(mk string) (bson.E, bool) {
 
 var byPosition = bson.D{{Key: "k", Value: 1}, {Key: "_id", Value: 1}}
 
+// listedFilter matches what a listing of q shows: the queue's messages and,
+// while a move has a batch in transit, the batch. Take takes the newest and
+// keeps their positions, so the batch sorts after everything left; a
+// listing that stopped short of it would send a caller going on to the
+// target past it.
+func listedFilter(q storage.QueueRef) bson.D {
+	return bson.D{{Key: "p", Value: q.Project}, {Key: "q", Value: bson.M{"$in": bson.A{q.Name, transitRef(q).Name}}}}
+}
+
 // List returns live messages after the marker, oldest first.
 func (s messageStore) List(ctx context.Context, q storage.QueueRef, o storage.ListMessagesOptions) ([]storage.Message, string, error) {
 	const op = storage.OpMessageList
 	now := s.d.now()
-	f := append(queueFilter(q), alive(now))
-	and := bson.A{}
-	if o.Marker != "" {
-		e, ok := afterMarker(o.Marker)
-		if !ok && storage.IsMessageID(o.Marker) {
-			// A message id marker: resume after that message, or from the
-			// start when it is gone.
-			var doc msgDoc
-			err := s.d.messages.FindOne(ctx, append(queueFilter(q), bson.E{Key: "_id", Value: o.Marker})).Decode(&doc)
-			switch {
-			case err == nil:
-				e, ok = afterMarker(marker(&doc))
-			case errors.Is(err, mongo.ErrNoDocuments):
-				e, ok = bson.E{Key: "k", Value: bson.M{"$gte": int64(0)}}, true
-			default:
-				return nil, "", wrap(op, err)
-			}
-		}
-		if !ok {
-			return nil, "", storage.E(op, storage.Invalid, fmt.Errorf("%w %q", storage.ErrMarker, o.Marker))
-		}
-		and = append(and, bson.D{e})
-	}
-	if !o.IncludeClaimed {
-		and = append(and, bson.D{free(now)})
-	}
+	f := append(listedFilter(q), alive(now))
 	if !o.IncludeDelayed {
 		f = append(f, bson.E{Key: "d", Value: bson.M{"$lte": now}})
 	}
 	if !o.Echo && o.ClientID != "" {
 		f = append(f, bson.E{Key: "u", Value: bson.M{"$ne": o.ClientID}})
 	}
-	if len(and) > 0 {
-		f = append(f, bson.E{Key: "$and", Value: and})
+	read := func(after *bson.E) ([]msgDoc, error) {
+		and := bson.A{}
+		if after != nil {
+			and = append(and, bson.D{*after})
+		}
+		if !o.IncludeClaimed {
+			and = append(and, bson.D{free(now)})
+		}
+		f := f
+		if len(and) > 0 {
+			f = append(f[:len(f):len(f)], bson.E{Key: "$and", Value: and})
+		}
+		return s.d.findMessages(ctx, f, options.Find().SetSort(byPosition).SetLimit(int64(o.Limit)))
 	}
-	limit := o.Limit
-	docs, err := s.d.findMessages(ctx, f, options.Find().SetSort(byPosition).SetLimit(int64(limit+1)))
+	var docs []msgDoc
+	var err error
+	switch after, ok := afterMarker(o.Marker); {
+	case o.Marker == "":
+		docs, err = read(nil)
+	case ok:
+		docs, err = read(&after)
+	case storage.IsMessageID(o.Marker):
+		docs, err = s.afterMessage(ctx, q, o.Marker, read)
+	default:
+		return nil, "", storage.E(op, storage.Invalid, fmt.Errorf("%w %q", storage.ErrMarker, o.Marker))
+	}
 	if err != nil {
 		return nil, "", wrap(op, err)
 	}
@@ -137,16 +142,54 @@ func (s messageStore) List(ctx context.Context, q storage.QueueRef, o storage.Li
 		// Empty, or moved away: a tombstone says which.
 		return nil, "", s.d.tombstone(ctx, op, q)
 	}
+	// A full page names where it ended, as with the other drivers, so a
+	// caller learns it without asking again.
 	next := ""
-	if len(docs) > limit {
-		docs = docs[:limit]
-		next = marker(&docs[limit-1])
+	if len(docs) == o.Limit {
+		next = marker(&docs[len(docs)-1])
 	}
 	out := make([]storage.Message, len(docs))
 	for i := range docs {
 		out[i] = docs[i].message(now)
 	}
 	return out, next, nil
+}
+
+// afterMessage reads the page after message id (Zaqar's marker form), or
+// from the start when it is gone. A message that was not there when looked
+// up may arrive before the page is read: a batch imported while its queue
+// moves, newest message first. The pooled driver resumes on a move's
+// target after the last message it listed on the source, so the lookup is
+// repeated once the page is read, and the page read again after the
+// message if it arrived meanwhile.
+func (s messageStore) afterMessage(ctx context.Context, q storage.QueueRef, id string, read func(after *bson.E) ([]msgDoc, error)) ([]msgDoc, error) {
+	lookup := func() (*bson.E, error) {
+		var doc msgDoc
+		err := s.d.messages.FindOne(ctx, append(listedFilter(q), bson.E{Key: "_id", Value: id})).Decode(&doc)
+		if errors.Is(err, mongo.ErrNoDocuments) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		after, _ := afterMarker(marker(&doc))
+		return &after, nil
+	}
+	after, err := lookup()
+	if err != nil {
+		return nil, err
+	}
+	if after != nil {
+		return read(after)
+	}
+	docs, err := read(nil)
+	if err != nil {
+		return nil, err
+	}
+	if after, err = lookup(); err != nil || after == nil {
+		return docs, err
+	}
+	return read(after)
 }
 
 func (d *Driver) findMessages(ctx context.Context, f any, fo *options.FindOptionsBuilder) ([]msgDoc, error) {

@@ -1,9 +1,11 @@
 package mongo
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -114,7 +116,7 @@ func (s migrationStore) Import(ctx context.Context, q storage.QueueRef, b storag
 			records = append(records, importedDoc{ID: k, P: q.Project, Q: q.Name})
 		}
 	}
-	for _, m := range b.Messages {
+	for _, m := range byNewest(b.Messages) {
 		k := importedID(q, "m", m.ID)
 		if done[k] {
 			continue
@@ -139,12 +141,36 @@ func (s migrationStore) Import(ctx context.Context, q storage.QueueRef, b storag
 		coll *mongo.Collection
 		docs []any
 	}{{d.claims, claims}, {d.messages, msgs}, {d.imported, records}} {
-		if len(w.docs) == 0 {
-			continue
-		}
-		if _, err := w.coll.InsertMany(ctx, w.docs, options.InsertMany().SetOrdered(false)); !onlyDuplicates(err) {
+		if err := insertInOrder(ctx, w.coll, w.docs); err != nil {
 			return wrap(op, err)
 		}
+	}
+	return nil
+}
+
+// byNewest returns msgs sorted newest first (by Seq). A batch that is
+// imported or settled in several writes goes in this order: a listing that
+// meets it part-way sees the batch's newest messages on the target and its
+// oldest still on the source, never a gap in the middle, which the pooled
+// driver, resuming on the target after the last message it listed on the
+// source, would skip or list twice.
+func byNewest(msgs []storage.MovedMessage) []storage.MovedMessage {
+	out := slices.Clone(msgs)
+	slices.SortFunc(out, func(a, b storage.MovedMessage) int { return cmp.Compare(b.Seq, a.Seq) })
+	return out
+}
+
+// insertInOrder inserts docs one after the other, in one call when none
+// exists already, skipping those that do (a batch imported again).
+func insertInOrder(ctx context.Context, coll *mongo.Collection, docs []any) error {
+	for len(docs) > 0 {
+		_, err := coll.InsertMany(ctx, docs, options.InsertMany().SetOrdered(true))
+		var bwe mongo.BulkWriteException
+		if err == nil || !errors.As(err, &bwe) || !onlyDuplicates(err) || len(bwe.WriteErrors) != 1 {
+			return err
+		}
+		// An ordered insert stops at its first error.
+		docs = docs[bwe.WriteErrors[0].Index+1:]
 	}
 	return nil
 }

@@ -125,7 +125,7 @@ func (s migrationStore) Settle(ctx context.Context, q storage.QueueRef, b storag
 	}
 	tq := queueFilter(transitRef(q))
 	ids := make([]string, len(b.Messages))
-	for i, m := range b.Messages {
+	for i, m := range byNewest(b.Messages) {
 		ids[i] = m.ID
 	}
 	cids := make([]string, len(b.Claims))
@@ -133,11 +133,22 @@ func (s migrationStore) Settle(ctx context.Context, q storage.QueueRef, b storag
 		cids[i] = c.ID
 	}
 	// Kept under the moved name, bodies dropped: calls naming them are
-	// sent on (whereAre).
+	// sent on (whereAre). One write per message, in one ordered call,
+	// newest first: a listing that meets the settle
+	// part-way sees the batch's oldest messages still here and the rest on
+	// the target, never a gap in the middle, which the pooled driver,
+	// resuming on the target after the last message listed here, would
+	// skip.
 	moved := movedRef(q).Name
-	if _, err := d.messages.UpdateMany(ctx, append(tq, bson.E{Key: "_id", Value: bson.M{"$in": ids}}),
-		bson.D{{Key: "$set", Value: bson.D{{Key: "q", Value: moved}, {Key: "b", Value: ""}, {Key: "e", Value: int64(0)}}}}); err != nil {
-		return wrap(op, err)
+	settle := bson.D{{Key: "$set", Value: bson.D{{Key: "q", Value: moved}, {Key: "b", Value: ""}, {Key: "e", Value: int64(0)}}}}
+	if len(ids) > 0 {
+		writes := make([]mongo.WriteModel, len(ids))
+		for i, id := range ids {
+			writes[i] = mongo.NewUpdateOneModel().SetFilter(append(queueFilter(transitRef(q)), bson.E{Key: "_id", Value: id})).SetUpdate(settle)
+		}
+		if _, err := d.messages.BulkWrite(ctx, writes, options.BulkWrite().SetOrdered(true)); err != nil {
+			return wrap(op, err)
+		}
 	}
 	if _, err := d.claims.UpdateMany(ctx, append(tq, bson.E{Key: "_id", Value: bson.M{"$in": cids}}),
 		bson.D{{Key: "$set", Value: bson.D{{Key: "q", Value: moved}}}}); err != nil {

@@ -3,16 +3,11 @@ package pooling
 import (
 	"context"
 	"errors"
-	"strings"
 
 	"sluice.dev/server/internal/storage"
 )
 
 type messageStore struct{ d *Driver }
-
-// targetMarker prefixes the marker of a listing that, during a move, went
-// past the source's messages into the target's.
-const targetMarker = "moved~"
 
 // Post places the queue on its first write. During a move posts go to the
 // target, once it is prepared.
@@ -31,43 +26,48 @@ func (s messageStore) Post(ctx context.Context, q storage.QueueRef, clientID str
 }
 
 // List asks the queue's pool. During a move it lists the source's messages
-// (the older ones), then the target's.
+// (the older ones, the batch in transit last), then the target's after the
+// last one listed (listmarker.go).
 func (s messageStore) List(ctx context.Context, q storage.QueueRef, o storage.ListMessagesOptions) (msgs []storage.Message, next string, err error) {
+	at := parseListMarker(o.Marker)
 	err = s.d.do(ctx, q, false, "", func(r routed) (err error) {
-		inTarget := strings.HasPrefix(o.Marker, targetMarker)
+		o := o
+		o.Marker = at.on(r.pool)
 		if !r.moving {
-			o := o
-			o.Marker = strings.TrimPrefix(o.Marker, targetMarker)
 			msgs, next, err = r.drv.Messages().List(ctx, q, o)
 			return err
 		}
 		msgs, next = nil, ""
-		if !inTarget {
+		lastID := at.lastID
+		if !at.inTarget {
 			msgs, next, err = r.drv.Messages().List(ctx, q, o)
 			if movedErr(err) {
 				msgs, next, err = nil, "", nil
 			}
-			if err != nil || next != "" && len(msgs) == o.Limit {
+			if err != nil {
 				return err
 			}
+			if len(msgs) > 0 {
+				lastID = msgs[len(msgs)-1].ID
+			}
+			if next != "" {
+				// The source has more (a full page, or one its scan
+				// budget cut short).
+				next = listMarker{pool: r.pool, lastID: lastID, marker: next}.String()
+				return nil
+			}
+			// On the target, resume after the last message listed: it is
+			// there when it moved since, and then so did everything after it.
+			o.Marker = lastID
 		}
-		rest := o
-		rest.Marker = strings.TrimPrefix(o.Marker, targetMarker)
-		if !inTarget {
-			rest.Marker = ""
-		}
-		rest.Limit = o.Limit - len(msgs)
-		if rest.Limit == 0 {
-			next = targetMarker
-			return nil
-		}
-		more, tnext, err := r.dst.Messages().List(ctx, q, rest)
+		o.Limit -= len(msgs) // more than 0: a full page names its end
+		more, tnext, err := r.dst.Messages().List(ctx, q, o)
 		if err != nil && !storage.Is(err, storage.NotFound) {
 			return err
 		}
-		msgs, next = append(msgs, more...), ""
+		msgs = append(msgs, more...)
 		if tnext != "" {
-			next = targetMarker + tnext
+			next = listMarker{inTarget: true, marker: tnext}.String()
 		}
 		return nil
 	})

@@ -125,9 +125,10 @@ end
 
 -- load returns a live message as {id, body, created, expires, delay,
 -- client, claim id, claim expiry, claim count}, or nil. A lapsed claim
--- reads as no claim even before advance has cleared it.
-local function load(id, now)
-  local h = redis.call('HMGET', mkey(id), 'b', 'c', 'e', 'd', 'u', 'k', 'x', 'n')
+-- reads as no claim even before advance has cleared it. keyof names the
+-- message's hash (default mkey; tkey for a batch in transit).
+local function load(id, now, keyof)
+  local h = redis.call('HMGET', (keyof or mkey)(id), 'b', 'c', 'e', 'd', 'u', 'k', 'x', 'n')
   if not h[1] or tonumber(h[3]) <= now then return nil end
   local k, x = h[6] or '', h[7] or '0'
   if k ~= '' and tonumber(x) <= now then k, x = '', '0' end

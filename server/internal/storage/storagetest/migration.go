@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand"
 	"sort"
 	"testing"
 	"time"
@@ -63,6 +64,7 @@ var migrationCases = []testCase2{
 	{"Migration/TransitAnswersMoving", testTransit},
 	{"Migration/ClaimsBesideTransit", testClaimsBesideTransit},
 	{"Migration/ClaimsRaceTake", testClaimsRaceTake},
+	{"Migration/ListsRaceMove", testListsRaceMove},
 	{"Migration/SettledAnswersMoved", testSettled},
 	{"Migration/ImportIdempotent", testImportIdempotent},
 	{"Migration/ResumeAfterCrash", testResume},
@@ -176,11 +178,17 @@ func (m *menv) moveAll(limit int) {
 // included.
 func listAll(e *env, q storage.QueueRef) []storage.Message {
 	e.t.Helper()
+	return listPaged(e, q, func() int { return 100 })
+}
+
+// listPaged is listAll in pages of limit() messages each.
+func listPaged(e *env, q storage.QueueRef, limit func() int) []storage.Message {
+	e.t.Helper()
 	var out []storage.Message
 	marker := ""
 	for i := 0; i < 10000; i++ {
 		page, next, err := e.d.Messages().List(e.ctx, q, storage.ListMessagesOptions{
-			Marker: marker, Limit: 100, Echo: true, IncludeClaimed: true, IncludeDelayed: true,
+			Marker: marker, Limit: limit(), Echo: true, IncludeClaimed: true, IncludeDelayed: true,
 		})
 		if err != nil {
 			e.t.Fatalf("list %v: %v", q, err)
@@ -200,6 +208,13 @@ func listAll(e *env, q storage.QueueRef) []storage.Message {
 func (m *menv) view() []storage.Message {
 	m.t.Helper()
 	return append(listAll(m.src, m.q), listAll(m.dst, m.q)...)
+}
+
+// pagedView is view with the source listed in pages of 1-4 messages, so
+// that pages end anywhere, the batch in transit included.
+func (m *menv) pagedView(rng *rand.Rand) []storage.Message {
+	m.t.Helper()
+	return append(listPaged(m.src, m.q, func() int { return 1 + rng.Intn(4) }), listAll(m.dst, m.q)...)
 }
 
 // alive is what of a view is still alive at now: expired messages gone,

@@ -130,3 +130,90 @@ func testClaimsRaceTake(m *menv) {
 		m.must("settle", m.from.Settle(m.ctx, m.q, b))
 	})
 }
+
+// testListsRaceMove: listings of the source and of the target racing a
+// mover that takes, imports and settles small batches. Take moves the
+// newest, so the messages that left the source are always the queue's
+// tail; the pooled driver lists the source, then the target after the last
+// message the source showed. That holds only if each side's listing is
+// whole: the source's a prefix of the queue holding every message whose
+// settling had not begun, the target's a suffix. A backend that settles or
+// imports a batch in several steps must do so newest first.
+func testListsRaceMove(m *menv) {
+	const listRaceRounds = 12 // each round lists without pause: FerretDB takes a second or so
+	m.eachQueue("listrace", listRaceRounds, func(rng *rand.Rand) {
+		ids := m.src.post(m.q, "c", 4+rng.Intn(12), time.Hour)
+		sizes := make([]int, len(ids)+1)
+		for i := range sizes {
+			sizes[i] = 1 + rng.Intn(3)
+		}
+		m.seal()
+		var (
+			mu      sync.Mutex
+			settled = map[string]bool{}
+			merr    error
+			done    = make(chan struct{})
+		)
+		go func() {
+			defer close(done)
+			for _, size := range sizes {
+				b, err := m.from.Take(m.ctx, m.q, size)
+				if err != nil || b.Empty() {
+					merr = err
+					return
+				}
+				if err := m.to.Import(m.ctx, m.q, b); err != nil {
+					merr = err
+					return
+				}
+				// Marked before the call: a listing may stop seeing them
+				// any time after it begins.
+				mu.Lock()
+				for _, msg := range b.Messages {
+					settled[msg.ID] = true
+				}
+				mu.Unlock()
+				if err := m.from.Settle(m.ctx, m.q, b); err != nil {
+					merr = err
+					return
+				}
+			}
+		}()
+		list := func(e *env) []string {
+			page, _, err := e.d.Messages().List(m.ctx, m.q, storage.ListMessagesOptions{
+				Limit: 100, Echo: true, IncludeClaimed: true, IncludeDelayed: true,
+			})
+			if err != nil {
+				m.t.Fatalf("listing racing a move: %v", err)
+			}
+			return messageIDs(page)
+		}
+		for listing := 0; ; listing++ {
+			select {
+			case <-done:
+			default:
+				if listing == 100000 {
+					m.t.Fatal("the move did not end within 100000 listings")
+				}
+				src, dst := list(m.src), list(m.dst)
+				if !equalStrings(src, ids[:len(src)]) {
+					m.t.Fatalf("source listing %d racing a move is no prefix of the queue %v: %v", listing, ids, src)
+				}
+				if !equalStrings(dst, ids[len(ids)-len(dst):]) {
+					m.t.Fatalf("target listing %d racing a move is no suffix of the queue %v: %v", listing, ids, dst)
+				}
+				mu.Lock()
+				for i, id := range ids[len(src):] {
+					if !settled[id] {
+						mu.Unlock()
+						m.t.Fatalf("source listing %d racing a move misses message %d of %d, not settled: %v", listing, len(src)+i, len(ids), src)
+					}
+				}
+				mu.Unlock()
+				continue
+			}
+			break
+		}
+		m.must("move", merr)
+	})
+}

@@ -95,6 +95,9 @@ func moveRandomly(m *menv, rng *rand.Rand) {
 		}
 		_, err := m.src.d.Messages().Get(m.ctx, m.q, b.Messages[0].ID)
 		m.wantMoving("get in transit", err)
+		// Before its import the batch is only on the source, and its
+		// listing shows it, after what is left, in pages of any size.
+		m.sameMessages(fmt.Sprintf("batch %d in transit", i), m.pagedView(rng), alive(prev, m.clock.Now()))
 		m.must("import", m.to.Import(m.ctx, m.q, b))
 		if rng.Intn(4) == 0 {
 			// The mover crashed after importing; the next one resumes.
@@ -117,8 +120,9 @@ func moveRandomly(m *menv, rng *rand.Rand) {
 					m.t.Fatalf("settle and take took the batch it settled again: %v", taken)
 				}
 			}
-			// The view is checked once the next batch settled: until
-			// then it is in transit, on neither side.
+			// One batch is on the target, the next in transit on the
+			// source: the view is whole.
+			m.sameMessages(fmt.Sprintf("batch %d settled and the next taken", i), m.pagedView(rng), alive(prev, m.clock.Now()))
 			pending = &next
 			m.clock.Advance(time.Duration(rng.Intn(700)) * time.Millisecond)
 			continue
