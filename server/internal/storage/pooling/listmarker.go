@@ -1,6 +1,8 @@
 package pooling
 
 import (
+	"hash/fnv"
+	"strconv"
 	"strings"
 
 	"sluice.dev/server/internal/storage"
@@ -21,7 +23,7 @@ const (
 // listMarker is a listing's position, parsed.
 type listMarker struct {
 	inTarget bool
-	pool     string // source markers: the pool that made it
+	pool     string // source markers: poolTag of the pool that made it
 	lastID   string // source markers: the last message listed ("" when none)
 	marker   string // the backend's own marker
 }
@@ -59,8 +61,16 @@ func (m listMarker) String() string {
 // pool, whose queue has since moved here, becomes the last message listed
 // (the backend resumes after it, or from the start when it is not there).
 func (m listMarker) on(pool string) string {
-	if m.pool != "" && m.pool != pool {
+	if m.pool != "" && m.pool != poolTag(pool) {
 		return m.lastID
 	}
 	return m.marker
+}
+
+// poolTag names a pool in markers, which clients see: a hash, since pool
+// names are the operator's business, not the tenant's.
+func poolTag(pool string) string {
+	h := fnv.New32a()
+	h.Write([]byte(pool))
+	return strconv.FormatUint(uint64(h.Sum32()), 36)
 }

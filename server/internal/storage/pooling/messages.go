@@ -53,7 +53,7 @@ func (s messageStore) List(ctx context.Context, q storage.QueueRef, o storage.Li
 			if next != "" {
 				// The source has more (a full page, or one its scan
 				// budget cut short).
-				next = listMarker{pool: r.pool, lastID: lastID, marker: next}.String()
+				next = listMarker{pool: poolTag(r.pool), lastID: lastID, marker: next}.String()
 				return nil
 			}
 			// On the target, resume after the last message listed: it is
