@@ -2,6 +2,7 @@ package memory
 
 import (
 	"context"
+	"time"
 
 	"sluice.dev/server/internal/storage"
 )
@@ -91,12 +92,31 @@ func (s queueStore) Stats(_ context.Context, ref storage.QueueRef) (storage.Queu
 	}
 	defer q.mu.Unlock()
 	st := storage.QueueStats{Total: len(q.msgs), Claimed: q.claimed}
-	st.Free = st.Total - st.Claimed
 	if len(q.order) > 0 {
 		// trim keeps both ends of order live.
 		oldest, newest := q.order[0].snapshot(), q.order[len(q.order)-1].snapshot()
 		st.Oldest, st.Newest = &oldest, &newest
 	}
+	// A batch in transit counts here, after everything left, as listings
+	// show it: a queue's depth does not dip while it moves.
+	now := s.d.clock.Now()
+	for _, m := range s.d.transitMessages(ref) {
+		if !m.Created.Add(m.TTL).After(now) {
+			continue
+		}
+		msg := m.Message
+		st.Total++
+		if msg.ClaimID != "" && msg.ClaimExpires.After(now) {
+			st.Claimed++
+		} else {
+			msg.ClaimID, msg.ClaimExpires = "", time.Time{}
+		}
+		if st.Oldest == nil {
+			st.Oldest = &msg
+		}
+		st.Newest = &msg
+	}
+	st.Free = st.Total - st.Claimed
 	return st, nil
 }
 

@@ -252,7 +252,9 @@ func (s queueStore) Stats(ctx context.Context, q storage.QueueRef) (storage.Queu
 	const op = storage.OpQueueStats
 	now := s.d.now()
 	var st storage.QueueStats
-	live := append(queueFilter(q), alive(now))
+	// A batch in transit counts, as listings show it: a queue's depth does
+	// not dip while it moves.
+	live := append(listedFilter(q), alive(now))
 	total, err := s.d.messages.CountDocuments(ctx, live)
 	if err != nil {
 		return st, wrap(op, err)
@@ -260,7 +262,7 @@ func (s queueStore) Stats(ctx context.Context, q storage.QueueRef) (storage.Queu
 	if total == 0 {
 		return st, s.d.tombstone(ctx, op, q)
 	}
-	claimed, err := s.d.messages.CountDocuments(ctx, append(queueFilter(q), alive(now),
+	claimed, err := s.d.messages.CountDocuments(ctx, append(listedFilter(q), alive(now),
 		bson.E{Key: "cl", Value: bson.M{"$ne": ""}}, bson.E{Key: "ce", Value: bson.M{"$gt": now}}))
 	if err != nil {
 		return st, wrap(op, err)

@@ -217,6 +217,22 @@ func (m *menv) pagedView(rng *rand.Rand) []storage.Message {
 	return append(listPaged(m.src, m.q, func() int { return 1 + rng.Intn(4) }), listAll(m.dst, m.q)...)
 }
 
+// sameCounts fails the case unless the source's and the target's stats
+// add up to the messages of want, claimed ones apart.
+func (m *menv) sameCounts(what string, want []storage.Message) {
+	m.t.Helper()
+	claimed := 0
+	for _, msg := range want {
+		if msg.ClaimID != "" {
+			claimed++
+		}
+	}
+	a, b := m.src.stats(m.q), m.dst.stats(m.q)
+	if a.Total+b.Total != len(want) || a.Claimed+b.Claimed != claimed || a.Free+b.Free != len(want)-claimed {
+		m.t.Fatalf("%s: stats %+v and %+v, want %d messages of which %d claimed", what, a, b, len(want), claimed)
+	}
+}
+
 // alive is what of a view is still alive at now: expired messages gone,
 // lapsed claims released.
 func alive(msgs []storage.Message, now time.Time) []storage.Message {

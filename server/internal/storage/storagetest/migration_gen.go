@@ -98,6 +98,7 @@ func moveRandomly(m *menv, rng *rand.Rand) {
 		// Before its import the batch is only on the source, and its
 		// listing shows it, after what is left, in pages of any size.
 		m.sameMessages(fmt.Sprintf("batch %d in transit", i), m.pagedView(rng), alive(prev, m.clock.Now()))
+		m.sameCounts(fmt.Sprintf("batch %d in transit", i), alive(prev, m.clock.Now()))
 		m.must("import", m.to.Import(m.ctx, m.q, b))
 		if rng.Intn(4) == 0 {
 			// The mover crashed after importing; the next one resumes.
