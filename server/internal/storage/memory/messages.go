@@ -62,7 +62,8 @@ func (s messageStore) List(_ context.Context, ref storage.QueueRef, opts storage
 		return nil, "", nil
 	}
 	defer q.mu.Unlock()
-	transit := s.d.transitMessages(ref)
+	now := s.d.clock.Now()
+	transit := s.d.transitMessages(ref, now)
 	if byID {
 		// A message id marker: resume after that message, or from the start
 		// when it is gone.
@@ -75,7 +76,6 @@ func (s messageStore) List(_ context.Context, ref storage.QueueRef, opts storage
 			}
 		}
 	}
-	now := s.d.clock.Now()
 	start := q.after(marker)
 	out := make([]storage.Message, 0, min(opts.Limit, len(q.order)-start+len(transit)))
 	var last uint64
@@ -105,15 +105,9 @@ func (s messageStore) List(_ context.Context, ref storage.QueueRef, opts storage
 			}
 			last = uint64(m.Seq)
 			scanned++
-			claimed := m.ClaimID != "" && m.ClaimExpires.After(now)
-			if !m.Created.Add(m.TTL).After(now) || !listed(opts, now, m.ClientID, claimed, m.DelayUntil) {
-				continue
+			if listed(opts, now, m.ClientID, m.ClaimID != "", m.DelayUntil) {
+				out = append(out, m.Message)
 			}
-			msg := m.Message
-			if !claimed {
-				msg.ClaimID, msg.ClaimExpires = "", time.Time{}
-			}
-			out = append(out, msg)
 		}
 	}
 	// A full page may be followed by more, and so may a page cut short by

@@ -3,6 +3,7 @@ package memory
 import (
 	"context"
 	"math"
+	"slices"
 	"sort"
 	"time"
 
@@ -123,9 +124,11 @@ func (d *Driver) busy(op string, ref storage.QueueRef) error {
 	})
 }
 
-// transitMessages returns the messages of the batch in transit, oldest
-// first (nil when none). The queue's lock must be held.
-func (d *Driver) transitMessages(ref storage.QueueRef) []storage.MovedMessage {
+// transitMessages returns the messages of the batch in transit still alive
+// at now, oldest first, a lapsed claim read as none (nil when none). Listings
+// and stats show them after everything left here, the newest part of what
+// this backend holds. The queue's lock must be held.
+func (d *Driver) transitMessages(ref storage.QueueRef, now time.Time) []storage.MovedMessage {
 	mv := d.moveOf(ref)
 	if mv == nil {
 		return nil
@@ -135,9 +138,15 @@ func (d *Driver) transitMessages(ref storage.QueueRef) []storage.MovedMessage {
 	if mv.transit == nil {
 		return nil
 	}
-	out := make([]storage.MovedMessage, len(mv.transit.Messages))
-	for i, m := range mv.transit.Messages {
-		out[len(out)-1-i] = m
+	var out []storage.MovedMessage
+	for _, m := range slices.Backward(mv.transit.Messages) { // a batch comes newest first
+		if !m.Created.Add(m.TTL).After(now) {
+			continue
+		}
+		if !m.ClaimExpires.After(now) {
+			m.ClaimID, m.ClaimExpires = "", time.Time{}
+		}
+		out = append(out, m)
 	}
 	return out
 }

@@ -2,7 +2,6 @@ package memory
 
 import (
 	"context"
-	"time"
 
 	"sluice.dev/server/internal/storage"
 )
@@ -99,22 +98,15 @@ func (s queueStore) Stats(_ context.Context, ref storage.QueueRef) (storage.Queu
 	}
 	// A batch in transit counts here, after everything left, as listings
 	// show it: a queue's depth does not dip while it moves.
-	now := s.d.clock.Now()
-	for _, m := range s.d.transitMessages(ref) {
-		if !m.Created.Add(m.TTL).After(now) {
-			continue
-		}
-		msg := m.Message
+	for _, m := range s.d.transitMessages(ref, s.d.clock.Now()) {
 		st.Total++
-		if msg.ClaimID != "" && msg.ClaimExpires.After(now) {
+		if m.ClaimID != "" {
 			st.Claimed++
-		} else {
-			msg.ClaimID, msg.ClaimExpires = "", time.Time{}
 		}
 		if st.Oldest == nil {
-			st.Oldest = &msg
+			st.Oldest = &m.Message
 		}
-		st.Newest = &msg
+		st.Newest = &m.Message
 	}
 	st.Free = st.Total - st.Claimed
 	return st, nil
