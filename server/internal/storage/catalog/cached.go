@@ -174,6 +174,28 @@ func (c *Catalog) CachedPools() []Pool {
 	return c.pools
 }
 
+// PoolURI returns the URI of the pool called name. A pool missing from the
+// cache may have been registered since the last poll: a queue placed in it
+// through another replica names it before this one has seen it. So a miss
+// checks the catalog's version once (catchUp) before it stands.
+func (c *Catalog) PoolURI(ctx context.Context, name string) (string, bool) {
+	find := func() (string, bool) {
+		for _, p := range c.CachedPools() {
+			if p.Name == name {
+				return p.URI, true
+			}
+		}
+		return "", false
+	}
+	if uri, ok := find(); ok {
+		return uri, true
+	}
+	if !c.catchUp(ctx) {
+		return "", false
+	}
+	return find()
+}
+
 // HasPools reports whether any pool is registered. An empty cache is not
 // trusted for long: the first pool may have been registered (through
 // another replica, or by the operator) since the last poll, and until this

@@ -133,13 +133,8 @@ func (d *Driver) pool(ctx context.Context, name string) (storage.Driver, error) 
 	if name == catalog.DefaultPool {
 		return d.fallback, nil
 	}
-	uri := ""
-	for _, p := range d.cat.CachedPools() {
-		if p.Name == name {
-			uri = p.URI
-		}
-	}
-	if uri == "" {
+	uri, ok := d.cat.PoolURI(ctx, name)
+	if !ok {
 		return nil, storage.E(op, storage.Unavailable, fmt.Sprintf("pool %s is not registered", name))
 	}
 	d.mu.RLock()

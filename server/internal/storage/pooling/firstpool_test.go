@@ -43,3 +43,42 @@ func TestFirstPoolReachesReplicasBeforeTheirPoll(t *testing.T) {
 		t.Fatalf("queue placed in %q (%v), want redis1", pool, err)
 	}
 }
+
+// TestNewPoolReachesReplicasBeforeTheirPoll: a pool registered after the
+// replicas loaded their caches (they would not poll again for an hour), a
+// queue placed in it through one replica by a flavor of that pool alone,
+// then every call on the queue through the other. The other replica finds
+// the placement in the catalog but not the pool in its cache; answering
+// 503 until its next poll would fail clients of a queue that works.
+func TestNewPoolReachesReplicasBeforeTheirPoll(t *testing.T) {
+	b := startBackends(t, 2, false, testutil.RedisOptions{})
+	ctx := context.Background()
+	admin := openCatalog(t, b.catalogURI)
+	if _, err := admin.PutPool(ctx, catalog.Pool{Name: "old", URI: b.redis[0].URL, Weight: 100}, false); err != nil {
+		t.Fatal(err)
+	}
+	replica := func() *pooling.Driver {
+		return openPooledOn(t, openCatalogPolling(t, b.catalogURI, time.Hour), storage.Options{})
+	}
+	a, c := replica(), replica()
+	if _, err := admin.PutPool(ctx, catalog.Pool{Name: "new", URI: b.redis[1].URL, Weight: 100}, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.PutFlavor(ctx, catalog.Flavor{Name: "fresh", Pools: []string{"new"}}); err != nil {
+		t.Fatal(err)
+	}
+	q := storage.QueueRef{Project: "p", Name: "late"}
+	if _, err := a.Queues().Create(ctx, q, storage.Metadata{"_flavor": "fresh"}); err != nil {
+		t.Fatal(err)
+	}
+	if pool, err := c.Catalog().Locate(ctx, q); err != nil || pool != "new" {
+		t.Fatalf("queue placed in %q (%v), want new", pool, err)
+	}
+	if _, err := c.Messages().Post(ctx, q, "c", []storage.NewMessage{{TTL: time.Hour, Body: json.RawMessage(`1`)}}); err != nil {
+		t.Fatalf("post through the replica that has not seen the pool: %v", err)
+	}
+	msgs, _, err := c.Messages().List(ctx, q, storage.ListMessagesOptions{Limit: 10, Echo: true})
+	if err != nil || len(msgs) != 1 {
+		t.Fatalf("list through the replica that has not seen the pool: %d messages, %v; want 1", len(msgs), err)
+	}
+}

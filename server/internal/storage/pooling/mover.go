@@ -139,7 +139,7 @@ func (m *Mover) migrate(ctx context.Context, q storage.QueueRef, pool string, ch
 		if _, ok := r.drv.(storage.Migrator); !ok {
 			return catalog.Migration{}, storage.E(op, storage.Invalid, storage.Public("the pool of queue "+q.Name+" cannot move queues"))
 		}
-		if registered(m.d.cat, pool) {
+		if _, ok := m.d.cat.PoolURI(ctx, pool); ok {
 			// A target that cannot be reached now is refused (503)
 			// rather than recorded: the queue's posts would wait on it.
 			dst, err := m.d.pool(ctx, pool)
@@ -256,12 +256,3 @@ func (d *Driver) Mover() *Mover {
 // Catalog returns the catalog the driver routes by.
 func (d *Driver) Catalog() *catalog.Catalog { return d.cat }
 
-// registered reports whether pool is in the cached pool list.
-func registered(cat *catalog.Catalog, pool string) bool {
-	for _, p := range cat.CachedPools() {
-		if p.Name == pool {
-			return true
-		}
-	}
-	return false
-}
