@@ -255,4 +255,3 @@ func (d *Driver) Mover() *Mover {
 
 // Catalog returns the catalog the driver routes by.
 func (d *Driver) Catalog() *catalog.Catalog { return d.cat }
-
