@@ -10,8 +10,8 @@ import (
 
 // The markers of a listing that spans a move. Take moves the newest
 // messages, so what has moved is always the queue's tail. A page that ends
-// on the source carries the source's own marker, the source pool and the id
-// of the last message listed: when the rest of the queue moves before the
+// on the source carries the source's own marker, the source pool (its
+// poolTag) and the id of the last message listed: when the rest of the queue moves before the
 // next page, that page resumes on the target after that message, rather
 // than at the target's start, which would list again what moved. A page
 // that ends on the target carries the target's marker.
