@@ -134,17 +134,13 @@ func (s migrationStore) Settle(ctx context.Context, q storage.QueueRef, b storag
 	}
 	// Kept under the moved name, bodies dropped: calls naming them are
 	// sent on (whereAre). One write per message, in one ordered call,
-	// newest first: a listing that meets the settle
-	// part-way sees the batch's oldest messages still here and the rest on
-	// the target, never a gap in the middle, which the pooled driver,
-	// resuming on the target after the last message listed here, would
-	// skip.
+	// newest first (byNewest says why).
 	moved := movedRef(q).Name
 	settle := bson.D{{Key: "$set", Value: bson.D{{Key: "q", Value: moved}, {Key: "b", Value: ""}, {Key: "e", Value: int64(0)}}}}
 	if len(ids) > 0 {
 		writes := make([]mongo.WriteModel, len(ids))
 		for i, id := range ids {
-			writes[i] = mongo.NewUpdateOneModel().SetFilter(append(queueFilter(transitRef(q)), bson.E{Key: "_id", Value: id})).SetUpdate(settle)
+			writes[i] = mongo.NewUpdateOneModel().SetFilter(append(tq[:len(tq):len(tq)], bson.E{Key: "_id", Value: id})).SetUpdate(settle)
 		}
 		if _, err := d.messages.BulkWrite(ctx, writes, options.BulkWrite().SetOrdered(true)); err != nil {
 			return wrap(op, err)

@@ -191,29 +191,28 @@ func testListsRaceMove(m *menv) {
 		for listing := 0; ; listing++ {
 			select {
 			case <-done:
+				m.must("move", merr)
+				return
 			default:
-				if listing == 100000 {
-					m.t.Fatal("the move did not end within 100000 listings")
-				}
-				src, dst := list(m.src), list(m.dst)
-				if !equalStrings(src, ids[:len(src)]) {
-					m.t.Fatalf("source listing %d racing a move is no prefix of the queue %v: %v", listing, ids, src)
-				}
-				if !equalStrings(dst, ids[len(ids)-len(dst):]) {
-					m.t.Fatalf("target listing %d racing a move is no suffix of the queue %v: %v", listing, ids, dst)
-				}
-				mu.Lock()
-				for i, id := range ids[len(src):] {
-					if !settled[id] {
-						mu.Unlock()
-						m.t.Fatalf("source listing %d racing a move misses message %d of %d, not settled: %v", listing, len(src)+i, len(ids), src)
-					}
-				}
-				mu.Unlock()
-				continue
 			}
-			break
+			if listing == 100000 {
+				m.t.Fatal("the move did not end within 100000 listings")
+			}
+			src, dst := list(m.src), list(m.dst)
+			if !equalStrings(src, ids[:len(src)]) {
+				m.t.Fatalf("source listing %d racing a move is no prefix of the queue %v: %v", listing, ids, src)
+			}
+			if !equalStrings(dst, ids[len(ids)-len(dst):]) {
+				m.t.Fatalf("target listing %d racing a move is no suffix of the queue %v: %v", listing, ids, dst)
+			}
+			mu.Lock()
+			for i, id := range ids[len(src):] {
+				if !settled[id] {
+					mu.Unlock()
+					m.t.Fatalf("source listing %d racing a move misses message %d of %d, not settled: %v", listing, len(src)+i, len(ids), src)
+				}
+			}
+			mu.Unlock()
 		}
-		m.must("move", merr)
 	})
 }
