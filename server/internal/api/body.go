@@ -55,11 +55,15 @@ var errBodyTimeout = &apiError{http.StatusRequestTimeout, "Request timeout",
 // that is larger. A body that stops arriving runs into the listener's read
 // timeout and gets 408.
 func readBodyUpTo(r *http.Request, rw *respWriter, limit int64, over *apiError) ([]byte, *apiError) {
-	if over == nil {
-		over = tooLarge(limit)
+	// The 413 is built only when it is answered: most bodies fit.
+	overLimit := func() *apiError {
+		if over == nil {
+			return tooLarge(limit)
+		}
+		return over
 	}
 	if r.ContentLength > limit {
-		return nil, over
+		return nil, overLimit()
 	}
 	buf := rw.in[:0]
 	if r.ContentLength > 0 && int64(cap(buf)) < r.ContentLength {
@@ -73,7 +77,7 @@ func readBodyUpTo(r *http.Request, rw *respWriter, limit int64, over *apiError) 
 		buf = buf[:len(buf)+n]
 		if int64(len(buf)) > limit {
 			rw.in = buf[:0]
-			return nil, over
+			return nil, overLimit()
 		}
 		if err == io.EOF {
 			break
@@ -82,7 +86,7 @@ func readBodyUpTo(r *http.Request, rw *respWriter, limit int64, over *apiError) 
 			rw.in = buf[:0]
 			var mbe *http.MaxBytesError
 			if errors.As(err, &mbe) {
-				return nil, over
+				return nil, overLimit()
 			}
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() {

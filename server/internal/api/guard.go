@@ -47,7 +47,7 @@ func cleanPath(p string) bool {
 	if p == "" || p[0] != '/' {
 		return false
 	}
-	for _, seg := range strings.Split(p[1:], "/") {
+	for seg := range strings.SplitSeq(p[1:], "/") {
 		if seg == "." || seg == ".." {
 			return false
 		}

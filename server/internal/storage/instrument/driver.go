@@ -16,11 +16,14 @@ import (
 type Driver struct {
 	d storage.Driver
 	r *recorder
-	q queues
-	m messages
-	c claims
-	s subscriptions
-	v deliveries
+	// The timed stores, each held as the interface its accessor returns:
+	// converting a store struct to an interface on every call would
+	// allocate once per request.
+	q storage.QueueStore
+	m storage.MessageStore
+	c storage.ClaimStore
+	s storage.SubscriptionStore
+	v storage.DeliveryStore
 }
 
 // Wrap instruments d under the driver label name, registering the metric

@@ -139,6 +139,9 @@ func (s *script) call(ctx context.Context, c functionCaller, keys []string, args
 // missingFunction recognises FCALL's answer for a function Redis does not
 // have (Redis 7: "ERR Function not found").
 func missingFunction(err error) bool {
+	if err == nil {
+		return false // most calls: errors.As would allocate its target
+	}
 	var rerr goredis.Error
 	return errors.As(err, &rerr) && strings.Contains(rerr.Error(), "Function not found")
 }
