@@ -8,36 +8,46 @@ import (
 	"sluice.dev/server/internal/storage"
 )
 
-// The markers of a listing that spans a move. Take moves the newest
-// messages, so what has moved is always the queue's tail. A page that ends
-// on the source carries the source's own marker, the source pool (its
-// poolTag) and the id of the last message listed: when the rest of the queue moves before the
-// next page, that page resumes on the target after that message, rather
-// than at the target's start, which would list again what moved. A page
-// that ends on the target carries the target's marker.
+// The markers of a listing. The queue may move to another pool between two
+// pages (a Pool scale-down, a Queue moved), so each marker names the pool
+// whose backend made it (its poolTag), the id of the last message listed
+// so far, and that backend's own marker. On the pool that made it, the
+// backend's marker goes on; on any other, the listing resumes after the
+// last message listed. Take moves the newest messages, so what has moved
+// is always the queue's tail: once that message is on the target, so is
+// everything after it.
+const poolMarker = "pool~"
+
+// The markers of earlier versions, still read: a client may page across an
+// upgrade. The first has poolMarker's fields; the second is the marker of
+// a move's target, which made it.
 const (
-	targetMarker = "moved~"
-	sourceMarker = "moving~"
+	legacyPoolMarker   = "moving~"
+	legacyTargetMarker = "moved~"
 )
 
 // listMarker is a listing's position, parsed.
 type listMarker struct {
-	inTarget bool
-	pool     string // source markers: poolTag of the pool that made it
-	lastID   string // source markers: the last message listed ("" when none)
+	inTarget bool   // legacyTargetMarker: made by the target of a move
+	pool     string // poolTag of the pool that made it ("" for a backend's or client's marker)
+	lastID   string // the last message listed ("" when none)
 	marker   string // the backend's own marker
 }
 
 // parseListMarker reads a marker this package or a backend made. Anything
 // else is passed to the backend as it came, which judges it.
 func parseListMarker(s string) listMarker {
-	if rest, ok := strings.CutPrefix(s, targetMarker); ok {
+	if rest, ok := strings.CutPrefix(s, legacyTargetMarker); ok {
 		return listMarker{inTarget: true, marker: rest}
 	}
-	if rest, ok := strings.CutPrefix(s, sourceMarker); ok {
+	rest, ok := strings.CutPrefix(s, poolMarker)
+	if !ok {
+		rest, ok = strings.CutPrefix(s, legacyPoolMarker)
+	}
+	if ok {
 		pool, rest, ok1 := strings.Cut(rest, "~")
 		lastID, marker, ok2 := strings.Cut(rest, "~")
-		if ok1 && ok2 && (lastID == "" || storage.IsMessageID(lastID)) {
+		if ok1 && ok2 && pool != "" && (lastID == "" || storage.IsMessageID(lastID)) {
 			return listMarker{pool: pool, lastID: lastID, marker: marker}
 		}
 	}
@@ -49,19 +59,20 @@ func parseListMarker(s string) listMarker {
 	return m
 }
 
-// String is the marker handed to the client.
-func (m listMarker) String() string {
-	if m.inTarget {
-		return targetMarker + m.marker
-	}
-	return sourceMarker + m.pool + "~" + m.lastID + "~" + m.marker
+// poolListMarker is the marker of a page that pool's backend ended with
+// marker, lastID being the last message listed so far.
+func poolListMarker(pool, lastID, marker string) string {
+	return poolMarker + poolTag(pool) + "~" + lastID + "~" + marker
 }
 
-// on is the marker to give pool's backend: a source marker made by another
-// pool, whose queue has since moved here, becomes the last message listed
-// (the backend resumes after it, or from the start when it is not there).
+// madeBy reports whether pool made the marker.
+func (m listMarker) madeBy(pool string) bool { return m.pool != "" && m.pool == poolTag(pool) }
+
+// on is the marker to give pool's backend: a marker made by another pool,
+// whose queue has since moved here, becomes the last message listed (the
+// backend resumes after it, or from the start when it is not there).
 func (m listMarker) on(pool string) string {
-	if m.pool != "" && m.pool != poolTag(pool) {
+	if m.pool != "" && !m.madeBy(pool) {
 		return m.lastID
 	}
 	return m.marker

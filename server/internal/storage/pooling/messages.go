@@ -27,21 +27,19 @@ func (s messageStore) Post(ctx context.Context, q storage.QueueRef, clientID str
 
 // List asks the queue's pool. During a move it lists the source's messages
 // (the older ones, the batch in transit last), then the target's after the
-// last one listed (listmarker.go).
+// last one listed. Every marker it hands out names the pool that made it
+// (listmarker.go), so a listing goes on across a move that starts or ends
+// between its pages.
 func (s messageStore) List(ctx context.Context, q storage.QueueRef, o storage.ListMessagesOptions) (msgs []storage.Message, next string, err error) {
 	at := parseListMarker(o.Marker)
 	err = s.d.do(ctx, q, false, "", func(r routed) (err error) {
 		o := o
-		o.Marker = at.on(r.pool)
-		if !r.moving {
-			msgs, next, err = r.drv.Messages().List(ctx, q, o)
-			return err
-		}
 		msgs, next = nil, ""
 		lastID := at.lastID
-		if !at.inTarget {
+		if !r.moving || !(at.inTarget || at.madeBy(r.mig.To)) {
+			o.Marker = at.on(r.pool)
 			msgs, next, err = r.drv.Messages().List(ctx, q, o)
-			if movedErr(err) {
+			if r.moving && movedErr(err) {
 				msgs, next, err = nil, "", nil
 			}
 			if err != nil {
@@ -51,23 +49,31 @@ func (s messageStore) List(ctx context.Context, q storage.QueueRef, o storage.Li
 				lastID = msgs[len(msgs)-1].ID
 			}
 			if next != "" {
-				// The source has more (a full page, or one its scan
-				// budget cut short).
-				next = listMarker{pool: poolTag(r.pool), lastID: lastID, marker: next}.String()
+				// The pool has more (a full page, or one its scan budget
+				// cut short).
+				next = poolListMarker(r.pool, lastID, next)
+				return nil
+			}
+			if !r.moving {
 				return nil
 			}
 			// On the target, resume after the last message listed: it is
 			// there when it moved since, and then so did everything after it.
 			o.Marker = lastID
+			o.Limit -= len(msgs) // more than 0: a full page names its end
+		} else {
+			o.Marker = at.marker
 		}
-		o.Limit -= len(msgs) // more than 0: a full page names its end
 		more, tnext, err := r.dst.Messages().List(ctx, q, o)
 		if err != nil && !storage.Is(err, storage.NotFound) {
 			return err
 		}
 		msgs = append(msgs, more...)
+		if len(more) > 0 {
+			lastID = more[len(more)-1].ID
+		}
 		if tnext != "" {
-			next = listMarker{inTarget: true, marker: tnext}.String()
+			next = poolListMarker(r.mig.To, lastID, tnext)
 		}
 		return nil
 	})

@@ -533,11 +533,82 @@ func TestListingsDuringMoveMissNothing(t *testing.T) {
 	}
 }
 
+// A client that began paging before a move and goes on after it has ended
+// gets every message once, in order: its marker was made by the source
+// pool's backend, and the queue is now on another.
+func TestListingBegunBeforeAMoveMissesNothing(t *testing.T) {
+	for _, pair := range [][2]string{{"redis", "redis"}, {"mongodb", "redis"}, {"redis", "mongodb"}, {"mongodb", "mongodb"}} {
+		t.Run(pair[0]+"-"+pair[1], func(t *testing.T) {
+			ctx := context.Background()
+			catalogURI, _ := movePools(t, pair[0], pair[1])
+			d := openPooled(t, catalogURI, storage.Options{})
+			mover := d.StartMover(pooling.MoverOptions{Batch: 7, Rate: -1, Lease: 5 * time.Second})
+			seed := time.Now().UnixNano()
+			t.Logf("seed %d", seed)
+			rng := rand.New(rand.NewPCG(uint64(seed), 0))
+			q := storage.QueueRef{Project: "move", Name: "begun"}
+			msgs := make([]storage.NewMessage, 40)
+			for i := range msgs {
+				msgs[i] = storage.NewMessage{TTL: time.Hour, Body: json.RawMessage(fmt.Sprint(i))}
+			}
+			ids, err := d.Messages().Post(ctx, q, "p", msgs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Listings stopped at every few messages, each to go on after the move.
+			type begun struct {
+				got    []string
+				marker string
+			}
+			var started []begun
+			for limit := 1; limit < len(ids); limit += 1 + rng.IntN(9) {
+				page, next, err := d.Messages().List(ctx, q, storage.ListMessagesOptions{
+					Limit: limit, Echo: true, IncludeClaimed: true, IncludeDelayed: true,
+				})
+				if err != nil || next == "" {
+					t.Fatalf("first page of %d: %d messages, next %q, %v", limit, len(page), next, err)
+				}
+				b := begun{marker: next}
+				for _, m := range page {
+					b.got = append(b.got, m.ID)
+				}
+				started = append(started, b)
+			}
+			if _, err := mover.Migrate(ctx, q, "dst"); err != nil {
+				t.Fatal(err)
+			}
+			for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+				m, err := d.Catalog().Store().GetMigration(ctx, q)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if m.State == catalog.StateDone {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the move did not end: %s, %d moved", m.State, m.Moved)
+				}
+			}
+			for _, b := range started {
+				got := append(b.got, listPagesFrom(t, d, q, b.marker, rng)...)
+				if d := diffIDs(got, ids); d != "" {
+					t.Fatalf("listing begun with %d messages and marker %q: %s", len(b.got), b.marker, d)
+				}
+			}
+		})
+	}
+}
+
 // listPages pages through q in pages of 1-20 messages and returns the ids.
 func listPages(t *testing.T, d *pooling.Driver, q storage.QueueRef, rng *rand.Rand) []string {
 	t.Helper()
+	return listPagesFrom(t, d, q, "", rng)
+}
+
+// listPagesFrom is listPages from marker on.
+func listPagesFrom(t *testing.T, d *pooling.Driver, q storage.QueueRef, marker string, rng *rand.Rand) []string {
+	t.Helper()
 	var out []string
-	marker := ""
 	for page := 0; page < 1000; page++ {
 		msgs, next, err := d.Messages().List(context.Background(), q, storage.ListMessagesOptions{
 			Marker: marker, Limit: 1 + rng.IntN(20), Echo: true, IncludeClaimed: true, IncludeDelayed: true,
