@@ -54,8 +54,9 @@ type ListSubscriptionsOptions struct {
 // SubscriptionStore manages the subscriptions of queues. Expired
 // subscriptions are never returned and never receive deliveries.
 type SubscriptionStore interface {
-	// Create stores sub (its ID and Expires are ignored and assigned) and
-	// returns the new id. When a live subscription of the queue already has
+	// Create stores sub and returns its id: sub.ID when set (a move
+	// re-creates a queue's subscriptions under their ids; a malformed one
+	// is Invalid), else a new one. Expires is assigned from TTL. When a live subscription of the queue already has
 	// the same subscriber, nothing changes and its id comes back with
 	// created == false (Zaqar's idempotent create).
 	Create(ctx context.Context, q QueueRef, sub Subscription) (id string, created bool, err error)
@@ -86,6 +87,18 @@ func NewSubscriptionID() string {
 		return uuid.NewString()
 	}
 	return u.String()
+}
+
+// CreatedSubscriptionID is the id SubscriptionStore.Create stores sub
+// under: sub.ID when set, else a new one.
+func CreatedSubscriptionID(sub Subscription) (string, error) {
+	if sub.ID == "" {
+		return NewSubscriptionID(), nil
+	}
+	if !IsMessageID(sub.ID) { // the same form: a UUID
+		return "", E(OpSubscriptionCreate, Invalid, "malformed subscription id")
+	}
+	return sub.ID, nil
 }
 
 // Delivery is one (message, subscription) notification still to be sent.

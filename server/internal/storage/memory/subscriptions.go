@@ -152,7 +152,11 @@ func (s subscriptionStore) Create(_ context.Context, ref storage.QueueRef, sub s
 			return old.ID, false, nil
 		}
 	}
-	sub.ID = storage.NewSubscriptionID()
+	id, err := storage.CreatedSubscriptionID(sub)
+	if err != nil {
+		return "", false, err
+	}
+	sub.ID = id
 	sub.Expires = now.Add(sub.TTL)
 	sub.Options = sub.Options.Clone()
 	if n.subs[ref] == nil {

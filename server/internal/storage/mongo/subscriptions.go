@@ -57,6 +57,10 @@ func (s subscriptionStore) Create(ctx context.Context, q storage.QueueRef, sub s
 	if sub.TTL <= 0 {
 		return "", false, storage.E(op, storage.Invalid, "subscription ttl must be positive")
 	}
+	id, err := storage.CreatedSubscriptionID(sub)
+	if err != nil {
+		return "", false, err
+	}
 	opts, err := json.Marshal(sub.Options)
 	if err != nil || sub.Options == nil {
 		opts = []byte("{}")
@@ -76,7 +80,7 @@ func (s subscriptionStore) Create(ctx context.Context, q storage.QueueRef, sub s
 			return "", false, wrap(op, err)
 		}
 		e := now + ms(sub.TTL)
-		doc := subDoc{ID: storage.NewSubscriptionID(), P: q.Project, Q: q.Name, S: sub.Subscriber, T: ms(sub.TTL),
+		doc := subDoc{ID: id, P: q.Project, Q: q.Name, S: sub.Subscriber, T: ms(sub.TTL),
 			O: string(opts), E: e, N: sub.NeedsConfirmation, X: s.d.wallExpiry(e)}
 		_, err = s.d.subs.InsertOne(ctx, doc)
 		if err == nil {

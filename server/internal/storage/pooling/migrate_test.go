@@ -574,26 +574,111 @@ func TestListingBegunBeforeAMoveMissesNothing(t *testing.T) {
 				}
 				started = append(started, b)
 			}
-			if _, err := mover.Migrate(ctx, q, "dst"); err != nil {
-				t.Fatal(err)
-			}
-			for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-				m, err := d.Catalog().Store().GetMigration(ctx, q)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if m.State == catalog.StateDone {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("the move did not end: %s, %d moved", m.State, m.Moved)
-				}
-			}
+			moveAndWait(t, d, mover, q)
 			for _, b := range started {
 				got := append(b.got, listPagesFrom(t, d, q, b.marker, rng)...)
 				if d := diffIDs(got, ids); d != "" {
 					t.Fatalf("listing begun with %d messages and marker %q: %s", len(b.got), b.marker, d)
 				}
+			}
+		})
+	}
+}
+
+// moveAndWait moves q to the pool "dst" and waits until the move is done.
+func moveAndWait(t *testing.T, d *pooling.Driver, mover *pooling.Mover, q storage.QueueRef) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := mover.Migrate(ctx, q, "dst"); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		m, err := d.Catalog().Store().GetMigration(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.State == catalog.StateDone {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the move did not end: %s, %d moved", m.State, m.Moved)
+		}
+	}
+}
+
+// A queue's subscriptions keep their ids when it moves: a client holding
+// one (to confirm, update or delete it, or paging through them) still
+// reaches it afterwards.
+func TestSubscriptionsKeepTheirIDsAcrossAMove(t *testing.T) {
+	for _, pair := range [][2]string{{"redis", "redis"}, {"mongodb", "redis"}, {"redis", "mongodb"}, {"mongodb", "mongodb"}} {
+		t.Run(pair[0]+"-"+pair[1], func(t *testing.T) {
+			ctx := context.Background()
+			catalogURI, _ := movePools(t, pair[0], pair[1])
+			d := openPooled(t, catalogURI, storage.Options{})
+			mover := d.StartMover(pooling.MoverOptions{Batch: 10, Rate: -1, Lease: 5 * time.Second})
+			q := storage.QueueRef{Project: "move", Name: "subscribed"}
+			if _, err := d.Messages().Post(ctx, q, "p", []storage.NewMessage{{TTL: time.Hour, Body: json.RawMessage(`1`)}}); err != nil {
+				t.Fatal(err)
+			}
+			want := map[string]storage.Subscription{}
+			var ids []string
+			for i := range 7 {
+				sub := storage.Subscription{Subscriber: fmt.Sprintf("http://127.0.0.1:9/hook/%d", i), TTL: time.Hour,
+					Options: storage.Metadata{"n": float64(i)}, NeedsConfirmation: i%2 == 0}
+				id, created, err := d.Subscriptions().Create(ctx, q, sub)
+				if err != nil || !created {
+					t.Fatalf("create %d: created %v, %v", i, created, err)
+				}
+				if i%3 == 0 {
+					if err := d.Subscriptions().Confirm(ctx, q, id, true); err != nil {
+						t.Fatal(err)
+					}
+				}
+				got, err := d.Subscriptions().Get(ctx, q, id)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want[id] = got
+				ids = append(ids, id)
+			}
+			first, marker, err := d.Subscriptions().List(ctx, q, storage.ListSubscriptionsOptions{Limit: 3})
+			if err != nil || len(first) != 3 || marker == "" {
+				t.Fatalf("first page: %d subscriptions, marker %q, %v", len(first), marker, err)
+			}
+			moveAndWait(t, d, mover, q)
+			for _, id := range ids {
+				got, err := d.Subscriptions().Get(ctx, q, id)
+				if err != nil {
+					t.Fatalf("subscription %s after the move: %v", id, err)
+				}
+				w := want[id]
+				if got.Subscriber != w.Subscriber || got.Confirmed != w.Confirmed ||
+					got.NeedsConfirmation != w.NeedsConfirmation || got.Options["n"] != w.Options["n"] {
+					t.Fatalf("subscription %s after the move = %+v, want %+v", id, got, w)
+				}
+			}
+			listed := []string{}
+			for _, s := range first {
+				listed = append(listed, s.ID)
+			}
+			for page := 0; marker != "" && page < 10; page++ {
+				var subs []storage.Subscription
+				subs, marker, err = d.Subscriptions().List(ctx, q, storage.ListSubscriptionsOptions{Marker: marker, Limit: 3})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, s := range subs {
+					listed = append(listed, s.ID)
+				}
+			}
+			if fmt.Sprint(listed) != fmt.Sprint(ids) {
+				t.Fatalf("listing across the move: %v, want %v", listed, ids)
+			}
+			if err := d.Subscriptions().Delete(ctx, q, ids[0]); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := d.Subscriptions().Get(ctx, q, ids[0]); !storage.Is(err, storage.NotFound) {
+				t.Fatalf("deleted by the id it had before the move: %v", err)
 			}
 		})
 	}

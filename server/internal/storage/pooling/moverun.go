@@ -159,9 +159,10 @@ func (m *Mover) rollBack(ctx context.Context, rec catalog.Migration, src storage
 }
 
 // copySubscriptions creates the source's subscriptions on the target, so
-// posts there (from the next state on) record their deliveries.
-// Subscriptions are re-created, so they get new ids; creating one twice
-// (a resumed move) returns the existing one.
+// posts there (from the next state on) record their deliveries. Each keeps
+// its id, which its clients hold (to confirm, update or delete it, or as a
+// listing's marker); creating one twice (a resumed move) returns the
+// existing one.
 func (m *Mover) copySubscriptions(ctx context.Context, rec catalog.Migration) error {
 	from, err := m.d.pool(ctx, rec.From)
 	if err != nil {

@@ -37,11 +37,15 @@ func (s subscriptionStore) Create(ctx context.Context, q storage.QueueRef, sub s
 	if sub.TTL <= 0 {
 		return "", false, storage.E(op, storage.Invalid, "subscription ttl must be positive")
 	}
+	id, err := storage.CreatedSubscriptionID(sub)
+	if err != nil {
+		return "", false, err
+	}
 	opts, err := encodeMeta(op, sub.Options)
 	if err != nil {
 		return "", false, err
 	}
-	res, err := subCreate.Run(ctx, s.d.fc, []string{scope(q)}, s.d.nowMS(), storage.NewSubscriptionID(),
+	res, err := subCreate.Run(ctx, s.d.fc, []string{scope(q)}, s.d.nowMS(), id,
 		sub.Subscriber, sub.TTL.Milliseconds(), opts, flag(sub.NeedsConfirmation)).Slice()
 	if err != nil {
 		return "", false, wrap(op, err)

@@ -14,6 +14,49 @@ var subscriptionCases = []testCase{
 	{"Subscriptions/TTL", testSubscriptionTTL},
 	{"Subscriptions/Isolation", testSubscriptionIsolation},
 	{"Subscriptions/QueueDelete", testSubscriptionQueueDelete},
+	{"Subscriptions/GivenID", testSubscriptionGivenID},
+}
+
+// testSubscriptionGivenID: Create keeps an id it is given (a move
+// re-creates subscriptions under their ids), refuses a malformed one, and
+// a subscription so made pages in its id's place.
+func testSubscriptionGivenID(e *env) {
+	q := e.queue("given")
+	ss := e.d.Subscriptions()
+	before := e.subscribe(q, "http://127.0.0.1:9/before", time.Hour, false)
+	given := storage.NewSubscriptionID()
+	after := e.subscribe(q, "http://127.0.0.1:9/after", time.Hour, false)
+	id, created, err := ss.Create(e.ctx, q, storage.Subscription{ID: given, Subscriber: "http://127.0.0.1:9/given",
+		TTL: time.Hour, Options: storage.Metadata{}})
+	if err != nil || !created || id != given {
+		e.t.Fatalf("create with id %s: %s, created %v, %v", given, id, created, err)
+	}
+	if got, err := ss.Get(e.ctx, q, given); err != nil || got.ID != given || got.Subscriber != "http://127.0.0.1:9/given" {
+		e.t.Fatalf("get %s: %+v, %v", given, got, err)
+	}
+	var listed []string
+	for marker, page := "", 0; page < 5; page++ {
+		subs, next, err := ss.List(e.ctx, q, storage.ListSubscriptionsOptions{Marker: marker, Limit: 1})
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		for _, s := range subs {
+			listed = append(listed, s.ID)
+		}
+		if next == "" {
+			break
+		}
+		marker = next
+	}
+	if want := fmt.Sprint([]string{before, given, after}); fmt.Sprint(listed) != want {
+		e.t.Errorf("listed %v, want %s (by id)", listed, want)
+	}
+	for _, bad := range []string{"xyz", "5c6939a8ef2f8e4a1c4a1a1a", given + "x"} {
+		_, _, err := ss.Create(e.ctx, q, storage.Subscription{ID: bad, Subscriber: "http://127.0.0.1:9/bad", TTL: time.Hour})
+		if !storage.Is(err, storage.Invalid) {
+			e.t.Errorf("create with id %q: %v, want invalid", bad, err)
+		}
+	}
 }
 
 // subscribe creates a subscription and fails the test on error.
