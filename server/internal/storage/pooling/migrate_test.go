@@ -368,15 +368,7 @@ func TestMoveRollsBack(t *testing.T) {
 	mover := d.StartMover(pooling.MoverOptions{Lease: time.Second, Scan: 200 * time.Millisecond})
 	q := storage.QueueRef{Project: "move", Name: "back"}
 	post := func(n int) []string {
-		msgs := make([]storage.NewMessage, n)
-		for i := range msgs {
-			msgs[i] = storage.NewMessage{TTL: time.Hour, Body: json.RawMessage(fmt.Sprint(i))}
-		}
-		ids, err := d.Messages().Post(ctx, q, "p", msgs)
-		if err != nil {
-			t.Fatalf("post: %v", err)
-		}
-		return ids
+		return postNumbered(t, d, q, n)
 	}
 	ids := post(20)
 	if _, err := mover.Migrate(ctx, q, "dst"); err != nil {
@@ -418,14 +410,7 @@ func TestDeleteDuringMoveAsksTheTargetOnlyForWhatMoved(t *testing.T) {
 	// One message per batch, five a second: the move lasts about 4 s.
 	mover := d.StartMover(pooling.MoverOptions{Batch: 1, Rate: 5, Lease: 5 * time.Second})
 	q := storage.QueueRef{Project: "move", Name: "deletes"}
-	msgs := make([]storage.NewMessage, 20)
-	for i := range msgs {
-		msgs[i] = storage.NewMessage{TTL: time.Hour, Body: json.RawMessage(fmt.Sprint(i))}
-	}
-	ids, err := d.Messages().Post(ctx, q, "p", msgs)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ids := postNumbered(t, d, q, 20)
 	if _, err := mover.Migrate(ctx, q, "dst"); err != nil {
 		t.Fatal(err)
 	}
@@ -438,7 +423,7 @@ func TestDeleteDuringMoveAsksTheTargetOnlyForWhatMoved(t *testing.T) {
 
 	dst.Pause()
 	short, cancel := context.WithTimeout(ctx, time.Second)
-	err = d.Messages().Delete(short, q, ids[0], "")
+	err := d.Messages().Delete(short, q, ids[0], "")
 	cancel()
 	dst.Resume()
 	if err != nil {
@@ -491,14 +476,7 @@ func TestListingsDuringMoveMissNothing(t *testing.T) {
 			if pair[0] == "mongodb" {
 				n = 60 // FerretDB moves a batch in many round trips: fewer keep the test short
 			}
-			msgs := make([]storage.NewMessage, n)
-			for i := range msgs {
-				msgs[i] = storage.NewMessage{TTL: time.Hour, Body: json.RawMessage(fmt.Sprint(i))}
-			}
-			ids, err := d.Messages().Post(ctx, q, "p", msgs)
-			if err != nil {
-				t.Fatal(err)
-			}
+			ids := postNumbered(t, d, q, n)
 			seed := time.Now().UnixNano()
 			t.Logf("seed %d", seed)
 			rng := rand.New(rand.NewPCG(uint64(seed), 0))
@@ -537,52 +515,68 @@ func TestListingsDuringMoveMissNothing(t *testing.T) {
 // gets every message once, in order: its marker was made by the source
 // pool's backend, and the queue is now on another.
 func TestListingBegunBeforeAMoveMissesNothing(t *testing.T) {
+	everyBackendPair(t, 7, func(t *testing.T, d *pooling.Driver, mover *pooling.Mover) {
+		ctx := context.Background()
+		seed := time.Now().UnixNano()
+		t.Logf("seed %d", seed)
+		rng := rand.New(rand.NewPCG(uint64(seed), 0))
+		q := storage.QueueRef{Project: "move", Name: "begun"}
+		ids := postNumbered(t, d, q, 40)
+		// Listings stopped at every few messages, each to go on after the move.
+		type begun struct {
+			got    []string
+			marker string
+		}
+		var started []begun
+		for limit := 1; limit < len(ids); limit += 1 + rng.IntN(9) {
+			page, next, err := d.Messages().List(ctx, q, storage.ListMessagesOptions{
+				Limit: limit, Echo: true, IncludeClaimed: true, IncludeDelayed: true,
+			})
+			if err != nil || next == "" {
+				t.Fatalf("first page of %d: %d messages, next %q, %v", limit, len(page), next, err)
+			}
+			b := begun{marker: next}
+			for _, m := range page {
+				b.got = append(b.got, m.ID)
+			}
+			started = append(started, b)
+		}
+		moveAndWait(t, d, mover, q)
+		for _, b := range started {
+			got := append(b.got, listPagesFrom(t, d, q, b.marker, rng)...)
+			if d := diffIDs(got, ids); d != "" {
+				t.Fatalf("listing begun with %d messages and marker %q: %s", len(b.got), b.marker, d)
+			}
+		}
+	})
+}
+
+// everyBackendPair runs f for every pair of source and target backends, on
+// a pooled driver over fresh pools "src" and "dst" and an uncapped mover
+// that moves batch messages at a time.
+func everyBackendPair(t *testing.T, batch int, f func(t *testing.T, d *pooling.Driver, mover *pooling.Mover)) {
 	for _, pair := range [][2]string{{"redis", "redis"}, {"mongodb", "redis"}, {"redis", "mongodb"}, {"mongodb", "mongodb"}} {
 		t.Run(pair[0]+"-"+pair[1], func(t *testing.T) {
-			ctx := context.Background()
 			catalogURI, _ := movePools(t, pair[0], pair[1])
 			d := openPooled(t, catalogURI, storage.Options{})
-			mover := d.StartMover(pooling.MoverOptions{Batch: 7, Rate: -1, Lease: 5 * time.Second})
-			seed := time.Now().UnixNano()
-			t.Logf("seed %d", seed)
-			rng := rand.New(rand.NewPCG(uint64(seed), 0))
-			q := storage.QueueRef{Project: "move", Name: "begun"}
-			msgs := make([]storage.NewMessage, 40)
-			for i := range msgs {
-				msgs[i] = storage.NewMessage{TTL: time.Hour, Body: json.RawMessage(fmt.Sprint(i))}
-			}
-			ids, err := d.Messages().Post(ctx, q, "p", msgs)
-			if err != nil {
-				t.Fatal(err)
-			}
-			// Listings stopped at every few messages, each to go on after the move.
-			type begun struct {
-				got    []string
-				marker string
-			}
-			var started []begun
-			for limit := 1; limit < len(ids); limit += 1 + rng.IntN(9) {
-				page, next, err := d.Messages().List(ctx, q, storage.ListMessagesOptions{
-					Limit: limit, Echo: true, IncludeClaimed: true, IncludeDelayed: true,
-				})
-				if err != nil || next == "" {
-					t.Fatalf("first page of %d: %d messages, next %q, %v", limit, len(page), next, err)
-				}
-				b := begun{marker: next}
-				for _, m := range page {
-					b.got = append(b.got, m.ID)
-				}
-				started = append(started, b)
-			}
-			moveAndWait(t, d, mover, q)
-			for _, b := range started {
-				got := append(b.got, listPagesFrom(t, d, q, b.marker, rng)...)
-				if d := diffIDs(got, ids); d != "" {
-					t.Fatalf("listing begun with %d messages and marker %q: %s", len(b.got), b.marker, d)
-				}
-			}
+			f(t, d, d.StartMover(pooling.MoverOptions{Batch: batch, Rate: -1, Lease: 5 * time.Second}))
 		})
 	}
+}
+
+// postNumbered posts n messages to q in one call, their bodies 0 to n-1,
+// and returns their ids.
+func postNumbered(t *testing.T, d *pooling.Driver, q storage.QueueRef, n int) []string {
+	t.Helper()
+	msgs := make([]storage.NewMessage, n)
+	for i := range msgs {
+		msgs[i] = storage.NewMessage{TTL: time.Hour, Body: json.RawMessage(fmt.Sprint(i))}
+	}
+	ids, err := d.Messages().Post(context.Background(), q, "p", msgs)
+	if err != nil {
+		t.Fatalf("post: %v", err)
+	}
+	return ids
 }
 
 // moveAndWait moves q to the pool "dst" and waits until the move is done.
@@ -610,78 +604,73 @@ func moveAndWait(t *testing.T, d *pooling.Driver, mover *pooling.Mover, q storag
 // one (to confirm, update or delete it, or paging through them) still
 // reaches it afterwards.
 func TestSubscriptionsKeepTheirIDsAcrossAMove(t *testing.T) {
-	for _, pair := range [][2]string{{"redis", "redis"}, {"mongodb", "redis"}, {"redis", "mongodb"}, {"mongodb", "mongodb"}} {
-		t.Run(pair[0]+"-"+pair[1], func(t *testing.T) {
-			ctx := context.Background()
-			catalogURI, _ := movePools(t, pair[0], pair[1])
-			d := openPooled(t, catalogURI, storage.Options{})
-			mover := d.StartMover(pooling.MoverOptions{Batch: 10, Rate: -1, Lease: 5 * time.Second})
-			q := storage.QueueRef{Project: "move", Name: "subscribed"}
-			if _, err := d.Messages().Post(ctx, q, "p", []storage.NewMessage{{TTL: time.Hour, Body: json.RawMessage(`1`)}}); err != nil {
-				t.Fatal(err)
+	everyBackendPair(t, 10, func(t *testing.T, d *pooling.Driver, mover *pooling.Mover) {
+		ctx := context.Background()
+		q := storage.QueueRef{Project: "move", Name: "subscribed"}
+		if _, err := d.Messages().Post(ctx, q, "p", []storage.NewMessage{{TTL: time.Hour, Body: json.RawMessage(`1`)}}); err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]storage.Subscription{}
+		var ids []string
+		for i := range 7 {
+			sub := storage.Subscription{Subscriber: fmt.Sprintf("http://127.0.0.1:9/hook/%d", i), TTL: time.Hour,
+				Options: storage.Metadata{"n": float64(i)}, NeedsConfirmation: i%2 == 0}
+			id, created, err := d.Subscriptions().Create(ctx, q, sub)
+			if err != nil || !created {
+				t.Fatalf("create %d: created %v, %v", i, created, err)
 			}
-			want := map[string]storage.Subscription{}
-			var ids []string
-			for i := range 7 {
-				sub := storage.Subscription{Subscriber: fmt.Sprintf("http://127.0.0.1:9/hook/%d", i), TTL: time.Hour,
-					Options: storage.Metadata{"n": float64(i)}, NeedsConfirmation: i%2 == 0}
-				id, created, err := d.Subscriptions().Create(ctx, q, sub)
-				if err != nil || !created {
-					t.Fatalf("create %d: created %v, %v", i, created, err)
-				}
-				if i%3 == 0 {
-					if err := d.Subscriptions().Confirm(ctx, q, id, true); err != nil {
-						t.Fatal(err)
-					}
-				}
-				got, err := d.Subscriptions().Get(ctx, q, id)
-				if err != nil {
+			if i%3 == 0 {
+				if err := d.Subscriptions().Confirm(ctx, q, id, true); err != nil {
 					t.Fatal(err)
 				}
-				want[id] = got
-				ids = append(ids, id)
 			}
-			first, marker, err := d.Subscriptions().List(ctx, q, storage.ListSubscriptionsOptions{Limit: 3})
-			if err != nil || len(first) != 3 || marker == "" {
-				t.Fatalf("first page: %d subscriptions, marker %q, %v", len(first), marker, err)
+			got, err := d.Subscriptions().Get(ctx, q, id)
+			if err != nil {
+				t.Fatal(err)
 			}
-			moveAndWait(t, d, mover, q)
-			for _, id := range ids {
-				got, err := d.Subscriptions().Get(ctx, q, id)
-				if err != nil {
-					t.Fatalf("subscription %s after the move: %v", id, err)
-				}
-				w := want[id]
-				if got.Subscriber != w.Subscriber || got.Confirmed != w.Confirmed ||
-					got.NeedsConfirmation != w.NeedsConfirmation || got.Options["n"] != w.Options["n"] {
-					t.Fatalf("subscription %s after the move = %+v, want %+v", id, got, w)
-				}
+			want[id] = got
+			ids = append(ids, id)
+		}
+		first, marker, err := d.Subscriptions().List(ctx, q, storage.ListSubscriptionsOptions{Limit: 3})
+		if err != nil || len(first) != 3 || marker == "" {
+			t.Fatalf("first page: %d subscriptions, marker %q, %v", len(first), marker, err)
+		}
+		moveAndWait(t, d, mover, q)
+		for _, id := range ids {
+			got, err := d.Subscriptions().Get(ctx, q, id)
+			if err != nil {
+				t.Fatalf("subscription %s after the move: %v", id, err)
 			}
-			listed := []string{}
-			for _, s := range first {
+			w := want[id]
+			if got.Subscriber != w.Subscriber || got.Confirmed != w.Confirmed ||
+				got.NeedsConfirmation != w.NeedsConfirmation || got.Options["n"] != w.Options["n"] {
+				t.Fatalf("subscription %s after the move = %+v, want %+v", id, got, w)
+			}
+		}
+		listed := []string{}
+		for _, s := range first {
+			listed = append(listed, s.ID)
+		}
+		for page := 0; marker != "" && page < 10; page++ {
+			var subs []storage.Subscription
+			subs, marker, err = d.Subscriptions().List(ctx, q, storage.ListSubscriptionsOptions{Marker: marker, Limit: 3})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, s := range subs {
 				listed = append(listed, s.ID)
 			}
-			for page := 0; marker != "" && page < 10; page++ {
-				var subs []storage.Subscription
-				subs, marker, err = d.Subscriptions().List(ctx, q, storage.ListSubscriptionsOptions{Marker: marker, Limit: 3})
-				if err != nil {
-					t.Fatal(err)
-				}
-				for _, s := range subs {
-					listed = append(listed, s.ID)
-				}
-			}
-			if fmt.Sprint(listed) != fmt.Sprint(ids) {
-				t.Fatalf("listing across the move: %v, want %v", listed, ids)
-			}
-			if err := d.Subscriptions().Delete(ctx, q, ids[0]); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := d.Subscriptions().Get(ctx, q, ids[0]); !storage.Is(err, storage.NotFound) {
-				t.Fatalf("deleted by the id it had before the move: %v", err)
-			}
-		})
-	}
+		}
+		if fmt.Sprint(listed) != fmt.Sprint(ids) {
+			t.Fatalf("listing across the move: %v, want %v", listed, ids)
+		}
+		if err := d.Subscriptions().Delete(ctx, q, ids[0]); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := d.Subscriptions().Get(ctx, q, ids[0]); !storage.Is(err, storage.NotFound) {
+			t.Fatalf("deleted by the id it had before the move: %v", err)
+		}
+	})
 }
 
 // listPages pages through q in pages of 1-20 messages and returns the ids.
