@@ -56,9 +56,10 @@ type ListSubscriptionsOptions struct {
 type SubscriptionStore interface {
 	// Create stores sub and returns its id: sub.ID when set (a move
 	// re-creates a queue's subscriptions under their ids; a malformed one
-	// is Invalid), else a new one. Expires is assigned from TTL. When a live subscription of the queue already has
-	// the same subscriber, nothing changes and its id comes back with
-	// created == false (Zaqar's idempotent create).
+	// is Invalid, checked first), else a new one. Expires is assigned from
+	// TTL. When a live subscription of the queue already has the same
+	// subscriber, nothing changes and its id comes back with created ==
+	// false (Zaqar's idempotent create).
 	Create(ctx context.Context, q QueueRef, sub Subscription) (id string, created bool, err error)
 	// Get returns a live subscription, or NotFound (also for a malformed id).
 	Get(ctx context.Context, q QueueRef, id string) (Subscription, error)

@@ -144,6 +144,10 @@ func (s subscriptionStore) Create(_ context.Context, ref storage.QueueRef, sub s
 	if sub.TTL <= 0 {
 		return "", false, storage.E(storage.OpSubscriptionCreate, storage.Invalid, "subscription ttl must be positive")
 	}
+	id, err := storage.CreatedSubscriptionID(sub)
+	if err != nil {
+		return "", false, err
+	}
 	n, now := s.d.notif, s.d.clock.Now()
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -151,10 +155,6 @@ func (s subscriptionStore) Create(_ context.Context, ref storage.QueueRef, sub s
 		if old := n.live(ref, id, now); old != nil && old.Subscriber == sub.Subscriber {
 			return old.ID, false, nil
 		}
-	}
-	id, err := storage.CreatedSubscriptionID(sub)
-	if err != nil {
-		return "", false, err
 	}
 	sub.ID = id
 	sub.Expires = now.Add(sub.TTL)

@@ -72,7 +72,7 @@ func (m listMarker) madeBy(pool string) bool { return m.pool != "" && m.pool == 
 // whose queue has since moved here, becomes the last message listed (the
 // backend resumes after it, or from the start when it is not there).
 func (m listMarker) on(pool string) string {
-	if m.pool != "" && !m.madeBy(pool) {
+	if m.pool != "" && m.pool != poolTag(pool) {
 		return m.lastID
 	}
 	return m.marker

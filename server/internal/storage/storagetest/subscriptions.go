@@ -51,10 +51,14 @@ func testSubscriptionGivenID(e *env) {
 	if want := fmt.Sprint([]string{before, given, after}); fmt.Sprint(listed) != want {
 		e.t.Errorf("listed %v, want %s (by id)", listed, want)
 	}
+	// A malformed id is refused before anything is looked up, also for a
+	// subscriber that is already subscribed.
 	for _, bad := range []string{"xyz", "5c6939a8ef2f8e4a1c4a1a1a", given + "x"} {
-		_, _, err := ss.Create(e.ctx, q, storage.Subscription{ID: bad, Subscriber: "http://127.0.0.1:9/bad", TTL: time.Hour})
-		if !storage.Is(err, storage.Invalid) {
-			e.t.Errorf("create with id %q: %v, want invalid", bad, err)
+		for _, to := range []string{"http://127.0.0.1:9/bad", "http://127.0.0.1:9/before"} {
+			_, _, err := ss.Create(e.ctx, q, storage.Subscription{ID: bad, Subscriber: to, TTL: time.Hour})
+			if !storage.Is(err, storage.Invalid) {
+				e.t.Errorf("create for %s with id %q: %v, want invalid", to, bad, err)
+			}
 		}
 	}
 }
