@@ -111,6 +111,32 @@ type MigrationStore interface {
 	Import(ctx context.Context, q QueueRef, b Batch) error
 	// Done drops the target's record of imported ids.
 	Done(ctx context.Context, q QueueRef) error
+
+	// Deliveries passes the queue's pending notification deliveries on
+	// the source to f, at most limit at a time, for the target's
+	// ImportDeliveries: the mover calls it once the last batch settled and
+	// before Finish, which drops them here. It changes nothing: the source
+	// hands them out until Finish (the pooled driver settles a delivery on
+	// both sides while the queue moves, so one sent meanwhile is not sent
+	// again by the target). A delivery pending throughout the call is
+	// passed once; one settled during it may be passed or not. A finished
+	// source passes nothing.
+	Deliveries(ctx context.Context, q QueueRef, limit int, f func([]MovedDelivery) error) error
+	// ImportDeliveries records ds on the target as they were: body,
+	// expiry, attempts, due at Due. One whose message expired, whose
+	// subscription is not live here, or that is pending here already is
+	// skipped, so importing again records nothing twice.
+	ImportDeliveries(ctx context.Context, q QueueRef, ds []MovedDelivery) error
+}
+
+// MovedDelivery is one pending notification delivery with everything that
+// must survive the move (Delivery's Queue and Lease are not used).
+type MovedDelivery struct {
+	Delivery
+	// Due is when it is next handed out: its next attempt, or the end of
+	// the lease that holds it, so a send under way on the source is not
+	// started again on the target before that lease lapses.
+	Due time.Time
 }
 
 // SettleTaker is implemented by migration stores that can settle a batch
@@ -144,4 +170,35 @@ func MovedTo(err error) (string, bool) {
 		return m.Target, true
 	}
 	return "", false
+}
+
+// ImportableDeliveries is what a target's ImportDeliveries records of ds:
+// the deliveries whose message is still live at now and whose ids have the
+// form every driver hands out (a Redis key joins them with separators).
+// Whether the subscription is live there is each driver's to check.
+func ImportableDeliveries(ds []MovedDelivery, now time.Time) []MovedDelivery {
+	out := make([]MovedDelivery, 0, len(ds))
+	for _, d := range ds {
+		if d.Expires.After(now) && IsMessageID(d.MessageID) && IsMessageID(d.SubscriptionID) {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// PassDeliveries passes ds to f at most limit at a time, in the order
+// given; the drivers' Deliveries use it once they hold the queue's whole
+// list.
+func PassDeliveries(ds []MovedDelivery, limit int, f func([]MovedDelivery) error) error {
+	if limit < 1 {
+		return E(OpMigrateDeliveries, Invalid, ErrArgument)
+	}
+	for len(ds) > 0 {
+		k := min(limit, len(ds))
+		if err := f(ds[:k]); err != nil {
+			return err
+		}
+		ds = ds[k:]
+	}
+	return nil
 }

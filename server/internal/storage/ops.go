@@ -43,13 +43,15 @@ const (
 
 // Operation names of a move's steps (migrate.go).
 const (
-	OpMigrateSeal      = "migrate.seal"
-	OpMigrateUnseal    = "migrate.unseal"
-	OpMigrateTake      = "migrate.take"
-	OpMigrateSettle    = "migrate.settle"
-	OpMigrateFinish    = "migrate.finish"
-	OpMigratePrepare   = "migrate.prepare"
-	OpMigrateImport    = "migrate.import"
-	OpMigrateDone      = "migrate.done"
-	OpMigrateInTransit = "migrate.in_transit"
+	OpMigrateSeal             = "migrate.seal"
+	OpMigrateUnseal           = "migrate.unseal"
+	OpMigrateTake             = "migrate.take"
+	OpMigrateSettle           = "migrate.settle"
+	OpMigrateFinish           = "migrate.finish"
+	OpMigratePrepare          = "migrate.prepare"
+	OpMigrateImport           = "migrate.import"
+	OpMigrateDone             = "migrate.done"
+	OpMigrateInTransit        = "migrate.in_transit"
+	OpMigrateDeliveries       = "migrate.deliveries"
+	OpMigrateImportDeliveries = "migrate.import_deliveries"
 )

@@ -726,3 +726,70 @@ func diffIDs(got, want []string) string {
 	}
 	return ""
 }
+
+// Notifications still pending when their queue moves are sent from the
+// target, once each, with the attempts they had; one in flight on the
+// source when the queue moved is acknowledged there and not sent again.
+func TestDeliveriesPendingAtAMoveAreSentOnce(t *testing.T) {
+	everyBackendPair(t, 10, func(t *testing.T, d *pooling.Driver, mover *pooling.Mover) {
+		ctx := context.Background()
+		q := storage.QueueRef{Project: "move", Name: "notified"}
+		postNumbered(t, d, q, 1)
+		for _, hook := range []string{"a", "b"} {
+			if _, _, err := d.Subscriptions().Create(ctx, q, storage.Subscription{
+				Subscriber: "http://127.0.0.1:9/" + hook, TTL: time.Hour, Options: storage.Metadata{}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		postNumbered(t, d, q, 5)
+		const hold = time.Second
+		before, _, err := d.Deliveries().Lease(ctx, 2, hold)
+		if err != nil || len(before) != 2 {
+			t.Fatalf("lease before the move: %d, %v", len(before), err)
+		}
+		inFlight, retried := before[0], before[1]
+		if err := d.Deliveries().Retry(ctx, retried, time.Now(), "refused"); err != nil {
+			t.Fatal(err)
+		}
+		moveAndWait(t, d, mover, q)
+
+		got := map[string]storage.Delivery{}
+		for round := 0; len(got) < 9 && round < 50; round++ {
+			ds, _, err := d.Deliveries().Lease(ctx, 100, time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, dl := range ds {
+				if _, twice := got[dl.ID()]; twice {
+					t.Fatalf("delivery %s handed out twice", dl.ID())
+				}
+				got[dl.ID()] = dl
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if len(got) != 9 {
+			t.Fatalf("leased %d deliveries after the move, want the 9 not in flight", len(got))
+		}
+		if _, ok := got[inFlight.ID()]; ok {
+			t.Fatalf("delivery %s, in flight when the queue moved, handed out again before its lease ended", inFlight.ID())
+		}
+		if r := got[retried.ID()]; r.Attempts != 1 || string(r.Body) != string(retried.Body) {
+			t.Fatalf("retried delivery after the move: attempts %d, body %s; want 1, %s", r.Attempts, r.Body, retried.Body)
+		}
+		if err := d.Deliveries().Ack(ctx, inFlight); err != nil {
+			t.Fatal(err)
+		}
+		for _, dl := range got {
+			if err := d.Deliveries().Ack(ctx, dl); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(hold + 200*time.Millisecond)
+		if again, _, err := d.Deliveries().Lease(ctx, 100, time.Minute); err != nil || len(again) != 0 {
+			t.Fatalf("lease after every ack: %d deliveries, %v; want none", len(again), err)
+		}
+		if st, err := d.Deliveries().Stats(ctx, q); err != nil || st.Pending != 0 {
+			t.Fatalf("stats after every ack: %+v, %v", st, err)
+		}
+	})
+}

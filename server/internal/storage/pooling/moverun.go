@@ -42,6 +42,9 @@ func (m *Mover) run(rec catalog.Migration) error {
 	if rec, err = m.moveAll(ctx, rec, src, dst); err != nil {
 		return err
 	}
+	if err := m.moveDeliveries(ctx, rec, src, dst); err != nil {
+		return err
+	}
 	// Finish and Done come before the switch: a mover that dies after the
 	// switch leaves nothing undone, since a done move is never resumed.
 	// Until the switch, replicas route the queue as moving, and a
@@ -197,6 +200,24 @@ func (m *Mover) copySubscriptions(ctx context.Context, rec catalog.Migration) er
 			return nil
 		}
 		marker = next
+	}
+	return nil
+}
+
+// moveDeliveries (step 5) records the source's pending notification deliveries on
+// the target before Finish drops them there: a notification whose queue
+// moved is still sent. Until the switch both sides may hand one out; the
+// pooled driver settles a delivery on both, so one sent is not sent again
+// (see deliveryStore). A run resumed after Finish finds none to copy.
+func (m *Mover) moveDeliveries(ctx context.Context, rec catalog.Migration, src, dst storage.MigrationStore) error {
+	err := src.Deliveries(ctx, rec.Queue, m.opts.Batch, func(ds []storage.MovedDelivery) error {
+		if err := dst.ImportDeliveries(ctx, rec.Queue, ds); err != nil {
+			return fmt.Errorf("import deliveries on %s: %w", rec.To, err)
+		}
+		return nil
+	})
+	if err != nil && !movedErr(err) {
+		return fmt.Errorf("deliveries on %s: %w", rec.From, err)
 	}
 	return nil
 }

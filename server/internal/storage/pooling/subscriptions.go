@@ -2,6 +2,8 @@ package pooling
 
 import (
 	"context"
+	"errors"
+	"slices"
 	"time"
 
 	"sluice.dev/server/internal/storage"
@@ -138,7 +140,14 @@ func (s deliveryStore) Lease(ctx context.Context, limit int, hold time.Duration)
 			continue
 		}
 		answered++
-		out = append(out, got...)
+		for _, dl := range got {
+			// While its queue moves, a delivery is on both pools (see
+			// settle): one lease hands it out once. The copy left held
+			// is settled with it.
+			if !slices.ContainsFunc(out, func(o storage.Delivery) bool { return o.Queue == dl.Queue && o.ID() == dl.ID() }) {
+				out = append(out, dl)
+			}
+		}
 		if !n.IsZero() && (next.IsZero() || n.Before(next)) {
 			next = n
 		}
@@ -149,40 +158,41 @@ func (s deliveryStore) Lease(ctx context.Context, limit int, hold time.Duration)
 	return out, next, nil
 }
 
-// Ack goes to the delivery's queue's pool.
+// settle runs fn on the delivery's queue's pool and, while the queue
+// moves, on the target too: the mover copies the source's pending
+// deliveries there, so a delivery sent from either side is settled on
+// both, and one acknowledged is not sent again by the other. Each side
+// ignores a delivery it does not hold (or holds under another lease).
+func (s deliveryStore) settle(ctx context.Context, dl storage.Delivery, fn func(storage.DeliveryStore) error) error {
+	r, err := s.d.lookup(ctx, dl.Queue, false, "")
+	if err != nil {
+		return err
+	}
+	err = fn(r.drv.Deliveries())
+	if r.moving {
+		err = errors.Join(err, fn(r.dst.Deliveries()))
+	}
+	return err
+}
+
+// Ack goes to the delivery's queue's pool (both pools while it moves).
 func (s deliveryStore) Ack(ctx context.Context, dl storage.Delivery) error {
-	drv, _, err := s.d.route(ctx, dl.Queue, false, "")
-	if err != nil {
-		return err
-	}
-	return drv.Deliveries().Ack(ctx, dl)
+	return s.settle(ctx, dl, func(ds storage.DeliveryStore) error { return ds.Ack(ctx, dl) })
 }
 
-// Retry goes to the delivery's queue's pool.
+// Retry goes to the delivery's queue's pool (both pools while it moves).
 func (s deliveryStore) Retry(ctx context.Context, dl storage.Delivery, at time.Time, errText string) error {
-	drv, _, err := s.d.route(ctx, dl.Queue, false, "")
-	if err != nil {
-		return err
-	}
-	return drv.Deliveries().Retry(ctx, dl, at, errText)
+	return s.settle(ctx, dl, func(ds storage.DeliveryStore) error { return ds.Retry(ctx, dl, at, errText) })
 }
 
-// Release goes to the delivery's queue's pool.
+// Release goes to the delivery's queue's pool (both pools while it moves).
 func (s deliveryStore) Release(ctx context.Context, dl storage.Delivery, at time.Time) error {
-	drv, _, err := s.d.route(ctx, dl.Queue, false, "")
-	if err != nil {
-		return err
-	}
-	return drv.Deliveries().Release(ctx, dl, at)
+	return s.settle(ctx, dl, func(ds storage.DeliveryStore) error { return ds.Release(ctx, dl, at) })
 }
 
-// Fail goes to the delivery's queue's pool.
+// Fail goes to the delivery's queue's pool (both pools while it moves).
 func (s deliveryStore) Fail(ctx context.Context, dl storage.Delivery, errText string) error {
-	drv, _, err := s.d.route(ctx, dl.Queue, false, "")
-	if err != nil {
-		return err
-	}
-	return drv.Deliveries().Fail(ctx, dl, errText)
+	return s.settle(ctx, dl, func(ds storage.DeliveryStore) error { return ds.Fail(ctx, dl, errText) })
 }
 
 // Stats asks the queue's pool.

@@ -73,6 +73,7 @@ var migrationCases = []testCase2{
 	{"Migration/DeadLetterIntoMoved", testDeadLetterIntoMoved},
 	{"Migration/GeneratedMoves", testGeneratedMoves},
 	{"Migration/WritesRaceTake", testWritesRaceTake},
+	{"Migration/DeliveriesMove", testDeliveriesMove},
 }
 
 // testCase2 is a migration case: it works with two backends.
