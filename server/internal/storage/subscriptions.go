@@ -56,8 +56,8 @@ type ListSubscriptionsOptions struct {
 type SubscriptionStore interface {
 	// Create stores sub and returns its id: sub.ID when set (a move
 	// re-creates a queue's subscriptions under their ids; a malformed one
-	// is Invalid, checked first), else a new one. Expires is assigned from
-	// TTL. When a live subscription of the queue already has the same
+	// is Invalid, checked first), else a new one. Expires is kept when set,
+	// else assigned from TTL (CreatedExpiry). When a live subscription of the queue already has the same
 	// subscriber, nothing changes and its id comes back with created ==
 	// false (Zaqar's idempotent create).
 	Create(ctx context.Context, q QueueRef, sub Subscription) (id string, created bool, err error)
@@ -100,6 +100,20 @@ func CreatedSubscriptionID(sub Subscription) (string, error) {
 		return "", E(OpSubscriptionCreate, Invalid, "malformed subscription id")
 	}
 	return sub.ID, nil
+}
+
+// CreatedExpiry is when a subscription SubscriptionStore.Create stores
+// lapses: sub.Expires when set (a move re-creates a queue's subscriptions
+// with the source's TTL and expiry, so their ttl and age go on as they
+// were), else now+TTL. A given expiry not after now is Invalid.
+func CreatedExpiry(sub Subscription, now time.Time) (time.Time, error) {
+	if sub.Expires.IsZero() {
+		return now.Add(sub.TTL), nil
+	}
+	if !sub.Expires.After(now) {
+		return time.Time{}, E(OpSubscriptionCreate, Invalid, "subscription expiry has passed")
+	}
+	return sub.Expires, nil
 }
 
 // Delivery is one (message, subscription) notification still to be sent.

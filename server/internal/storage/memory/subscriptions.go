@@ -156,8 +156,12 @@ func (s subscriptionStore) Create(_ context.Context, ref storage.QueueRef, sub s
 			return old.ID, false, nil
 		}
 	}
+	expires, err := storage.CreatedExpiry(sub, now)
+	if err != nil {
+		return "", false, err
+	}
 	sub.ID = id
-	sub.Expires = now.Add(sub.TTL)
+	sub.Expires = expires
 	sub.Options = sub.Options.Clone()
 	if n.subs[ref] == nil {
 		n.subs[ref] = map[string]*storage.Subscription{}

@@ -79,7 +79,11 @@ func (s subscriptionStore) Create(ctx context.Context, q storage.QueueRef, sub s
 		case !errors.Is(err, mongo.ErrNoDocuments):
 			return "", false, wrap(op, err)
 		}
-		e := now + ms(sub.TTL)
+		expires, err := storage.CreatedExpiry(sub, time.UnixMilli(now))
+		if err != nil {
+			return "", false, err
+		}
+		e := expires.UnixMilli()
 		doc := subDoc{ID: id, P: q.Project, Q: q.Name, S: sub.Subscriber, T: ms(sub.TTL),
 			O: string(opts), E: e, N: sub.NeedsConfirmation, X: s.d.wallExpiry(e)}
 		_, err = s.d.subs.InsertOne(ctx, doc)

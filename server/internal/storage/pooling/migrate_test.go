@@ -602,7 +602,7 @@ func moveAndWait(t *testing.T, d *pooling.Driver, mover *pooling.Mover, q storag
 
 // A queue's subscriptions keep their ids when it moves: a client holding
 // one (to confirm, update or delete it, or paging through them) still
-// reaches it afterwards.
+// reaches it afterwards, with its ttl and expiry (so its age goes on).
 func TestSubscriptionsKeepTheirIDsAcrossAMove(t *testing.T) {
 	everyBackendPair(t, 10, func(t *testing.T, d *pooling.Driver, mover *pooling.Mover) {
 		ctx := context.Background()
@@ -642,8 +642,8 @@ func TestSubscriptionsKeepTheirIDsAcrossAMove(t *testing.T) {
 				t.Fatalf("subscription %s after the move: %v", id, err)
 			}
 			w := want[id]
-			if got.Subscriber != w.Subscriber || got.Confirmed != w.Confirmed ||
-				got.NeedsConfirmation != w.NeedsConfirmation || got.Options["n"] != w.Options["n"] {
+			if got.Subscriber != w.Subscriber || got.Confirmed != w.Confirmed || got.TTL != w.TTL ||
+				!got.Expires.Equal(w.Expires) || got.NeedsConfirmation != w.NeedsConfirmation || got.Options["n"] != w.Options["n"] {
 				t.Fatalf("subscription %s after the move = %+v, want %+v", id, got, w)
 			}
 		}

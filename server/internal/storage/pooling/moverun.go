@@ -164,8 +164,8 @@ func (m *Mover) rollBack(ctx context.Context, rec catalog.Migration, src storage
 // copySubscriptions creates the source's subscriptions on the target, so
 // posts there (from the next state on) record their deliveries. Each keeps
 // its id, which its clients hold (to confirm, update or delete it, or as a
-// listing's marker); creating one twice (a resumed move) returns the
-// existing one.
+// listing's marker), and its ttl and expiry, so its age goes on; creating
+// one twice (a resumed move) returns the existing one.
 func (m *Mover) copySubscriptions(ctx context.Context, rec catalog.Migration) error {
 	from, err := m.d.pool(ctx, rec.From)
 	if err != nil {
@@ -182,8 +182,7 @@ func (m *Mover) copySubscriptions(ctx context.Context, rec catalog.Migration) er
 			return fmt.Errorf("list subscriptions: %w", err)
 		}
 		for _, sub := range subs {
-			sub.TTL = time.Until(sub.Expires)
-			if sub.TTL <= 0 {
+			if !sub.Expires.After(time.Now()) {
 				continue
 			}
 			id, _, err := to.Subscriptions().Create(ctx, rec.Queue, sub)

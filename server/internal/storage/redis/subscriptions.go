@@ -45,8 +45,13 @@ func (s subscriptionStore) Create(ctx context.Context, q storage.QueueRef, sub s
 	if err != nil {
 		return "", false, err
 	}
-	res, err := subCreate.Run(ctx, s.d.fc, []string{scope(q)}, s.d.nowMS(), id,
-		sub.Subscriber, sub.TTL.Milliseconds(), opts, flag(sub.NeedsConfirmation)).Slice()
+	now := s.d.clock.Now()
+	expires, err := storage.CreatedExpiry(sub, now)
+	if err != nil {
+		return "", false, err
+	}
+	res, err := subCreate.Run(ctx, s.d.fc, []string{scope(q)}, now.UnixMilli(), id,
+		sub.Subscriber, sub.TTL.Milliseconds(), opts, flag(sub.NeedsConfirmation), expires.UnixMilli()).Slice()
 	if err != nil {
 		return "", false, wrap(op, err)
 	}

@@ -17,9 +17,9 @@ var subscriptionCases = []testCase{
 	{"Subscriptions/GivenID", testSubscriptionGivenID},
 }
 
-// testSubscriptionGivenID: Create keeps an id it is given (a move
-// re-creates subscriptions under their ids), refuses a malformed one, and
-// a subscription so made pages in its id's place.
+// testSubscriptionGivenID: Create keeps an id and an expiry it is given (a
+// move re-creates subscriptions as they were), refuses a malformed id and
+// a past expiry, and a subscription so made pages in its id's place.
 func testSubscriptionGivenID(e *env) {
 	q := e.queue("given")
 	ss := e.d.Subscriptions()
@@ -50,6 +50,22 @@ func testSubscriptionGivenID(e *env) {
 	}
 	if want := fmt.Sprint([]string{before, given, after}); fmt.Sprint(listed) != want {
 		e.t.Errorf("listed %v, want %s (by id)", listed, want)
+	}
+	// A given expiry is kept, with the TTL: the subscription's age goes on.
+	// One that has passed is refused.
+	e.clock.Advance(time.Minute)
+	kept := storage.Subscription{ID: storage.NewSubscriptionID(), Subscriber: "http://127.0.0.1:9/kept",
+		TTL: time.Hour, Expires: e.clock.Now().Add(20 * time.Minute), Options: storage.Metadata{}}
+	if _, _, err := ss.Create(e.ctx, q, kept); err != nil {
+		e.t.Fatal(err)
+	}
+	if got, err := ss.Get(e.ctx, q, kept.ID); err != nil || got.TTL != time.Hour || !got.Expires.Equal(kept.Expires) ||
+		got.Age(e.clock.Now()) != 40*time.Minute {
+		e.t.Errorf("created with an expiry: %+v, %v; want ttl 1h, expiry %v, age 40m", got, err, kept.Expires)
+	}
+	lapsed := storage.Subscription{Subscriber: "http://127.0.0.1:9/lapsed", TTL: time.Hour, Expires: e.clock.Now()}
+	if _, _, err := ss.Create(e.ctx, q, lapsed); !storage.Is(err, storage.Invalid) {
+		e.t.Errorf("created with an expiry that has passed: %v, want invalid", err)
 	}
 	// A malformed id is refused before anything is looked up, also for a
 	// subscriber that is already subscribed.
