@@ -793,3 +793,115 @@ func TestDeliveriesPendingAtAMoveAreSentOnce(t *testing.T) {
 		}
 	})
 }
+
+// While its queue moves, a delivery the mover copied to the target is on
+// both pools: a lease hands it out once, and settling it there settles both
+// copies, so it is not sent again by either pool. The move's steps are
+// driven by hand, stopped between the copy and Finish.
+func TestDeliveriesCopiedDuringAMoveAreSettledOnBothPools(t *testing.T) {
+	for _, pair := range [][2]string{{"redis", "redis"}, {"mongodb", "redis"}, {"redis", "mongodb"}, {"mongodb", "mongodb"}} {
+		t.Run(pair[0]+"-"+pair[1], func(t *testing.T) {
+			ctx := context.Background()
+			catalogURI, uris := movePools(t, pair[0], pair[1])
+			d := openPooled(t, catalogURI, storage.Options{})
+			raw := map[string]storage.Driver{}
+			for _, pool := range []string{"src", "dst"} {
+				drv, err := storage.Open(ctx, uris[pool], storage.Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { drv.Close() })
+				raw[pool] = drv
+			}
+			from, to := raw["src"].(storage.Migrator).Migrations(), raw["dst"].(storage.Migrator).Migrations()
+			q := storage.QueueRef{Project: "move", Name: "settled"}
+			postNumbered(t, d, q, 1)
+			for _, hook := range []string{"a", "b"} {
+				if _, _, err := d.Subscriptions().Create(ctx, q, storage.Subscription{
+					Subscriber: "http://127.0.0.1:9/" + hook, TTL: time.Hour, Options: storage.Metadata{}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			postNumbered(t, d, q, 3)
+
+			if _, _, err := d.Catalog().StartMigration(ctx, q, "dst", "by-hand", time.Hour); err != nil {
+				t.Fatal(err)
+			}
+			sealed, err := from.Seal(ctx, q, "dst")
+			if err != nil {
+				t.Fatal(err)
+			}
+			subs, _, err := raw["src"].Subscriptions().List(ctx, q, storage.ListSubscriptionsOptions{Limit: 10})
+			if err != nil || len(subs) != 2 {
+				t.Fatalf("subscriptions on the source: %d, %v", len(subs), err)
+			}
+			for _, sub := range subs {
+				if _, _, err := raw["dst"].Subscriptions().Create(ctx, q, sub); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := to.Prepare(ctx, q, sealed.Metadata, sealed.Seq); err != nil {
+				t.Fatal(err)
+			}
+			for i := 0; i < 10; i++ {
+				b, err := from.Take(ctx, q, 10)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if b.Empty() {
+					break
+				}
+				if err := to.Import(ctx, q, b); err != nil {
+					t.Fatal(err)
+				}
+				if err := from.Settle(ctx, q, b); err != nil {
+					t.Fatal(err)
+				}
+			}
+			copied := 0
+			if err := from.Deliveries(ctx, q, 2, func(ds []storage.MovedDelivery) error {
+				copied += len(ds)
+				return to.ImportDeliveries(ctx, q, ds)
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if copied != 6 {
+				t.Fatalf("copied %d deliveries, want 6", copied)
+			}
+			if _, _, err := d.Catalog().ReloadMigration(ctx, q); err != nil {
+				t.Fatal(err)
+			}
+
+			leased, _, err := d.Deliveries().Lease(ctx, 100, time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids := map[string]bool{}
+			for _, dl := range leased {
+				if ids[dl.ID()] {
+					t.Fatalf("one lease handed delivery %s out twice", dl.ID())
+				}
+				ids[dl.ID()] = true
+			}
+			if len(ids) != 6 {
+				t.Fatalf("leased %d deliveries, want 6", len(ids))
+			}
+			for i, dl := range leased {
+				var err error
+				if i%2 == 0 {
+					err = d.Deliveries().Ack(ctx, dl)
+				} else {
+					err = d.Deliveries().Fail(ctx, dl, "gave up")
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			for pool, drv := range raw {
+				if n, err := drv.Deliveries().Pending(ctx); err != nil || n != 0 {
+					t.Errorf("%s holds %d deliveries after each was settled once, %v; want none", pool, n, err)
+				}
+			}
+		})
+	}
+}
