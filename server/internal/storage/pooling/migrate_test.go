@@ -727,6 +727,19 @@ func diffIDs(got, want []string) string {
 	return ""
 }
 
+// subscribeTwo places q with one message, which no notification is
+// recorded for, and subscribes two webhooks to it.
+func subscribeTwo(t *testing.T, d *pooling.Driver, q storage.QueueRef) {
+	t.Helper()
+	postNumbered(t, d, q, 1)
+	for _, hook := range []string{"a", "b"} {
+		if _, _, err := d.Subscriptions().Create(context.Background(), q, storage.Subscription{
+			Subscriber: "http://127.0.0.1:9/" + hook, TTL: time.Hour, Options: storage.Metadata{}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // Notifications still pending when their queue moves are sent from the
 // target, once each, with the attempts they had; one in flight on the
 // source when the queue moved is acknowledged there and not sent again.
@@ -734,13 +747,7 @@ func TestDeliveriesPendingAtAMoveAreSentOnce(t *testing.T) {
 	everyBackendPair(t, 10, func(t *testing.T, d *pooling.Driver, mover *pooling.Mover) {
 		ctx := context.Background()
 		q := storage.QueueRef{Project: "move", Name: "notified"}
-		postNumbered(t, d, q, 1)
-		for _, hook := range []string{"a", "b"} {
-			if _, _, err := d.Subscriptions().Create(ctx, q, storage.Subscription{
-				Subscriber: "http://127.0.0.1:9/" + hook, TTL: time.Hour, Options: storage.Metadata{}}); err != nil {
-				t.Fatal(err)
-			}
-		}
+		subscribeTwo(t, d, q)
 		postNumbered(t, d, q, 5)
 		const hold = time.Second
 		before, _, err := d.Deliveries().Lease(ctx, 2, hold)
@@ -815,13 +822,7 @@ func TestDeliveriesCopiedDuringAMoveAreSettledOnBothPools(t *testing.T) {
 			}
 			from, to := raw["src"].(storage.Migrator).Migrations(), raw["dst"].(storage.Migrator).Migrations()
 			q := storage.QueueRef{Project: "move", Name: "settled"}
-			postNumbered(t, d, q, 1)
-			for _, hook := range []string{"a", "b"} {
-				if _, _, err := d.Subscriptions().Create(ctx, q, storage.Subscription{
-					Subscriber: "http://127.0.0.1:9/" + hook, TTL: time.Hour, Options: storage.Metadata{}}); err != nil {
-					t.Fatal(err)
-				}
-			}
+			subscribeTwo(t, d, q)
 			postNumbered(t, d, q, 3)
 
 			if _, _, err := d.Catalog().StartMigration(ctx, q, "dst", "by-hand", time.Hour); err != nil {
