@@ -203,9 +203,9 @@ func (m *Mover) copySubscriptions(ctx context.Context, rec catalog.Migration) er
 	return nil
 }
 
-// moveDeliveries (step 5) records the source's pending notification deliveries on
-// the target before Finish drops them there: a notification whose queue
-// moved is still sent. Until the switch both sides may hand one out; the
+// moveDeliveries (step 5) records the source's pending notification
+// deliveries on the target before Finish drops them there: a notification
+// whose queue moved is still sent. Until the switch both sides may hand one out; the
 // pooled driver settles a delivery on both, so one sent is not sent again
 // (see deliveryStore). A run resumed after Finish finds none to copy.
 func (m *Mover) moveDeliveries(ctx context.Context, rec catalog.Migration, src, dst storage.MigrationStore) error {

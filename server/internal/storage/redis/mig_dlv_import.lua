@@ -12,7 +12,7 @@ for i = 2, #ARGV, 8 do
     local nk = nkey(mid)
     if redis.call('EXISTS', nk) == 0 then
       redis.call('HSET', nk, 'b', ARGV[i + 2], 't', ARGV[i + 3], 'c', ARGV[i + 4], 'e', e, 'r', 0)
-      redis.call('PEXPIREAT', nk, e)
+      redis.call('PEXPIRE', nk, e - now)
     end
     redis.call('HINCRBY', nk, 'r', 1)
     redis.call('ZADD', dpkey(sid), e, mid)
