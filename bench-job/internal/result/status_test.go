@@ -222,3 +222,24 @@ func TestStatusDeliveryMatchesAModel(t *testing.T) {
 		}
 	}
 }
+
+// The verdict's reasons quote the figures the status reports: a reason
+// formats the rounded requestsPerSecond and p99Ms, so the two never
+// disagree in the last digit shown (a rate of x.x4996 is reported as
+// x.x5 and quoted as x.x5, not x.x4). Rates and latencies are generated
+// around every rounding boundary.
+func TestVerdictReasonsQuoteTheReportedFigures(t *testing.T) {
+	seed := rand.Uint64()
+	rng := rand.New(rand.NewPCG(seed, 3))
+	for range 2000 {
+		rps := float64(rng.IntN(100000)) + float64(rng.IntN(10))/10 + 0.05 + (rng.Float64()-0.5)*1e-3
+		p99 := float64(rng.IntN(1000)) + float64(rng.IntN(1000))/1000 + 0.0005 + (rng.Float64()-0.5)*1e-5
+		st := StatusOf(&Result{Total: &Totals{ReqsPerSec: rps, P99: p99}}, &Verdict{MinRPS: 1e9, MaxP99: 1e-4}, false)
+		want := []string{fmt.Sprintf("requests/s %.1f < minimum 1000000000.0", st.Results.RequestsPerSecond),
+			fmt.Sprintf("p99 %.3f ms > maximum 0.000 ms", st.Results.P99Ms)}
+		if strings.Join(st.VerdictReasons, "|") != strings.Join(want, "|") {
+			t.Fatalf("seed %d: rate %v, p99 %v: reasons %q, reported %v req/s and p99 %v ms",
+				seed, rps, p99, st.VerdictReasons, st.Results.RequestsPerSecond, st.Results.P99Ms)
+		}
+	}
+}

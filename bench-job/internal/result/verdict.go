@@ -32,11 +32,15 @@ func (v *Verdict) Check(r *Result) {
 	if r.Total == nil {
 		r.Total = &Totals{}
 	}
-	if v.MinRPS > 0 && r.Total.ReqsPerSec < v.MinRPS {
-		fail("requests/s %.1f < minimum %.1f", r.Total.ReqsPerSec, v.MinRPS)
+	// The figures judged and quoted are the ones the status reports
+	// (rounded to 3 decimals): quoting the unrounded rate could show a
+	// last digit other than the reported rate's.
+	rps, p99 := r3(r.Total.ReqsPerSec), r3(r.Total.P99)
+	if v.MinRPS > 0 && rps < v.MinRPS {
+		fail("requests/s %.1f < minimum %.1f", rps, v.MinRPS)
 	}
-	if v.MaxP99 > 0 && r.Total.P99 > v.MaxP99 {
-		fail("p99 %.3f ms > maximum %.3f ms", r.Total.P99, v.MaxP99)
+	if v.MaxP99 > 0 && p99 > v.MaxP99 {
+		fail("p99 %.3f ms > maximum %.3f ms", p99, v.MaxP99)
 	}
 	if v.MaxLost != nil {
 		var lost, produced int64
