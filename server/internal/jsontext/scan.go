@@ -2,7 +2,9 @@ package jsontext
 
 import (
 	"bytes"
+	"encoding/binary"
 	"math"
+	"math/bits"
 	"strconv"
 	"unicode/utf8"
 )
@@ -153,6 +155,10 @@ func skipString(b []byte, i int) (int, Fault) {
 	}
 	i++
 	for i < len(b) {
+		i += plainRun(b[i:])
+		if i >= len(b) {
+			break
+		}
 		c := b[i]
 		switch {
 		case c == '"':
@@ -205,6 +211,27 @@ func skipString(b []byte, i int) (int, Fault) {
 		}
 	}
 	return 0, Syntax
+}
+
+// plainRun returns how many leading bytes of b need no look: printable
+// ASCII other than '"' and '\\'. It tests eight bytes per step, as a message
+// body is mostly such bytes and scanning it one byte at a time was a
+// twentieth of a POST's server CPU (docs/benchmarks.md). It may stop early
+// (a byte after a flagged one can be flagged too), never late.
+func plainRun(b []byte) int {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	n := 0
+	for len(b)-n >= 8 {
+		x := binary.LittleEndian.Uint64(b[n:])
+		q := x ^ (ones * '"')
+		e := x ^ (ones * '\\')
+		flagged := ((q - ones) &^ q) | ((e - ones) &^ e) | ((x - ones*0x20) &^ x) | x
+		if flagged &= highs; flagged != 0 {
+			return n + bits.TrailingZeros64(flagged)/8
+		}
+		n += 8
+	}
+	return n
 }
 
 // hex4 reads the four hex digits of a \u escape at b[i:].
