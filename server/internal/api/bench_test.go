@@ -69,3 +69,25 @@ func BenchmarkAccessLogLine(b *testing.B) {
 			123*time.Microsecond, "req-3e34b1cf-ce19-48a0-9023-09584e42d2e8")
 	}
 }
+
+// BenchmarkClaimFields reads the claim body every claim+delete cycle sends,
+// with the one-pass reader and with encoding/json.
+func BenchmarkClaimFields(b *testing.B) {
+	body := []byte(`{"ttl": 300, "grace": 60}`)
+	b.Run("fast", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, _, ok := claimFieldsFast(body); !ok {
+				b.Fatal("not taken")
+			}
+		}
+	})
+	b.Run("encoding-json", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, _, e := claimFieldsSlow(body); e != nil {
+				b.Fatal(e)
+			}
+		}
+	})
+}
