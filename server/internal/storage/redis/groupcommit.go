@@ -3,7 +3,7 @@ package redis
 import (
 	"context"
 	"errors"
-	"strings"
+	"slices"
 	"sync"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -207,6 +207,7 @@ type mergedCall struct {
 	keys    []string
 	args    []any
 	members []*pending
+	open    bool // opened by a mergeable call: later ones may join it
 }
 
 // mergeMaxArgs bounds one merged call (about 200 one-message posts), so
@@ -214,32 +215,39 @@ type mergedCall struct {
 const mergeMaxArgs = 1024
 
 // merge turns the batch into the pipeline's calls, in the batch's order:
-// a mergeable call joins the first open call of the same function on the
-// same keys, so the requests of one queue keep their order.
+// a mergeable call joins the last call of the same function on the same
+// keys that was opened for merging and has room, so the requests of one
+// queue keep their order. A batch holds at most groupMaxBatch calls, so
+// looking back over them costs less than the key string and map it
+// replaced (two allocations per call).
 func merge(batch []*pending) []*mergedCall {
 	calls := make([]*mergedCall, 0, len(batch))
-	open := map[string]*mergedCall{}
 	for _, p := range batch {
-		if p.shared == 0 {
-			calls = append(calls, &mergedCall{fn: p.fn, keys: p.keys, args: p.args, members: []*pending{p}})
-			continue
-		}
-		k := p.fn + "\x00" + strings.Join(p.keys, "\x00")
-		if c := open[k]; c != nil && len(c.args)+len(p.args)-p.shared <= mergeMaxArgs {
-			if len(c.members) == 1 {
-				// Copy before appending: the first call's slice is its
-				// caller's.
-				c.args = append(make([]any, 0, 4*len(c.args)), c.args...)
+		if p.shared > 0 {
+			if c := openCall(calls, p); c != nil && len(c.args)+len(p.args)-p.shared <= mergeMaxArgs {
+				if len(c.members) == 1 {
+					// Copy before appending: the first call's slice is its
+					// caller's.
+					c.args = append(make([]any, 0, 4*len(c.args)), c.args...)
+				}
+				c.args = append(c.args, p.args[p.shared:]...)
+				c.members = append(c.members, p)
+				continue
 			}
-			c.args = append(c.args, p.args[p.shared:]...)
-			c.members = append(c.members, p)
-			continue
 		}
-		c := &mergedCall{fn: p.fn, keys: p.keys, args: p.args, members: []*pending{p}}
-		open[k] = c
-		calls = append(calls, c)
+		calls = append(calls, &mergedCall{fn: p.fn, keys: p.keys, args: p.args, members: []*pending{p}, open: p.shared > 0})
 	}
 	return calls
+}
+
+// openCall is the last call opened for merging with p's function and keys.
+func openCall(calls []*mergedCall, p *pending) *mergedCall {
+	for i := len(calls) - 1; i >= 0; i-- {
+		if c := calls[i]; c.open && c.fn == p.fn && slices.Equal(c.keys, p.keys) {
+			return c
+		}
+	}
+	return nil
 }
 
 // FunctionLoadReplace loads the library directly.

@@ -436,3 +436,19 @@ func oneSenderDriver(t *testing.T) (*Driver, *groupCommit) {
 	d.fc = g
 	return d, g
 }
+
+// BenchmarkMerge is the merging of one pipeline as saturation shapes it:
+// six one-message posts to one queue, two to another.
+func BenchmarkMerge(b *testing.B) {
+	batch := make([]*pending, 8)
+	for i := range batch {
+		keys := queueKeys(queueRef("p", "q"+strconv.Itoa(i/6)))
+		batch[i] = &pending{fn: "post", keys: keys, shared: 3, args: []any{1, "q", keys[0], "c", 1, "id", 300, 0, []byte("{}")}}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if calls := merge(batch); len(calls) != 2 {
+			b.Fatal(len(calls))
+		}
+	}
+}
