@@ -29,8 +29,17 @@ func (s claimStore) Create(ctx context.Context, q storage.QueueRef, opts storage
 	if maxcc > 0 {
 		keys[1] = scope(storage.QueueRef{Project: q.Project, Name: dlq})
 	}
-	res, err := claimCreate.Run(ctx, s.d.fc, keys, now, dlq, keys[1],
-		id, opts.TTL.Milliseconds(), opts.Grace.Milliseconds(), opts.Limit, maxcc, dlTTL).Slice()
+	a := newScriptArgs(9, 6, 3)
+	a.int(now)
+	a.str(dlq)
+	a.str(keys[1])
+	a.str(id)
+	a.int(opts.TTL.Milliseconds())
+	a.int(opts.Grace.Milliseconds())
+	a.int(int64(opts.Limit))
+	a.int(maxcc)
+	a.int(dlTTL)
+	res, err := claimCreate.Run(ctx, s.d.fc, keys, a.vals...).Slice()
 	if err != nil {
 		return storage.Claim{}, wrap(storage.OpClaimCreate, err)
 	}

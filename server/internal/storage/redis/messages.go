@@ -17,33 +17,23 @@ var (
 	postScript = registerMergeable("post", postSrc, 3, false)
 )
 
-// postArgs holds a post's numbers and strings. They go to go-redis as
-// pointers into it, which go-redis writes as their values: boxing each in
-// an interface cost an allocation apiece, about ten per one-message post.
-type postArgs struct {
-	now          int64
-	name, client string
-	n            int
-	one          [2]int64 // ttl and delay of a one-message post
-}
-
 func (s messageStore) Post(ctx context.Context, q storage.QueueRef, clientID string, msgs []storage.NewMessage) ([]string, error) {
 	keys := queueKeys(q)
-	a := &postArgs{now: s.d.nowMS(), name: q.Name, client: clientID, n: len(msgs)}
-	nums := a.one[:]
-	if len(msgs) > 1 {
-		nums = make([]int64, 2*len(msgs))
-	}
-	args := make([]any, 0, 5+4*len(msgs))
-	args = append(args, &a.now, &a.name, &keys[0], &a.client, &a.n)
+	a := newScriptArgs(5+4*len(msgs), 2+2*len(msgs), 3+len(msgs))
+	a.int(s.d.nowMS())
+	a.str(q.Name)
+	a.str(keys[0])
+	a.str(clientID)
+	a.int(int64(len(msgs)))
 	ids := make([]string, len(msgs))
 	for i, m := range msgs {
 		ids[i] = storage.NewID()
-		nums[2*i], nums[2*i+1] = m.TTL.Milliseconds(), m.Delay.Milliseconds()
-		// The body goes out as []byte: go-redis writes it without a copy.
-		args = append(args, &ids[i], &nums[2*i], &nums[2*i+1], []byte(m.Body))
+		a.str(ids[i])
+		a.int(m.TTL.Milliseconds())
+		a.int(m.Delay.Milliseconds())
+		a.bytes(m.Body)
 	}
-	res, err := postScript.Run(ctx, s.d.fc, keys, args...).Slice()
+	res, err := postScript.Run(ctx, s.d.fc, keys, a.vals...).Slice()
 	if err != nil {
 		return nil, wrap(storage.OpMessagePost, err)
 	}
@@ -142,7 +132,11 @@ func (s messageStore) Remove(ctx context.Context, q storage.QueueRef, id, claimI
 	if id == "" {
 		return false, nil
 	}
-	res, err := deleteScript.Run(ctx, s.d.fc, []string{scope(q)}, s.d.nowMS(), id, claimID).Slice()
+	a := newScriptArgs(3, 1, 2)
+	a.int(s.d.nowMS())
+	a.str(id)
+	a.str(claimID)
+	res, err := deleteScript.Run(ctx, s.d.fc, []string{scope(q)}, a.vals...).Slice()
 	if err != nil {
 		return false, wrap(storage.OpMessageDelete, err)
 	}
