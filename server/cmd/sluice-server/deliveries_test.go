@@ -27,6 +27,16 @@ var (
 	buildErr  error
 )
 
+// TestMain removes the binary serverBinary built: 23 MB left in the
+// temporary directory by every run otherwise.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binPath != "" {
+		os.RemoveAll(filepath.Dir(binPath))
+	}
+	os.Exit(code)
+}
+
 // serverBinary builds sluice-server once per test run.
 func serverBinary(t *testing.T) string {
 	t.Helper()
