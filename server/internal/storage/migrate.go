@@ -127,6 +127,12 @@ type MigrationStore interface {
 	// subscription is not live here, or that is pending here already is
 	// skipped, so importing again records nothing twice.
 	ImportDeliveries(ctx context.Context, q QueueRef, ds []MovedDelivery) error
+	// ImportDeliveryCounts adds the source's running counters (st, its
+	// Stats: sent, given up, and per subscription live here) to the
+	// queue's here, and takes its last error where it is the later one.
+	// It adds once per move: called again with the same token it changes
+	// nothing, so a mover that resumes does not count twice.
+	ImportDeliveryCounts(ctx context.Context, q QueueRef, st DeliveryStats, token string) error
 }
 
 // MovedDelivery is one pending notification delivery with everything that

@@ -54,4 +54,5 @@ const (
 	OpMigrateInTransit        = "migrate.in_transit"
 	OpMigrateDeliveries       = "migrate.deliveries"
 	OpMigrateImportDeliveries = "migrate.import_deliveries"
+	OpMigrateImportCounts     = "migrate.import_delivery_counts"
 )

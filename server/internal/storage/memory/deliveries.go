@@ -10,13 +10,19 @@ import (
 
 type deliveryStore struct{ d *Driver }
 
-// counter returns the queue's counters for a subscription; n.mu held.
-func (n *notifier) counter(ref storage.QueueRef, sub string) (*storage.SubscriptionDeliveries, *storage.SubscriptionDeliveries) {
+// counters returns the queue's counters, made when missing; n.mu held.
+func (n *notifier) counters(ref storage.QueueRef) *counters {
 	c := n.count[ref]
 	if c == nil {
 		c = &counters{bySub: map[string]*storage.SubscriptionDeliveries{}}
 		n.count[ref] = c
 	}
+	return c
+}
+
+// counter returns the queue's counters for a subscription; n.mu held.
+func (n *notifier) counter(ref storage.QueueRef, sub string) (*storage.SubscriptionDeliveries, *storage.SubscriptionDeliveries) {
+	c := n.counters(ref)
 	s := c.bySub[sub]
 	if s == nil {
 		s = &storage.SubscriptionDeliveries{ID: sub}

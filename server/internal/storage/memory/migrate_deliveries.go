@@ -3,6 +3,7 @@ package memory
 import (
 	"context"
 	"sort"
+	"time"
 
 	"sluice.dev/server/internal/storage"
 )
@@ -43,4 +44,33 @@ func (s migrationStore) ImportDeliveries(_ context.Context, ref storage.QueueRef
 		n.due.push(d)
 	}
 	return nil
+}
+
+// ImportDeliveryCounts adds st to the queue's counters once per token.
+func (s migrationStore) ImportDeliveryCounts(_ context.Context, ref storage.QueueRef, st storage.DeliveryStats, token string) error {
+	n, now := s.d.notif, s.d.clock.Now()
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	c := n.counters(ref)
+	if c.moved == token {
+		return nil
+	}
+	c.moved = token
+	addCounts(&c.all, st.Delivered, st.Failed, st.LastError, st.LastErrorAt)
+	for _, row := range st.Subscriptions {
+		if n.live(ref, row.ID, now) == nil {
+			continue
+		}
+		_, sub := n.counter(ref, row.ID)
+		addCounts(sub, row.Delivered, row.Failed, row.LastError, row.LastErrorAt)
+	}
+	return nil
+}
+
+func addCounts(c *storage.SubscriptionDeliveries, delivered, failed int64, lastErr string, at time.Time) {
+	c.Delivered += delivered
+	c.Failed += failed
+	if at.After(c.LastErrorAt) {
+		c.LastError, c.LastErrorAt = lastErr, at
+	}
 }

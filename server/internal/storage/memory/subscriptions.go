@@ -37,6 +37,7 @@ type delivery struct {
 type counters struct {
 	all   storage.SubscriptionDeliveries
 	bySub map[string]*storage.SubscriptionDeliveries
+	moved string // token of the move whose counts were added here
 }
 
 func newNotifier() *notifier {

@@ -232,6 +232,8 @@ type statsDoc struct {
 	E string                 `bson:"e"`
 	T int64                  `bson:"t"`
 	U map[string]subStatsDoc `bson:"u"`
+	// MV is the token of the move whose counts were added here.
+	MV string `bson:"mv,omitempty"`
 }
 
 type subStatsDoc struct {

@@ -3,9 +3,11 @@ package mongo
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"sluice.dev/server/internal/storage"
@@ -58,19 +60,9 @@ func (s migrationStore) ImportDeliveries(ctx context.Context, q storage.QueueRef
 	if len(ds) == 0 {
 		return nil
 	}
-	cur, err := s.d.subs.Find(ctx, subFilter(q, now), options.Find().SetProjection(bson.M{"_id": 1}))
+	live, err := s.liveSubscriptions(ctx, q, now)
 	if err != nil {
 		return wrap(op, err)
-	}
-	var subs []struct {
-		ID string `bson:"_id"`
-	}
-	if err := cur.All(ctx, &subs); err != nil {
-		return wrap(op, err)
-	}
-	live := make(map[string]bool, len(subs))
-	for _, s := range subs {
-		live[s.ID] = true
 	}
 	var docs []any
 	for _, d := range ds {
@@ -88,6 +80,71 @@ func (s migrationStore) ImportDeliveries(ctx context.Context, q storage.QueueRef
 	_, err = s.d.deliveries.InsertMany(ctx, docs, options.InsertMany().SetOrdered(false))
 	if onlyDuplicates(err) {
 		return nil
+	}
+	return wrap(op, err)
+}
+
+// liveSubscriptions is the set of the queue's live subscription ids.
+func (s migrationStore) liveSubscriptions(ctx context.Context, q storage.QueueRef, now int64) (map[string]bool, error) {
+	cur, err := s.d.subs.Find(ctx, subFilter(q, now), options.Find().SetProjection(bson.M{"_id": 1}))
+	if err != nil {
+		return nil, err
+	}
+	var subs []struct {
+		ID string `bson:"_id"`
+	}
+	if err := cur.All(ctx, &subs); err != nil {
+		return nil, err
+	}
+	live := make(map[string]bool, len(subs))
+	for _, s := range subs {
+		live[s.ID] = true
+	}
+	return live, nil
+}
+
+// ImportDeliveryCounts adds st to the queue's counters document in one
+// update that also records token; the update skips a document holding the
+// token, so a second call adds nothing.
+func (s migrationStore) ImportDeliveryCounts(ctx context.Context, q storage.QueueRef, st storage.DeliveryStats, token string) error {
+	const op = storage.OpMigrateImportCounts
+	now := s.d.now()
+	var here statsDoc
+	err := s.d.dstats.FindOne(ctx, statsKey(q.Project, q.Name)).Decode(&here)
+	if err != nil && !errors.Is(err, mongo.ErrNoDocuments) {
+		return wrap(op, err)
+	}
+	if here.MV == token {
+		return nil
+	}
+	live, err := s.liveSubscriptions(ctx, q, now)
+	if err != nil {
+		return wrap(op, err)
+	}
+	inc := bson.D{{Key: "d", Value: st.Delivered}, {Key: "f", Value: st.Failed}}
+	set := bson.D{{Key: "mv", Value: token}}
+	// A last error replaces the one here when it is the later; read
+	// first, so one recorded here meanwhile may be replaced by an earlier.
+	if at := st.LastErrorAt; !at.IsZero() && at.UnixMilli() > here.T {
+		set = append(set, bson.E{Key: "e", Value: st.LastError}, bson.E{Key: "t", Value: at.UnixMilli()})
+	}
+	for _, row := range st.Subscriptions {
+		if !live[row.ID] || !storage.IsMessageID(row.ID) {
+			continue
+		}
+		u := "u." + row.ID + "."
+		inc = append(inc, bson.E{Key: u + "d", Value: row.Delivered}, bson.E{Key: u + "f", Value: row.Failed})
+		if at := row.LastErrorAt; !at.IsZero() && at.UnixMilli() > here.U[row.ID].T {
+			set = append(set, bson.E{Key: u + "e", Value: row.LastError}, bson.E{Key: u + "t", Value: at.UnixMilli()})
+		}
+	}
+	filter := append(statsKey(q.Project, q.Name), bson.E{Key: "mv", Value: bson.M{"$ne": token}})
+	upd := bson.D{{Key: "$inc", Value: inc}, {Key: "$set", Value: set}}
+	_, err = s.d.dstats.UpdateOne(ctx, filter, upd, options.UpdateOne().SetUpsert(true))
+	if mongo.IsDuplicateKeyError(err) {
+		// An upsert race, or the document holds the token already (the
+		// filter missed it, and the upsert met the queue's document).
+		_, err = s.d.dstats.UpdateOne(ctx, filter, upd)
 	}
 	return wrap(op, err)
 }

@@ -3,6 +3,7 @@ package pooling
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	"sluice.dev/server/internal/storage"
@@ -217,6 +218,30 @@ func (m *Mover) moveDeliveries(ctx context.Context, rec catalog.Migration, src, 
 	})
 	if err != nil && !movedErr(err) {
 		return fmt.Errorf("deliveries on %s: %w", rec.From, err)
+	}
+	return m.moveDeliveryCounts(ctx, rec, dst)
+}
+
+// moveDeliveryCounts adds the source's running counts of notifications
+// sent and given up to the target's, so a queue's delivery stats do not
+// start again from zero when it moves. The token names the move, so a
+// resumed mover adds nothing twice. What the source counts between this
+// and Finish (deliveries it sends meanwhile) is not carried.
+func (m *Mover) moveDeliveryCounts(ctx context.Context, rec catalog.Migration, dst storage.MigrationStore) error {
+	drv, err := m.d.pool(ctx, rec.From)
+	if err != nil {
+		return err
+	}
+	st, err := drv.Deliveries().Stats(ctx, rec.Queue)
+	if movedErr(err) {
+		return nil // finished: the counts were added before Finish
+	}
+	if err != nil {
+		return fmt.Errorf("delivery stats on %s: %w", rec.From, err)
+	}
+	token := rec.From + "@" + strconv.FormatInt(rec.Started.Unix(), 10)
+	if err := dst.ImportDeliveryCounts(ctx, rec.Queue, st, token); err != nil {
+		return fmt.Errorf("import delivery counts on %s: %w", rec.To, err)
 	}
 	return nil
 }

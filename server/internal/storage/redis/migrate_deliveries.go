@@ -17,6 +17,9 @@ var (
 	//go:embed mig_dlv_import.lua
 	migDlvImportSrc string
 	migDlvImport    = register("mig_dlv_import", migDlvImportSrc)
+	//go:embed mig_dlv_counts.lua
+	migDlvCountsSrc string
+	migDlvCounts    = register("mig_dlv_counts", migDlvCountsSrc)
 )
 
 // Deliveries lists the pairs (subscription, message) of the queue's
@@ -89,4 +92,23 @@ func (s migrationStore) ImportDeliveries(ctx context.Context, q storage.QueueRef
 			d.Posted.UnixMilli(), d.Expires.UnixMilli(), d.Attempts, d.Due.UnixMilli())
 	}
 	return wrap(storage.OpMigrateImportDeliveries, migDlvImport.Run(ctx, s.d.fc, []string{scope(q)}, args...).Err())
+}
+
+// ImportDeliveryCounts adds st in one script call, once per token.
+func (s migrationStore) ImportDeliveryCounts(ctx context.Context, q storage.QueueRef, st storage.DeliveryStats, token string) error {
+	args := make([]any, 0, 6+5*len(st.Subscriptions))
+	args = append(args, s.d.nowMS(), token, st.Delivered, st.Failed, st.LastError, unixMSOrZero(st.LastErrorAt))
+	for _, row := range st.Subscriptions {
+		args = append(args, row.ID, row.Delivered, row.Failed, row.LastError, unixMSOrZero(row.LastErrorAt))
+	}
+	return wrap(storage.OpMigrateImportCounts, migDlvCounts.Run(ctx, s.d.fc, []string{scope(q)}, args...).Err())
+}
+
+// unixMSOrZero is t in Unix milliseconds, 0 for the zero time (no error
+// recorded), as the counters store it.
+func unixMSOrZero(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
 }

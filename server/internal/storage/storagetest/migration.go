@@ -74,6 +74,7 @@ var migrationCases = []testCase2{
 	{"Migration/GeneratedMoves", testGeneratedMoves},
 	{"Migration/WritesRaceTake", testWritesRaceTake},
 	{"Migration/DeliveriesMove", testDeliveriesMove},
+	{"Migration/DeliveryCountsMove", testDeliveryCountsMove},
 }
 
 // testCase2 is a migration case: it works with two backends.

@@ -126,3 +126,83 @@ func testDeliveriesMove(m *menv) {
 		}
 	}
 }
+
+// testDeliveryCountsMove: the target adds the source's counts of
+// notifications sent and given up to its own, for the queue and for each
+// subscription live on it, keeps the later last error, and adds once per
+// token.
+func testDeliveryCountsMove(m *menv) {
+	q := m.q
+	dl := m.src.d.Deliveries()
+	var subs []storage.Subscription // copied to the target
+	for _, hook := range []string{"a", "b"} {
+		id := m.src.subscribe(q, "http://127.0.0.1:9/"+hook, time.Hour, false)
+		sub, err := m.src.d.Subscriptions().Get(m.ctx, q, id)
+		m.must("get subscription", err)
+		subs = append(subs, sub)
+	}
+	a, b := subs[0].ID, subs[1].ID
+	left := m.src.subscribe(q, "http://127.0.0.1:9/left", time.Hour, false) // not on the target
+	m.src.post(q, "c", 2, time.Hour)
+	bySub := map[string][]storage.Delivery{}
+	for _, d := range m.src.lease(time.Minute) {
+		bySub[d.SubscriptionID] = append(bySub[d.SubscriptionID], d)
+	}
+	if len(bySub[a]) != 2 || len(bySub[b]) != 2 || len(bySub[left]) != 2 {
+		m.t.Fatalf("leased %d, %d and %d deliveries on the source, want 2 each", len(bySub[a]), len(bySub[b]), len(bySub[left]))
+	}
+	// On the source: a sent twice, left failed once (an error first), b
+	// given up once (the queue's last error).
+	m.must("ack", dl.Ack(m.ctx, bySub[a][0]))
+	m.must("ack", dl.Ack(m.ctx, bySub[a][1]))
+	m.must("retry", dl.Retry(m.ctx, bySub[left][0], m.clock.Now().Add(time.Minute), "refused"))
+	m.clock.Advance(time.Second)
+	m.must("fail", dl.Fail(m.ctx, bySub[b][0], "gone"))
+	gone := m.clock.Now()
+
+	m.seal()
+	for _, sub := range subs {
+		sub.TTL = time.Hour
+		_, _, err := m.dst.d.Subscriptions().Create(m.ctx, q, sub)
+		m.must("copy subscription", err)
+	}
+	m.moveAll(2)
+	// On the target, its own: b sent once, then a failed once, later.
+	m.dst.post(q, "c", 1, time.Hour)
+	here := map[string]storage.Delivery{}
+	for _, d := range m.dst.lease(time.Minute) {
+		here[d.SubscriptionID] = d
+	}
+	m.must("ack on the target", m.dst.d.Deliveries().Ack(m.ctx, here[b]))
+	m.clock.Advance(time.Second)
+	m.must("retry on the target", m.dst.d.Deliveries().Retry(m.ctx, here[a], m.clock.Now().Add(time.Minute), "late"))
+	late := m.clock.Now()
+
+	st := m.src.deliveryStats(q)
+	if st.Delivered != 2 || st.Failed != 1 || st.LastError != "gone" {
+		m.t.Fatalf("source counts %d sent, %d given up, last error %q; want 2, 1, gone", st.Delivered, st.Failed, st.LastError)
+	}
+	for i := 0; i < 2; i++ {
+		m.must("import delivery counts", m.to.ImportDeliveryCounts(m.ctx, q, st, "move-1"))
+	}
+	got := m.dst.deliveryStats(q)
+	if got.Delivered != 3 || got.Failed != 1 || got.LastError != "late" || !got.LastErrorAt.Equal(late.Truncate(time.Millisecond)) {
+		m.t.Errorf("target counts %d sent, %d given up, last error %q at %v; want 3, 1, late at %v",
+			got.Delivered, got.Failed, got.LastError, got.LastErrorAt, late)
+	}
+	want := map[string]storage.SubscriptionDeliveries{
+		a: {Delivered: 2, LastError: "late", LastErrorAt: late},
+		b: {Delivered: 1, Failed: 1, LastError: "gone", LastErrorAt: gone},
+	}
+	if len(got.Subscriptions) != len(want) {
+		m.t.Errorf("target has %d subscription rows, want %d", len(got.Subscriptions), len(want))
+	}
+	for _, row := range got.Subscriptions {
+		w, ok := want[row.ID]
+		if !ok || row.Delivered != w.Delivered || row.Failed != w.Failed || row.LastError != w.LastError ||
+			!row.LastErrorAt.Equal(w.LastErrorAt.Truncate(time.Millisecond)) {
+			m.t.Errorf("target subscription %s: %d sent, %d given up, last error %q at %v; want %+v (known %v)",
+				row.ID, row.Delivered, row.Failed, row.LastError, row.LastErrorAt, w, ok)
+		}
+	}
+}
