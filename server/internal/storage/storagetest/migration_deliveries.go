@@ -13,14 +13,7 @@ import (
 // a finished source passes none.
 func testDeliveriesMove(m *menv) {
 	q := m.q
-	var subs []storage.Subscription // copied to the target
-	for _, hook := range []string{"a", "b"} {
-		id := m.src.subscribe(q, "http://127.0.0.1:9/"+hook, time.Hour, false)
-		sub, err := m.src.d.Subscriptions().Get(m.ctx, q, id)
-		m.must("get subscription", err)
-		subs = append(subs, sub)
-	}
-	left := m.src.subscribe(q, "http://127.0.0.1:9/left", time.Hour, false) // not on the target
+	subs, left := m.deliverySubscriptions()
 	ids := m.src.post(q, "c", 3, time.Hour)
 	leased := m.src.lease(time.Minute)
 	if len(leased) != 9 {
@@ -38,13 +31,7 @@ func testDeliveriesMove(m *menv) {
 		due[dl.ID()] = m.clock.Now()
 	}
 
-	m.seal()
-	for _, sub := range subs {
-		sub.TTL = time.Hour
-		_, _, err := m.dst.d.Subscriptions().Create(m.ctx, q, sub)
-		m.must("copy subscription", err)
-	}
-	m.moveAll(2)
+	m.moveWithSubscriptions(subs)
 	var passed []storage.MovedDelivery
 	m.must("deliveries", m.from.Deliveries(m.ctx, q, 3, func(ds []storage.MovedDelivery) error {
 		if len(ds) == 0 || len(ds) > 3 {
@@ -134,15 +121,8 @@ func testDeliveriesMove(m *menv) {
 func testDeliveryCountsMove(m *menv) {
 	q := m.q
 	dl := m.src.d.Deliveries()
-	var subs []storage.Subscription // copied to the target
-	for _, hook := range []string{"a", "b"} {
-		id := m.src.subscribe(q, "http://127.0.0.1:9/"+hook, time.Hour, false)
-		sub, err := m.src.d.Subscriptions().Get(m.ctx, q, id)
-		m.must("get subscription", err)
-		subs = append(subs, sub)
-	}
+	subs, left := m.deliverySubscriptions()
 	a, b := subs[0].ID, subs[1].ID
-	left := m.src.subscribe(q, "http://127.0.0.1:9/left", time.Hour, false) // not on the target
 	m.src.post(q, "c", 2, time.Hour)
 	bySub := map[string][]storage.Delivery{}
 	for _, d := range m.src.lease(time.Minute) {
@@ -160,13 +140,7 @@ func testDeliveryCountsMove(m *menv) {
 	m.must("fail", dl.Fail(m.ctx, bySub[b][0], "gone"))
 	gone := m.clock.Now()
 
-	m.seal()
-	for _, sub := range subs {
-		sub.TTL = time.Hour
-		_, _, err := m.dst.d.Subscriptions().Create(m.ctx, q, sub)
-		m.must("copy subscription", err)
-	}
-	m.moveAll(2)
+	m.moveWithSubscriptions(subs)
 	// On the target, its own: b sent once, then a failed once, later.
 	m.dst.post(q, "c", 1, time.Hour)
 	here := map[string]storage.Delivery{}
@@ -205,4 +179,28 @@ func testDeliveryCountsMove(m *menv) {
 				row.ID, row.Delivered, row.Failed, row.LastError, row.LastErrorAt, w, ok)
 		}
 	}
+}
+
+// deliverySubscriptions subscribes two webhooks to the case's queue on
+// the source, to be copied to the target, and a third that is not.
+func (m *menv) deliverySubscriptions() (copied []storage.Subscription, left string) {
+	for _, hook := range []string{"a", "b"} {
+		id := m.src.subscribe(m.q, "http://127.0.0.1:9/"+hook, time.Hour, false)
+		sub, err := m.src.d.Subscriptions().Get(m.ctx, m.q, id)
+		m.must("get subscription", err)
+		copied = append(copied, sub)
+	}
+	return copied, m.src.subscribe(m.q, "http://127.0.0.1:9/left", time.Hour, false)
+}
+
+// moveWithSubscriptions seals the queue, copies subs to the target as the
+// mover does, and moves every message.
+func (m *menv) moveWithSubscriptions(subs []storage.Subscription) {
+	m.seal()
+	for _, sub := range subs {
+		sub.TTL = time.Hour
+		_, _, err := m.dst.d.Subscriptions().Create(m.ctx, m.q, sub)
+		m.must("copy subscription", err)
+	}
+	m.moveAll(2)
 }
