@@ -220,6 +220,10 @@ func (c *Catalog) HasPools(ctx context.Context) bool {
 // no pool is cached (HasPools).
 const EmptyRecheck = 100 * time.Millisecond
 
+// staleCheckTimeout bounds the check of a cached placement past its TTL;
+// a catalog that answers takes milliseconds.
+const staleCheckTimeout = 500 * time.Millisecond
+
 // Locate returns q's pool, or "" when q is not placed.
 func (c *Catalog) Locate(ctx context.Context, q storage.QueueRef) (string, error) {
 	c.mu.RLock()
@@ -228,10 +232,22 @@ func (c *Catalog) Locate(ctx context.Context, q storage.QueueRef) (string, error
 	if ok && time.Since(p.at) < c.opts.PlacementTTL {
 		return p.pool, nil
 	}
-	pool, err := c.store.Lookup(ctx, q)
+	lctx := ctx
+	if ok {
+		// Checking a placement past its TTL must not take the request's
+		// deadline with it when the catalog hangs (a killed pod's address):
+		// the call after it would fail for a queue that is fine.
+		var cancel context.CancelFunc
+		lctx, cancel = context.WithTimeout(ctx, staleCheckTimeout)
+		defer cancel()
+	}
+	pool, err := c.store.Lookup(lctx, q)
 	if err != nil && ok {
 		// The catalog is unreachable: a stale placement is still right,
-		// since placements only change when their queue is deleted.
+		// since placements only change when their queue is deleted. It is
+		// trusted for another TTL, so requests do not each wait to learn
+		// that the catalog is still down.
+		c.remember(q, p.pool)
 		return p.pool, nil
 	}
 	if err != nil || pool == "" {
