@@ -187,20 +187,14 @@ func parseBatch(op string, res []any) (storage.Batch, error) {
 // batchArgs writes b as the scripts reply a batch, for mig_import.lua,
 // whatever driver took it.
 func batchArgs(args []any, b storage.Batch) []any {
-	ms := func(t time.Time) int64 {
-		if t.IsZero() {
-			return 0
-		}
-		return t.UnixMilli()
-	}
 	args = append(args, len(b.Messages), len(b.Claims))
 	for _, m := range b.Messages {
 		// The body goes out as []byte: go-redis writes it without a copy.
-		args = append(args, m.ID, []byte(m.Body), ms(m.Created), ms(m.Created.Add(m.TTL)),
-			ms(m.DelayUntil), m.ClientID, m.ClaimID, ms(m.ClaimExpires), m.ClaimCount, m.Seq)
+		args = append(args, m.ID, []byte(m.Body), timeMS(m.Created), timeMS(m.Created.Add(m.TTL)),
+			timeMS(m.DelayUntil), m.ClientID, m.ClaimID, timeMS(m.ClaimExpires), m.ClaimCount, m.Seq)
 	}
 	for _, c := range b.Claims {
-		args = append(args, c.ID, c.TTL.Milliseconds(), c.Grace.Milliseconds(), ms(c.Created), ms(c.Expires))
+		args = append(args, c.ID, c.TTL.Milliseconds(), c.Grace.Milliseconds(), timeMS(c.Created), timeMS(c.Expires))
 	}
 	return args
 }

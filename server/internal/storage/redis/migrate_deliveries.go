@@ -97,18 +97,9 @@ func (s migrationStore) ImportDeliveries(ctx context.Context, q storage.QueueRef
 // ImportDeliveryCounts adds st in one script call, once per token.
 func (s migrationStore) ImportDeliveryCounts(ctx context.Context, q storage.QueueRef, st storage.DeliveryStats, token string) error {
 	args := make([]any, 0, 6+5*len(st.Subscriptions))
-	args = append(args, s.d.nowMS(), token, st.Delivered, st.Failed, st.LastError, unixMSOrZero(st.LastErrorAt))
+	args = append(args, s.d.nowMS(), token, st.Delivered, st.Failed, st.LastError, timeMS(st.LastErrorAt))
 	for _, row := range st.Subscriptions {
-		args = append(args, row.ID, row.Delivered, row.Failed, row.LastError, unixMSOrZero(row.LastErrorAt))
+		args = append(args, row.ID, row.Delivered, row.Failed, row.LastError, timeMS(row.LastErrorAt))
 	}
 	return wrap(storage.OpMigrateImportCounts, migDlvCounts.Run(ctx, s.d.fc, []string{scope(q)}, args...).Err())
-}
-
-// unixMSOrZero is t in Unix milliseconds, 0 for the zero time (no error
-// recorded), as the counters store it.
-func unixMSOrZero(t time.Time) int64 {
-	if t.IsZero() {
-		return 0
-	}
-	return t.UnixMilli()
 }

@@ -33,6 +33,15 @@ func msTime(ms int64) time.Time {
 	return time.UnixMilli(ms)
 }
 
+// timeMS is msTime's inverse: t in Unix milliseconds, 0 for the zero time,
+// as the scripts take times.
+func timeMS(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
 // parseMessage reads the array lib.lua's load builds: {id, body, created,
 // expires, delay, client, claim id, claim expiry, claim count}.
 func parseMessage(v any) (storage.Message, bool) {
