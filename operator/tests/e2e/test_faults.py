@@ -45,15 +45,28 @@ def reported(ns: str, name: str) -> dict[str, Any]:
 
 
 def diagnostics(ns: str, name: str) -> str:
-    """diagnostics are what explains an unexpected failure of run `name`: from
-    the bench's log, the requests that got no status (it writes the first ones
-    in full) and the error counts by reason; the servers' warnings and errors."""
+    """diagnostics are what explains an unexpected failure of run `name`,
+    printed in full (an assertion message is cut short) and returned as a
+    pointer to them: from the bench's log, the requests that got no status
+    (it writes the first ones in full) and the error counts by reason; the
+    servers' warnings and drains (all of their log, not its tail: the access
+    log writes a line per request); the pods and the namespace's events,
+    which show a pod restarted or replaced during the run."""
     kinds = ("sluice-bench:", "http_", "eof", "connection_", "timeout", "transport")
     bench = kc("logs", f"job/{name}-r1", "-n", ns, "--tail=-1", check=False)
-    noted = [line for line in bench.stdout.splitlines() if any(k in line for k in kinds)][-40:]
-    servers = kc("logs", "-l", "app.kubernetes.io/component=server", "-n", ns, "--tail=2000", "--prefix", check=False)
-    warned = [line for line in servers.stdout.splitlines() if '"level":"INFO"' not in line][-30:]
-    return f"\nbench log:\n{bench.stderr}" + "\n".join(noted) + "\nserver warnings:\n" + "\n".join(warned)
+    # The summary's encoded results are one long line: not an explanation.
+    noted = [line for line in bench.stdout.splitlines() if any(k in line for k in kinds) and len(line) < 400][-40:]
+    servers = kc("logs", "-l", "app.kubernetes.io/component=server", "-n", ns, "--tail=-1", "--prefix", check=False)
+    warned = [line for line in servers.stdout.splitlines() if '"level":"INFO"' not in line or '"msg":"draining"' in line][-30:]
+    pods = kc("get", "pods", "-n", ns, "-o", "wide", check=False)
+    events = kc("get", "events", "-n", ns, "--sort-by=.lastTimestamp", check=False)
+    text = (
+        f"\n--- diagnostics of {name}\nbench log:\n{bench.stderr}" + "\n".join(noted)
+        + "\nserver warnings and drains:\n" + "\n".join(warned)
+        + f"\npods:\n{pods.stdout}\nevents (last 40):\n" + "\n".join(events.stdout.splitlines()[-40:])
+    )
+    print(text)
+    return f"diagnostics of {name} printed above"
 
 
 def figures(f: dict[str, Any]) -> str:
