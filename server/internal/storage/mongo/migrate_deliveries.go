@@ -3,7 +3,6 @@ package mongo
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -105,28 +104,25 @@ func (s migrationStore) liveSubscriptions(ctx context.Context, q storage.QueueRe
 
 // ImportDeliveryCounts adds st to the queue's counters document in one
 // update that also records token; the update skips a document holding the
-// token, so a second call adds nothing.
+// token, so a second call adds nothing. Each last error is then set by an
+// update of its own whose filter holds only an earlier one: an error the
+// target records meanwhile is never replaced by the source's earlier one,
+// and setting it again (a resumed move) changes nothing.
 func (s migrationStore) ImportDeliveryCounts(ctx context.Context, q storage.QueueRef, st storage.DeliveryStats, token string) error {
 	const op = storage.OpMigrateImportCounts
-	now := s.d.now()
-	var here statsDoc
-	err := s.d.dstats.FindOne(ctx, statsKey(q.Project, q.Name)).Decode(&here)
-	if err != nil && !errors.Is(err, mongo.ErrNoDocuments) {
-		return wrap(op, err)
-	}
-	if here.MV == token {
-		return nil
-	}
-	live, err := s.liveSubscriptions(ctx, q, now)
+	live, err := s.liveSubscriptions(ctx, q, s.d.now())
 	if err != nil {
 		return wrap(op, err)
 	}
 	inc := bson.D{{Key: "d", Value: st.Delivered}, {Key: "f", Value: st.Failed}}
-	set := bson.D{{Key: "mv", Value: token}}
-	// A last error replaces the one here when it is the later; read
-	// first, so one recorded here meanwhile may be replaced by an earlier.
-	if at := st.LastErrorAt; !at.IsZero() && at.UnixMilli() > here.T {
-		set = append(set, bson.E{Key: "e", Value: st.LastError}, bson.E{Key: "t", Value: at.UnixMilli()})
+	type lastError struct {
+		prefix string // "" for the queue's, "u.<id>." for a subscription's
+		text   string
+		at     int64
+	}
+	var errs []lastError
+	if !st.LastErrorAt.IsZero() {
+		errs = append(errs, lastError{"", st.LastError, st.LastErrorAt.UnixMilli()})
 	}
 	for _, row := range st.Subscriptions {
 		if !live[row.ID] || !storage.IsMessageID(row.ID) {
@@ -134,17 +130,31 @@ func (s migrationStore) ImportDeliveryCounts(ctx context.Context, q storage.Queu
 		}
 		u := "u." + row.ID + "."
 		inc = append(inc, bson.E{Key: u + "d", Value: row.Delivered}, bson.E{Key: u + "f", Value: row.Failed})
-		if at := row.LastErrorAt; !at.IsZero() && at.UnixMilli() > here.U[row.ID].T {
-			set = append(set, bson.E{Key: u + "e", Value: row.LastError}, bson.E{Key: u + "t", Value: at.UnixMilli()})
+		if !row.LastErrorAt.IsZero() {
+			errs = append(errs, lastError{u, row.LastError, row.LastErrorAt.UnixMilli()})
 		}
 	}
 	filter := append(statsKey(q.Project, q.Name), bson.E{Key: "mv", Value: bson.M{"$ne": token}})
-	upd := bson.D{{Key: "$inc", Value: inc}, {Key: "$set", Value: set}}
+	upd := bson.D{{Key: "$inc", Value: inc}, {Key: "$set", Value: bson.D{{Key: "mv", Value: token}}}}
 	_, err = s.d.dstats.UpdateOne(ctx, filter, upd, options.UpdateOne().SetUpsert(true))
 	if mongo.IsDuplicateKeyError(err) {
 		// An upsert race, or the document holds the token already (the
 		// filter missed it, and the upsert met the queue's document).
 		_, err = s.d.dstats.UpdateOne(ctx, filter, upd)
 	}
-	return wrap(op, err)
+	if err != nil {
+		return wrap(op, err)
+	}
+	// The document exists now: these need no upsert.
+	for _, e := range errs {
+		earlier := append(statsKey(q.Project, q.Name), bson.E{Key: "$or", Value: bson.A{
+			bson.D{{Key: e.prefix + "t", Value: bson.M{"$lt": e.at}}},
+			bson.D{{Key: e.prefix + "t", Value: bson.M{"$exists": false}}},
+		}})
+		set := bson.D{{Key: "$set", Value: bson.D{{Key: e.prefix + "e", Value: e.text}, {Key: e.prefix + "t", Value: e.at}}}}
+		if _, err := s.d.dstats.UpdateOne(ctx, earlier, set); err != nil {
+			return wrap(op, err)
+		}
+	}
+	return nil
 }

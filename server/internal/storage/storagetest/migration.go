@@ -44,8 +44,8 @@ func RunMigration(t *testing.T, source, target Opener) {
 				t:      t,
 				ctx:    ctx,
 				clock:  clock,
-				src:    &env{t: t, ctx: ctx, clock: clock, d: wrap(t, source(t, clock)), suffix: suffix},
-				dst:    &env{t: t, ctx: ctx, clock: clock, d: wrap(t, target(t, clock)), suffix: suffix},
+				src:    newEnv(t, ctx, clock, source(t, clock), suffix),
+				dst:    newEnv(t, ctx, clock, target(t, clock), suffix),
 				target: "pool-" + suffix,
 			}
 			m.from, m.to = migrations(t, m.src.d), migrations(t, m.dst.d)
@@ -75,6 +75,7 @@ var migrationCases = []testCase2{
 	{"Migration/WritesRaceTake", testWritesRaceTake},
 	{"Migration/DeliveriesMove", testDeliveriesMove},
 	{"Migration/DeliveryCountsMove", testDeliveryCountsMove},
+	{"Migration/DeliveryCountsRaceErrors", testDeliveryCountsRaceErrors},
 }
 
 // testCase2 is a migration case: it works with two backends.

@@ -2,6 +2,7 @@ package storagetest
 
 import (
 	"fmt"
+	"sync"
 	"time"
 
 	"sluice.dev/server/internal/storage"
@@ -177,6 +178,64 @@ func testDeliveryCountsMove(m *menv) {
 			!row.LastErrorAt.Equal(w.LastErrorAt.Truncate(time.Millisecond)) {
 			m.t.Errorf("target subscription %s: %d sent, %d given up, last error %q at %v; want %+v (known %v)",
 				row.ID, row.Delivered, row.Failed, row.LastError, row.LastErrorAt, w, ok)
+		}
+	}
+}
+
+// importRaceRounds is how many times testDeliveryCountsRaceErrors races an
+// import against an error recorded on the target: enough for a store that
+// reads the last error before it writes to lose one.
+const importRaceRounds = 40
+
+// testDeliveryCountsRaceErrors: an import of an earlier last error races a
+// delivery failing on the target; whichever lands first, the target keeps
+// its own, later error, for the queue and for the subscription.
+func testDeliveryCountsRaceErrors(m *menv) {
+	if a, ok := m.dst.raw.(interface{ AtomicDocumentUpdates() bool }); ok && !a.AtomicDocumentUpdates() {
+		m.t.Skip("the target's server loses one of two concurrent updates of a document, whatever the driver does")
+	}
+	q := m.q
+	subs, _ := m.deliverySubscriptions()
+	a := subs[0].ID
+	m.moveWithSubscriptions(subs)
+	for round := range importRaceRounds {
+		m.dst.post(q, "c", 1, time.Hour)
+		var mine storage.Delivery
+		for _, d := range m.dst.lease(time.Minute) {
+			if d.SubscriptionID == a {
+				mine = d
+			}
+		}
+		if mine.SubscriptionID != a {
+			m.t.Fatalf("round %d: no delivery of the new message to %s leased on the target", round, a)
+		}
+		// The source's error is later than any the target holds so far,
+		// and earlier than the one the target records now.
+		m.clock.Advance(5 * time.Millisecond)
+		early := m.clock.Now()
+		m.clock.Advance(5 * time.Millisecond)
+		late := m.clock.Now()
+		st := storage.DeliveryStats{LastError: "early", LastErrorAt: early, Subscriptions: []storage.SubscriptionDeliveries{
+			{ID: a, LastError: "early", LastErrorAt: early},
+		}}
+		var wg sync.WaitGroup
+		var imported, retried error
+		wg.Go(func() { imported = m.to.ImportDeliveryCounts(m.ctx, q, st, fmt.Sprintf("race-%d", round)) })
+		wg.Go(func() { retried = m.dst.d.Deliveries().Retry(m.ctx, mine, late.Add(time.Minute), "late") })
+		wg.Wait()
+		m.must("import delivery counts", imported)
+		m.must("retry on the target", retried)
+		got := m.dst.deliveryStats(q)
+		row := storage.SubscriptionDeliveries{}
+		for _, r := range got.Subscriptions {
+			if r.ID == a {
+				row = r
+			}
+		}
+		at := late.Truncate(time.Millisecond)
+		if got.LastError != "late" || !got.LastErrorAt.Equal(at) || row.LastError != "late" || !row.LastErrorAt.Equal(at) {
+			m.t.Fatalf("round %d: the queue's last error %q at %v, the subscription's %q at %v; want late at %v for both",
+				round, got.LastError, got.LastErrorAt, row.LastError, row.LastErrorAt, at)
 		}
 	}
 }

@@ -65,7 +65,7 @@ func Run(t *testing.T, open Opener) {
 		t.Run(tc.name, func(t *testing.T) {
 			clock := NewClock()
 			raw := open(t, clock)
-			e := &env{t: t, ctx: context.Background(), clock: clock, d: wrap(t, raw), raw: raw, suffix: randomHex(4)}
+			e := newEnv(t, context.Background(), clock, raw, randomHex(4))
 			defer e.teardown()
 			tc.fn(e)
 		})
@@ -91,6 +91,11 @@ type env struct {
 	raw    storage.Driver // d without the instrumentation wrapper
 	suffix string
 	used   []storage.QueueRef
+}
+
+// newEnv is the env of one case over the driver raw, instrumented.
+func newEnv(t *testing.T, ctx context.Context, clock *Clock, raw storage.Driver, suffix string) *env {
+	return &env{t: t, ctx: ctx, clock: clock, d: wrap(t, raw), raw: raw, suffix: suffix}
 }
 
 // project returns the case's project named n (unique per case run).
