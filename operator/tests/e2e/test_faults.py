@@ -7,6 +7,7 @@ killed server costs only the requests in flight on it, a killed shard answers
 
 from __future__ import annotations
 
+import gzip
 import os
 import pathlib
 import subprocess
@@ -44,25 +45,45 @@ def reported(ns: str, name: str) -> dict[str, Any]:
     return b["status"]
 
 
+def server_warnings(ns: str) -> list[str]:
+    """server_warnings are the lines other than INFO (and the drains) that the
+    namespace's sluice-server pods wrote, rotated files included: the kubelet
+    rotates a container's log at 10 MiB, a few seconds of access log under
+    load, and `kubectl logs` reads only the current file. The local
+    cluster's node is this machine, so its pod log directory is read
+    directly; elsewhere, what `kubectl logs` has."""
+    def wanted(line: str) -> bool:
+        return '"level":"INFO"' not in line or '"msg":"draining"' in line
+
+    out: list[str] = []
+    for path in sorted(pathlib.Path("/var/log/pods").glob(f"{ns}_sluice-server-*/*/*")):
+        try:
+            with (gzip.open if path.suffix == ".gz" else open)(path, "rt", errors="replace") as f:
+                out += [f"{path.parent.parent.name.split('_')[1]} {line.rstrip()}" for line in f if wanted(line)]
+        except OSError:
+            continue
+    if out:
+        return out
+    logs = kc("logs", "-l", "app.kubernetes.io/component=server", "-n", ns, "--tail=-1", "--prefix", check=False)
+    return [line for line in logs.stdout.splitlines() if wanted(line)]
+
+
 def diagnostics(ns: str, name: str) -> str:
     """diagnostics are what explains an unexpected failure of run `name`,
     printed in full (an assertion message is cut short) and returned as a
     pointer to them: from the bench's log, the requests that got no status
     (it writes the first ones in full) and the error counts by reason; the
-    servers' warnings and drains (all of their log, not its tail: the access
-    log writes a line per request); the pods and the namespace's events,
+    servers' warnings and drains; the pods and the namespace's events,
     which show a pod restarted or replaced during the run."""
     kinds = ("sluice-bench:", "http_", "eof", "connection_", "timeout", "transport")
     bench = kc("logs", f"job/{name}-r1", "-n", ns, "--tail=-1", check=False)
     # The summary's encoded results are one long line: not an explanation.
     noted = [line for line in bench.stdout.splitlines() if any(k in line for k in kinds) and len(line) < 400][-40:]
-    servers = kc("logs", "-l", "app.kubernetes.io/component=server", "-n", ns, "--tail=-1", "--prefix", check=False)
-    warned = [line for line in servers.stdout.splitlines() if '"level":"INFO"' not in line or '"msg":"draining"' in line][-30:]
     pods = kc("get", "pods", "-n", ns, "-o", "wide", check=False)
     events = kc("get", "events", "-n", ns, "--sort-by=.lastTimestamp", check=False)
     text = (
         f"\n--- diagnostics of {name}\nbench log:\n{bench.stderr}" + "\n".join(noted)
-        + "\nserver warnings and drains:\n" + "\n".join(warned)
+        + "\nserver warnings and drains:\n" + "\n".join(server_warnings(ns)[-40:])
         + f"\npods:\n{pods.stdout}\nevents (last 40):\n" + "\n".join(events.stdout.splitlines()[-40:])
     )
     print(text)
