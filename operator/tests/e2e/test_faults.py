@@ -52,6 +52,7 @@ def server_warnings(ns: str) -> list[str]:
     load, and `kubectl logs` reads only the current file. The local
     cluster's node is this machine, so its pod log directory is read
     directly; elsewhere, what `kubectl logs` has."""
+
     def wanted(line: str) -> bool:
         return '"level":"INFO"' not in line or '"msg":"draining"' in line
 
@@ -82,9 +83,12 @@ def diagnostics(ns: str, name: str) -> str:
     pods = kc("get", "pods", "-n", ns, "-o", "wide", check=False)
     events = kc("get", "events", "-n", ns, "--sort-by=.lastTimestamp", check=False)
     text = (
-        f"\n--- diagnostics of {name}\nbench log:\n{bench.stderr}" + "\n".join(noted)
-        + "\nserver warnings and drains:\n" + "\n".join(server_warnings(ns)[-40:])
-        + f"\npods:\n{pods.stdout}\nevents (last 40):\n" + "\n".join(events.stdout.splitlines()[-40:])
+        f"\n--- diagnostics of {name}\nbench log:\n{bench.stderr}"
+        + "\n".join(noted)
+        + "\nserver warnings and drains:\n"
+        + "\n".join(server_warnings(ns)[-40:])
+        + f"\npods:\n{pods.stdout}\nevents (last 40):\n"
+        + "\n".join(events.stdout.splitlines()[-40:])
     )
     print(text)
     return f"diagnostics of {name} printed above"
