@@ -3,6 +3,7 @@ package catalog_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"testing"
@@ -122,7 +123,9 @@ func TestMigrationRecord(t *testing.T) {
 }
 
 // TestConcurrentStartsAgree: replicas racing to start moves of the same
-// queues to different targets; exactly one target wins per queue.
+// queues to different targets; exactly one target wins per queue. Then
+// again, once every queue's move has ended (its record stays, and a new
+// move replaces it).
 func TestConcurrentStartsAgree(t *testing.T) {
 	stores(t, func(t *testing.T, uri string) {
 		ctx := context.Background()
@@ -136,30 +139,89 @@ func TestConcurrentStartsAgree(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		var wins [2]int
+		for round := range 2 {
+			var wins [2]int
+			var wg sync.WaitGroup
+			for side, c := range []*catalog.Catalog{a, b} {
+				wg.Go(func() {
+					for i := 0; i < n; i++ {
+						_, created, err := c.StartMigration(ctx, q(i), fmt.Sprintf("p%d", side+2), "x", time.Minute)
+						if err != nil && !storage.Is(err, storage.Conflict) {
+							t.Error(err)
+						}
+						if created {
+							wins[side]++
+						}
+					}
+				})
+			}
+			wg.Wait()
+			if wins[0]+wins[1] != n {
+				t.Errorf("round %d: %v moves started for %d queues", round, wins, n)
+			}
+			active, err := a.Store().ActiveMigrations(ctx)
+			if err != nil || len(active) != n {
+				t.Fatalf("round %d: %d active moves (%v), want %d", round, len(active), err, n)
+			}
+			for _, m := range active {
+				m.State, m.Error = catalog.StateFailed, "ended by the test"
+				if err := a.Store().UpdateMigration(ctx, m); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	})
+}
+
+// TestConcurrentTakeoversAgree: replicas racing to take over moves whose
+// owner's lease lapsed (its replica died); exactly one takes each, and it
+// is the one the record names. Two that both believed they held a move
+// would run it side by side.
+func TestConcurrentTakeoversAgree(t *testing.T) {
+	stores(t, func(t *testing.T, uri string) {
+		ctx := context.Background()
+		a, b := open(t, uri), open(t, uri)
+		mustPool(t, a, "p1", 100)
+		mustPool(t, a, "p2", 0)
+		const n = 30
+		for i := 0; i < n; i++ {
+			if _, err := a.Assign(ctx, q(i), ""); err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := a.StartMigration(ctx, q(i), "p2", "dead", time.Millisecond); err != nil {
+				t.Fatal(err)
+			}
+		}
+		later := time.Now().Add(time.Second)
+		owners := []string{"B", "C"}
+		var took [2][n]bool
 		var wg sync.WaitGroup
 		for side, c := range []*catalog.Catalog{a, b} {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
+			wg.Go(func() {
 				for i := 0; i < n; i++ {
-					_, created, err := c.StartMigration(ctx, q(i), fmt.Sprintf("p%d", side+2), "x", time.Minute)
-					if err != nil && !storage.Is(err, storage.Conflict) {
+					m, err := c.Store().LeaseMigration(ctx, q(i), owners[side], later, later.Add(time.Minute))
+					switch {
+					case err == nil:
+						took[side][i] = true
+						if m.Owner != owners[side] {
+							t.Errorf("queue %d: %s's takeover answered a record owned by %q", i, owners[side], m.Owner)
+						}
+					case !storage.Is(err, storage.Conflict):
 						t.Error(err)
 					}
-					if created {
-						wins[side]++
-					}
 				}
-			}()
+			})
 		}
 		wg.Wait()
-		if wins[0]+wins[1] != n {
-			t.Errorf("%v moves started for %d queues", wins, n)
-		}
-		active, err := a.Store().ActiveMigrations(ctx)
-		if err != nil || len(active) != n {
-			t.Errorf("%d active moves (%v), want %d", len(active), err, n)
+		for i := 0; i < n; i++ {
+			m, err := a.Store().GetMigration(ctx, q(i))
+			if err != nil {
+				t.Fatal(err)
+			}
+			winner := slices.Index(owners, m.Owner)
+			if winner < 0 || !took[winner][i] || took[1-winner][i] {
+				t.Errorf("queue %d: B took it %v, C took it %v; the record names %q", i, took[0][i], took[1][i], m.Owner)
+			}
 		}
 	})
 }

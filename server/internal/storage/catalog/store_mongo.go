@@ -23,6 +23,9 @@ type mongoStore struct {
 	client                           *mongo.Client
 	db                               *mongo.Database
 	pools, flavors, placements, meta *mongo.Collection
+	// locks lets one writer at a time change a move's record, where the
+	// server would otherwise let one writer undo another (FerretDB).
+	locks mongodrv.DocLocks
 }
 
 type poolDoc struct {
@@ -62,6 +65,10 @@ func openMongo(ctx context.Context, u *url.URL) (Store, error) {
 		_ = client.Disconnect(context.Background())
 		return nil, storage.E(op, storage.Unavailable, err)
 	}
+	if s.locks, err = mongodrv.NewDocLocks(ctx, db, db.Collection("locks")); err != nil {
+		_ = client.Disconnect(context.Background())
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -73,7 +80,8 @@ func merr(op string, err error) error {
 	if errors.As(err, &se) {
 		return err
 	}
-	if mongo.IsNetworkError(err) || mongo.IsTimeout(err) || strings.Contains(err.Error(), "server selection") {
+	if mongo.IsNetworkError(err) || mongo.IsTimeout(err) || strings.Contains(err.Error(), "server selection") ||
+		errors.Is(err, mongodrv.ErrLockBusy) {
 		return storage.E(op, storage.Unavailable, err)
 	}
 	return storage.E(op, storage.Internal, err)

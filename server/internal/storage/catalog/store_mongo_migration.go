@@ -43,6 +43,15 @@ func (d migrationDoc) migration() Migration {
 
 func (s *mongoStore) migrations() *mongo.Collection { return s.db.Collection("migrations") }
 
+// alone runs write, which changes q's move record, alone among this
+// catalog's writers of it (a no-op on MongoDB, see DocLocks). On FerretDB
+// the filters below would otherwise decide nothing: two takeovers of a
+// lapsed lease both matched, and an owner's lease renewal could put back
+// the state its own update had just changed.
+func (s *mongoStore) alone(ctx context.Context, q storage.QueueRef, write func() error) error {
+	return s.locks.Alone(ctx, "migration:"+placementKey(q), nil, write)
+}
+
 // StartMigration inserts the record unless an active one exists: the upsert
 // matches only an ended record, so of two concurrent starts one inserts
 // and the other meets a duplicate key and reads the winner.
@@ -75,8 +84,11 @@ func (s *mongoStore) StartMigration(ctx context.Context, m Migration) (Migration
 	}
 	doc := migrationDoc{Key: placementKey(m.Queue), From: cur, To: m.To, State: StateSealing, Started: m.Started.UnixMilli(),
 		Owner: m.Owner, Lease: m.Lease.UnixMilli()}
-	_, err = s.migrations().ReplaceOne(ctx, bson.M{"_id": doc.Key, "state": bson.M{"$nin": bson.A{StateSealing, StateMoving}}},
-		doc, options.Replace().SetUpsert(true))
+	err = s.alone(ctx, m.Queue, func() error {
+		_, err := s.migrations().ReplaceOne(ctx, bson.M{"_id": doc.Key, "state": bson.M{"$nin": bson.A{StateSealing, StateMoving}}},
+			doc, options.Replace().SetUpsert(true))
+		return err
+	})
 	if mongo.IsDuplicateKeyError(err) {
 		if prev, err := s.GetMigration(ctx, m.Queue); err == nil && prev.Active() {
 			return s.activeAnswer(op, prev, m)
@@ -113,9 +125,13 @@ func (s *mongoStore) GetMigration(ctx context.Context, q storage.QueueRef) (Migr
 
 func (s *mongoStore) LeaseMigration(ctx context.Context, q storage.QueueRef, owner string, now, lease time.Time) (Migration, error) {
 	const op = "catalog.migration.lease"
-	res, err := s.migrations().UpdateOne(ctx, bson.M{"_id": placementKey(q), "state": activeStates,
-		"$or": bson.A{bson.M{"owner": owner}, bson.M{"lease": bson.M{"$lt": now.UnixMilli()}}}},
-		bson.M{"$set": bson.M{"owner": owner, "lease": lease.UnixMilli()}})
+	var res *mongo.UpdateResult
+	err := s.alone(ctx, q, func() (err error) {
+		res, err = s.migrations().UpdateOne(ctx, bson.M{"_id": placementKey(q), "state": activeStates,
+			"$or": bson.A{bson.M{"owner": owner}, bson.M{"lease": bson.M{"$lt": now.UnixMilli()}}}},
+			bson.M{"$set": bson.M{"owner": owner, "lease": lease.UnixMilli()}})
+		return err
+	})
 	if err != nil {
 		return Migration{}, merr(op, err)
 	}
@@ -136,18 +152,22 @@ func (s *mongoStore) UpdateMigration(ctx context.Context, m Migration) error {
 	key := placementKey(m.Queue)
 	set := bson.M{"$set": bson.M{"state": m.State, "moved": m.Moved, "remaining": m.Remaining, "batches": m.Batches,
 		"error": m.Error, "lease": m.Lease.UnixMilli(), "finished": unixMilli(m.Finished)}}
-	res, err := s.migrations().UpdateOne(ctx, bson.M{"_id": key, "owner": m.Owner, "state": m.State}, set)
+	var kept, changed *mongo.UpdateResult
+	err := s.alone(ctx, m.Queue, func() (err error) {
+		kept, err = s.migrations().UpdateOne(ctx, bson.M{"_id": key, "owner": m.Owner, "state": m.State}, set)
+		if err != nil || kept.MatchedCount == 1 {
+			return err
+		}
+		changed, err = s.migrations().UpdateOne(ctx, bson.M{"_id": key, "owner": m.Owner, "state": activeStates}, set)
+		return err
+	})
 	if err != nil {
 		return merr(op, err)
 	}
-	if res.MatchedCount == 1 {
+	if kept.MatchedCount == 1 {
 		return nil
 	}
-	res, err = s.migrations().UpdateOne(ctx, bson.M{"_id": key, "owner": m.Owner, "state": activeStates}, set)
-	if err != nil {
-		return merr(op, err)
-	}
-	if res.MatchedCount == 0 {
+	if changed.MatchedCount == 0 {
 		cur, _ := s.GetMigration(ctx, m.Queue)
 		return leaseHeld(op, cur)
 	}
@@ -173,8 +193,12 @@ func (s *mongoStore) SwitchMigration(ctx context.Context, q storage.QueueRef, ow
 	if _, err := s.placements.UpdateOne(ctx, bson.M{"_id": key, "pool": m.From}, bson.M{"$set": bson.M{"pool": m.To}}); err != nil {
 		return merr(op, err)
 	}
-	res, err := s.migrations().UpdateOne(ctx, bson.M{"_id": key, "owner": owner, "state": StateMoving},
-		bson.M{"$set": bson.M{"state": StateDone, "finished": finished.UnixMilli(), "owner": "", "lease": 0}})
+	var res *mongo.UpdateResult
+	err = s.alone(ctx, q, func() (err error) {
+		res, err = s.migrations().UpdateOne(ctx, bson.M{"_id": key, "owner": owner, "state": StateMoving},
+			bson.M{"$set": bson.M{"state": StateDone, "finished": finished.UnixMilli(), "owner": "", "lease": 0}})
+		return err
+	})
 	if err != nil {
 		return merr(op, err)
 	}

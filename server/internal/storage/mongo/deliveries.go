@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strconv"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -73,6 +74,10 @@ type deliveryStore struct{ d *Driver }
 
 func statsKey(p, q string) bson.D { return bson.D{{Key: "p", Value: p}, {Key: "q", Value: q}} }
 
+// statsLockID names the lock of a queue's counters document (alone); the
+// length prefix keeps it apart from other queues' names.
+func statsLockID(p, q string) string { return "stats:" + strconv.Itoa(len(p)) + ":" + p + q }
+
 // count adds to a queue's delivery counters (c is "d" or "f"), and records
 // the error text when there is one.
 func (d *Driver) count(ctx context.Context, p, q, sid, c, errText string, now int64) error {
@@ -81,11 +86,19 @@ func (d *Driver) count(ctx context.Context, p, q, sid, c, errText string, now in
 		upd = append(upd, bson.E{Key: "$set", Value: bson.D{{Key: "e", Value: errText}, {Key: "t", Value: now},
 			{Key: "u." + sid + ".e", Value: errText}, {Key: "u." + sid + ".t", Value: now}}})
 	}
-	_, err := d.dstats.UpdateOne(ctx, statsKey(p, q), upd, options.UpdateOne().SetUpsert(true))
-	if mongo.IsDuplicateKeyError(err) { // lost an upsert race
-		_, err = d.dstats.UpdateOne(ctx, statsKey(p, q), upd)
-	}
-	return err
+	return d.upsertStats(ctx, p, q, upd)
+}
+
+// upsertStats applies upd to the queue's counters document, creating it
+// if need be, alone among this store's writers of it.
+func (d *Driver) upsertStats(ctx context.Context, p, q string, upd bson.D) error {
+	return d.alone(ctx, statsLockID(p, q), p, q, func() error {
+		_, err := d.dstats.UpdateOne(ctx, statsKey(p, q), upd, options.UpdateOne().SetUpsert(true))
+		if mongo.IsDuplicateKeyError(err) { // lost an upsert race
+			_, err = d.dstats.UpdateOne(ctx, statsKey(p, q), upd)
+		}
+		return err
+	})
 }
 
 func (s deliveryStore) Lease(ctx context.Context, limit int, hold time.Duration) ([]storage.Delivery, time.Time, error) {
@@ -217,12 +230,7 @@ func (s deliveryStore) Retry(ctx context.Context, dl storage.Delivery, at time.T
 	}
 	set := bson.D{{Key: "e", Value: errText}, {Key: "t", Value: now},
 		{Key: "u." + dl.SubscriptionID + ".e", Value: errText}, {Key: "u." + dl.SubscriptionID + ".t", Value: now}}
-	_, err = s.d.dstats.UpdateOne(ctx, statsKey(dl.Queue.Project, dl.Queue.Name), bson.D{{Key: "$set", Value: set}},
-		options.UpdateOne().SetUpsert(true))
-	if mongo.IsDuplicateKeyError(err) {
-		_, err = s.d.dstats.UpdateOne(ctx, statsKey(dl.Queue.Project, dl.Queue.Name), bson.D{{Key: "$set", Value: set}})
-	}
-	return wrap(op, err)
+	return wrap(op, s.d.upsertStats(ctx, dl.Queue.Project, dl.Queue.Name, bson.D{{Key: "$set", Value: set}}))
 }
 
 // statsDoc is a queue's delivery counters.

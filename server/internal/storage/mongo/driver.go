@@ -71,8 +71,10 @@ type Driver struct {
 	events   storage.Events
 
 	// lockVersions: the server does not apply single-document updates
-	// atomically (FerretDB), so version changes take a lock document first.
+	// atomically (FerretDB), so version changes take a lock document first,
+	// and writers that do not read first go alone (exclusive).
 	lockVersions bool
+	exclusive    DocLocks
 	// ttlIndexes: the server honours TTL indexes, so expired documents are
 	// removed by it; otherwise the driver deletes them itself now and then.
 	ttlIndexes bool
@@ -108,13 +110,14 @@ func Open(ctx context.Context, uri *url.URL, opts storage.Options) (storage.Driv
 	key := uri.Redacted()
 	if caps, ok := setupDone.Load(key); ok {
 		d.lockVersions, d.ttlIndexes = caps.(serverCaps).lockVersions, caps.(serverCaps).ttlIndexes
-		return d, nil
+	} else {
+		if err := d.setup(ctx); err != nil {
+			_ = client.Disconnect(context.Background())
+			return nil, err
+		}
+		setupDone.Store(key, serverCaps{d.lockVersions, d.ttlIndexes})
 	}
-	if err := d.setup(ctx); err != nil {
-		_ = client.Disconnect(context.Background())
-		return nil, err
-	}
-	setupDone.Store(key, serverCaps{d.lockVersions, d.ttlIndexes})
+	d.exclusive = DocLocks{coll: d.locks, needed: d.lockVersions}
 	return d, nil
 }
 
@@ -122,23 +125,16 @@ func Open(ctx context.Context, uri *url.URL, opts storage.Options) (storage.Driv
 // indexes and what the server can do, so reopening a pool is cheap.
 var setupDone sync.Map
 
-// AtomicDocumentUpdates reports whether the server applies each update of
-// one document atomically, as MongoDB does; FerretDB reads the document and
-// writes it back whole, so of two concurrent updates one can be lost. The
-// conformance suite skips the cases that need it on such a server.
-func (d *Driver) AtomicDocumentUpdates() bool { return !d.lockVersions }
-
 type serverCaps struct{ lockVersions, ttlIndexes bool }
 
 // setup detects FerretDB and creates the indexes. It is idempotent, so every
 // replica runs it at start.
 func (d *Driver) setup(ctx context.Context) error {
 	const op = "mongo.setup"
-	var info bson.M
-	if err := d.db.RunCommand(ctx, bson.D{{Key: "buildInfo", Value: 1}}).Decode(&info); err != nil {
-		return storage.E(op, storage.Unavailable, err)
+	ferret, err := updatesNeedLocks(ctx, d.db)
+	if err != nil {
+		return err
 	}
-	_, ferret := info["ferretdbVersion"]
 	d.lockVersions = ferret
 	idx := []struct {
 		coll *mongo.Collection

@@ -19,7 +19,8 @@ func kindOf(err error) storage.Kind {
 	case mongo.IsNetworkError(err), mongo.IsTimeout(err),
 		errors.Is(err, topology.ErrTopologyClosed),
 		errors.Is(err, mongo.ErrClientDisconnected),
-		errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled),
+		errors.Is(err, ErrLockBusy):
 		return storage.Unavailable
 	}
 	var sse topology.ServerSelectionError

@@ -136,25 +136,27 @@ func (s migrationStore) ImportDeliveryCounts(ctx context.Context, q storage.Queu
 	}
 	filter := append(statsKey(q.Project, q.Name), bson.E{Key: "mv", Value: bson.M{"$ne": token}})
 	upd := bson.D{{Key: "$inc", Value: inc}, {Key: "$set", Value: bson.D{{Key: "mv", Value: token}}}}
-	_, err = s.d.dstats.UpdateOne(ctx, filter, upd, options.UpdateOne().SetUpsert(true))
-	if mongo.IsDuplicateKeyError(err) {
-		// An upsert race, or the document holds the token already (the
-		// filter missed it, and the upsert met the queue's document).
-		_, err = s.d.dstats.UpdateOne(ctx, filter, upd)
-	}
-	if err != nil {
-		return wrap(op, err)
-	}
-	// The document exists now: these need no upsert.
-	for _, e := range errs {
-		earlier := append(statsKey(q.Project, q.Name), bson.E{Key: "$or", Value: bson.A{
-			bson.D{{Key: e.prefix + "t", Value: bson.M{"$lt": e.at}}},
-			bson.D{{Key: e.prefix + "t", Value: bson.M{"$exists": false}}},
-		}})
-		set := bson.D{{Key: "$set", Value: bson.D{{Key: e.prefix + "e", Value: e.text}, {Key: e.prefix + "t", Value: e.at}}}}
-		if _, err := s.d.dstats.UpdateOne(ctx, earlier, set); err != nil {
-			return wrap(op, err)
+	return wrap(op, s.d.alone(ctx, statsLockID(q.Project, q.Name), q.Project, q.Name, func() error {
+		_, err := s.d.dstats.UpdateOne(ctx, filter, upd, options.UpdateOne().SetUpsert(true))
+		if mongo.IsDuplicateKeyError(err) {
+			// An upsert race, or the document holds the token already (the
+			// filter missed it, and the upsert met the queue's document).
+			_, err = s.d.dstats.UpdateOne(ctx, filter, upd)
 		}
-	}
-	return nil
+		if err != nil {
+			return err
+		}
+		// The document exists now: these need no upsert.
+		for _, e := range errs {
+			earlier := append(statsKey(q.Project, q.Name), bson.E{Key: "$or", Value: bson.A{
+				bson.D{{Key: e.prefix + "t", Value: bson.M{"$lt": e.at}}},
+				bson.D{{Key: e.prefix + "t", Value: bson.M{"$exists": false}}},
+			}})
+			set := bson.D{{Key: "$set", Value: bson.D{{Key: e.prefix + "e", Value: e.text}, {Key: e.prefix + "t", Value: e.at}}}}
+			if _, err := s.d.dstats.UpdateOne(ctx, earlier, set); err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
 }

@@ -188,7 +188,11 @@ func (s subscriptionStore) Update(ctx context.Context, q storage.QueueRef, id st
 		}
 		return wrap(op, err)
 	}
-	res, err := s.d.subs.UpdateOne(ctx, f, bson.D{{Key: "$set", Value: set}})
+	var res *mongo.UpdateResult
+	err := s.d.alone(ctx, subLockID(id), q.Project, q.Name, func() (err error) {
+		res, err = s.d.subs.UpdateOne(ctx, f, bson.D{{Key: "$set", Value: set}})
+		return err
+	})
 	if mongo.IsDuplicateKeyError(err) {
 		return storage.E(op, storage.Conflict, "the queue already has this subscriber")
 	}
@@ -203,8 +207,12 @@ func (s subscriptionStore) Update(ctx context.Context, q storage.QueueRef, id st
 
 func (s subscriptionStore) Confirm(ctx context.Context, q storage.QueueRef, id string, confirmed bool) error {
 	const op = storage.OpSubscriptionConfirm
-	res, err := s.d.subs.UpdateOne(ctx, append(subFilter(q, s.d.now()), bson.E{Key: "_id", Value: id}),
-		bson.D{{Key: "$set", Value: bson.D{{Key: "c", Value: confirmed}}}})
+	var res *mongo.UpdateResult
+	err := s.d.alone(ctx, subLockID(id), q.Project, q.Name, func() (err error) {
+		res, err = s.d.subs.UpdateOne(ctx, append(subFilter(q, s.d.now()), bson.E{Key: "_id", Value: id}),
+			bson.D{{Key: "$set", Value: bson.D{{Key: "c", Value: confirmed}}}})
+		return err
+	})
 	if err != nil {
 		return wrap(op, err)
 	}
@@ -229,8 +237,10 @@ func (s subscriptionStore) drop(ctx context.Context, q storage.QueueRef, id stri
 	if _, err := s.d.deliveries.DeleteMany(ctx, append(queueFilter(q), bson.E{Key: "s", Value: id})); err != nil {
 		return err
 	}
-	_, err := s.d.dstats.UpdateOne(ctx, queueFilter(q), bson.D{{Key: "$unset", Value: bson.D{{Key: "u." + id, Value: ""}}}})
-	return err
+	return s.d.alone(ctx, statsLockID(q.Project, q.Name), q.Project, q.Name, func() error {
+		_, err := s.d.dstats.UpdateOne(ctx, queueFilter(q), bson.D{{Key: "$unset", Value: bson.D{{Key: "u." + id, Value: ""}}}})
+		return err
+	})
 }
 
 func (s subscriptionStore) Purge(ctx context.Context, q storage.QueueRef) error {
@@ -247,3 +257,7 @@ func (d *Driver) dropNotifications(ctx context.Context, q storage.QueueRef) erro
 	}
 	return nil
 }
+
+// subLockID names the lock of a subscription's document (alone).
+// Subscription ids are unique across queues.
+func subLockID(id string) string { return "sub:" + id }

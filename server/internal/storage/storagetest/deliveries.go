@@ -2,7 +2,9 @@ package storagetest
 
 import (
 	"encoding/json"
+	"fmt"
 	"sort"
+	"sync"
 	"time"
 
 	"sluice.dev/server/internal/storage"
@@ -16,6 +18,7 @@ var deliveryCases = []testCase{
 	{"Deliveries/Confirmation", testDeliveryConfirmation},
 	{"Deliveries/SubscriptionGone", testDeliverySubscriptionGone},
 	{"Deliveries/NextDue", testDeliveryNextDue},
+	{"Deliveries/ConcurrentSettles", testConcurrentSettles},
 }
 
 // lease leases every due delivery of the case's projects. The backend may
@@ -339,4 +342,77 @@ func testDeliveryNextDue(e *env) {
 	}
 	takeAt(10*time.Second, got[0], "the retry taken, the release due in 10s more", 10*time.Second)
 	takeAt(10*time.Second, got[1], "the release taken and leased for 30s", 30*time.Second)
+}
+
+// settleWorkers settle one queue's deliveries at once in
+// testConcurrentSettles: enough for a store that reads its counters
+// before it writes them to lose some.
+const settleWorkers = 6
+
+// testConcurrentSettles: deliveries of one queue acked, failed and retried
+// at the same moment are each counted, for the queue and for their
+// subscription; none is lost to another settling alongside.
+func testConcurrentSettles(e *env) {
+	q := e.queue("settles")
+	subs := []string{
+		e.subscribe(q, "http://127.0.0.1:9/s1", time.Hour, false),
+		e.subscribe(q, "http://127.0.0.1:9/s2", time.Hour, false),
+	}
+	const posts = 30
+	e.post(q, "c", posts, time.Hour)
+	got := e.lease(time.Minute)
+	if len(got) != posts*len(subs) {
+		e.t.Fatalf("leased %d deliveries, want %d", len(got), posts*len(subs))
+	}
+	// Every third is acked, every third failed, every third retried; the
+	// worker i settles deliveries i, i+workers, ...
+	errs := make([]error, len(got))
+	var wg sync.WaitGroup
+	for w := range settleWorkers {
+		wg.Go(func() {
+			for i := w; i < len(got); i += settleWorkers {
+				switch i % 3 {
+				case 0:
+					errs[i] = e.d.Deliveries().Ack(e.ctx, got[i])
+				case 1:
+					errs[i] = e.d.Deliveries().Fail(e.ctx, got[i], fmt.Sprintf("gave up %d", i))
+				default:
+					errs[i] = e.d.Deliveries().Retry(e.ctx, got[i], e.clock.Now().Add(time.Hour), fmt.Sprintf("retry %d", i))
+				}
+			}
+		})
+	}
+	wg.Wait()
+	want := map[string]storage.SubscriptionDeliveries{}
+	for i, d := range got {
+		if errs[i] != nil {
+			e.t.Fatalf("settling %s: %v", d.ID(), errs[i])
+		}
+		row := want[d.SubscriptionID]
+		switch i % 3 {
+		case 0:
+			row.Delivered++
+		case 1:
+			row.Failed++
+		default:
+			row.Pending++
+		}
+		want[d.SubscriptionID] = row
+	}
+	st := e.deliveryStats(q)
+	var delivered, failed, pending int64
+	for _, w := range want {
+		delivered, failed, pending = delivered+w.Delivered, failed+w.Failed, pending+w.Pending
+	}
+	if st.Delivered != delivered || st.Failed != failed || st.Pending != pending || st.LastError == "" {
+		e.t.Errorf("queue counts delivered %d failed %d pending %d (last error %q); want %d, %d, %d and an error",
+			st.Delivered, st.Failed, st.Pending, st.LastError, delivered, failed, pending)
+	}
+	for _, row := range st.Subscriptions {
+		w := want[row.ID]
+		if row.Delivered != w.Delivered || row.Failed != w.Failed || row.Pending != w.Pending || row.LastError == "" {
+			e.t.Errorf("subscription %s: delivered %d failed %d pending %d (last error %q); want %d, %d, %d and an error",
+				row.ID, row.Delivered, row.Failed, row.Pending, row.LastError, w.Delivered, w.Failed, w.Pending)
+		}
+	}
 }

@@ -191,9 +191,6 @@ const importRaceRounds = 40
 // delivery failing on the target; whichever lands first, the target keeps
 // its own, later error, for the queue and for the subscription.
 func testDeliveryCountsRaceErrors(m *menv) {
-	if srv, ok := m.dst.raw.(interface{ AtomicDocumentUpdates() bool }); ok && !srv.AtomicDocumentUpdates() {
-		m.t.Skip("the target's server loses one of two concurrent updates of a document, whatever the driver does")
-	}
 	q := m.q
 	subs, _ := m.deliverySubscriptions()
 	a := subs[0].ID

@@ -3,6 +3,7 @@ package storagetest
 import (
 	"encoding/json"
 	"fmt"
+	"sync"
 	"time"
 
 	"sluice.dev/server/internal/storage"
@@ -15,6 +16,41 @@ var subscriptionCases = []testCase{
 	{"Subscriptions/Isolation", testSubscriptionIsolation},
 	{"Subscriptions/QueueDelete", testSubscriptionQueueDelete},
 	{"Subscriptions/GivenID", testSubscriptionGivenID},
+	{"Subscriptions/ConcurrentWriters", testSubscriptionConcurrentWriters},
+}
+
+// subscriptionRaceRounds is how many subscriptions
+// testSubscriptionConcurrentWriters changes three ways at once.
+const subscriptionRaceRounds = 20
+
+// testSubscriptionConcurrentWriters: an update of the options, one of the
+// ttl and a confirmation of one subscription, at the same moment, all
+// stick: none is undone by another writing the subscription alongside.
+func testSubscriptionConcurrentWriters(e *env) {
+	q := e.queue("subwriters")
+	ss := e.d.Subscriptions()
+	for round := range subscriptionRaceRounds {
+		id := e.subscribe(q, fmt.Sprintf("http://127.0.0.1:9/w%d", round), time.Hour, true)
+		ttl, opts := 2*time.Hour, storage.Metadata{"round": json.Number(fmt.Sprint(round))}
+		var wg sync.WaitGroup
+		errs := make([]error, 3)
+		wg.Go(func() { errs[0] = ss.Update(e.ctx, q, id, storage.SubscriptionUpdate{Options: opts}) })
+		wg.Go(func() { errs[1] = ss.Update(e.ctx, q, id, storage.SubscriptionUpdate{TTL: &ttl}) })
+		wg.Go(func() { errs[2] = ss.Confirm(e.ctx, q, id, true) })
+		wg.Wait()
+		for _, err := range errs {
+			if err != nil {
+				e.t.Fatalf("round %d: %v", round, err)
+			}
+		}
+		got, err := ss.Get(e.ctx, q, id)
+		if err != nil {
+			e.t.Fatalf("round %d: %v", round, err)
+		}
+		if !got.Confirmed || got.TTL != ttl || got.Options["round"] != opts["round"] || got.Options["k"] != nil {
+			e.t.Fatalf("round %d: confirmed %v, ttl %v, options %v; want true, %v, %v", round, got.Confirmed, got.TTL, got.Options, ttl, opts)
+		}
+	}
 }
 
 // testSubscriptionGivenID: Create keeps an id and an expiry it is given (a
