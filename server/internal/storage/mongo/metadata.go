@@ -18,7 +18,11 @@ import (
 // version. On FerretDB, which does not apply a conditional update
 // atomically, a lock on the version decides first, as for messages.
 func (s queueStore) UpdateMetadata(ctx context.Context, q storage.QueueRef, update storage.MetadataUpdate) (storage.Metadata, error) {
-	const op = storage.OpQueueUpdateMetadata
+	return s.swapMetadata(ctx, storage.OpQueueUpdateMetadata, q, update)
+}
+
+// swapMetadata is UpdateMetadata, its errors named op.
+func (s queueStore) swapMetadata(ctx context.Context, op string, q storage.QueueRef, update storage.MetadataUpdate) (storage.Metadata, error) {
 	d := s.d
 	var ver int64
 	return storage.SwapMetadata(ctx, op, storage.MetadataCAS{

@@ -133,6 +133,20 @@ func (s queueStore) SetMetadata(ctx context.Context, q storage.QueueRef, meta st
 	if err != nil {
 		return storage.E(op, storage.Invalid, err)
 	}
+	// On FerretDB an UpdateMetadata that read the previous version would
+	// write its result over this one (docs/mongodb.md, row 1): an existing
+	// queue's metadata is replaced through the same version lock. Only a
+	// queue that does not exist yet is created by the upsert below, and a
+	// lapsed tombstone is dropped first, as the upsert does.
+	replace := func(storage.Metadata) (storage.Metadata, error) { return meta, nil }
+	if s.d.lockVersions {
+		if _, err := s.d.dropLapsed(ctx, q); err != nil {
+			return wrap(op, err)
+		}
+		if _, err := s.swapMetadata(ctx, op, q, replace); !storage.Is(err, storage.NotFound) {
+			return err
+		}
+	}
 	// The version moves too, so an UpdateMetadata that read the old
 	// metadata cannot write over this one.
 	// A sealed queue's metadata moves with it (Seal read it): the write
@@ -147,6 +161,10 @@ func (s queueStore) SetMetadata(ctx context.Context, q storage.QueueRef, meta st
 		} else if dropped {
 			_, err = s.d.queues.UpdateOne(ctx, open, upd, options.UpdateOne().SetUpsert(true))
 			return wrap(op, err)
+		}
+		if s.d.lockVersions { // created meanwhile
+			_, err := s.swapMetadata(ctx, op, q, replace)
+			return err
 		}
 		var res *mongo.UpdateResult
 		if res, err = s.d.queues.UpdateOne(ctx, open, upd); err == nil && res.MatchedCount == 0 {

@@ -11,6 +11,51 @@ import (
 var metadataCases = []testCase{
 	{"Metadata/ConcurrentUpdates", testConcurrentMetadataUpdates},
 	{"Metadata/UpdateSemantics", testMetadataUpdateSemantics},
+	{"Metadata/ReplaceRacesUpdate", testMetadataReplaceRacesUpdate},
+}
+
+// metadataRaceRounds is how many times testMetadataReplaceRacesUpdate
+// races a replacement against an update.
+const metadataRaceRounds = 20
+
+// testMetadataReplaceRacesUpdate: a replacement of a queue's metadata (a
+// PUT) racing an update of it (a PATCH) is never lost: whichever lands
+// first, the metadata ends with the replacement's key, and with the
+// update's key only if the update came second and so saw it.
+func testMetadataReplaceRacesUpdate(e *env) {
+	q := e.queue("meta-put")
+	qs := e.d.Queues()
+	if _, err := qs.Create(e.ctx, q, storage.Metadata{"base": "x"}); err != nil {
+		e.t.Fatal(err)
+	}
+	for round := range metadataRaceRounds {
+		put, patch := fmt.Sprintf("put%02d", round), fmt.Sprintf("patch%02d", round)
+		var wg sync.WaitGroup
+		var setErr, updErr error
+		var sawPut bool
+		wg.Go(func() { setErr = qs.SetMetadata(e.ctx, q, storage.Metadata{put: true}) })
+		wg.Go(func() {
+			_, updErr = qs.UpdateMetadata(e.ctx, q, func(m storage.Metadata) (storage.Metadata, error) {
+				_, sawPut = m[put]
+				m[patch] = true
+				return m, nil
+			})
+		})
+		wg.Wait()
+		if setErr != nil || updErr != nil {
+			e.t.Fatalf("round %d: replace %v, update %v", round, setErr, updErr)
+		}
+		got, err := qs.GetMetadata(e.ctx, q)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		if _, ok := got[put]; !ok {
+			e.t.Fatalf("round %d: the acknowledged replacement was lost: %v", round, got)
+		}
+		if _, ok := got[patch]; ok != sawPut {
+			e.t.Fatalf("round %d: update saw the replacement %v, yet the metadata is %v", round, sawPut, got)
+		}
+	}
 }
 
 // testConcurrentMetadataUpdates: writers that each add their own key at the
