@@ -122,6 +122,24 @@ func TestMigrationRecord(t *testing.T) {
 	})
 }
 
+// placedOnP1 opens two catalog clients of uri, as two replicas hold them,
+// registers pool p1 and the empty pools targets, and places queues 0 to
+// n-1 on p1.
+func placedOnP1(t *testing.T, uri string, n int, targets ...string) (a, b *catalog.Catalog) {
+	t.Helper()
+	a, b = open(t, uri), open(t, uri)
+	mustPool(t, a, "p1", 100)
+	for _, p := range targets {
+		mustPool(t, a, p, 0)
+	}
+	for i := 0; i < n; i++ {
+		if _, err := a.Assign(context.Background(), q(i), ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return a, b
+}
+
 // TestConcurrentStartsAgree: replicas racing to start moves of the same
 // queues to different targets; exactly one target wins per queue. Then
 // again, once every queue's move has ended (its record stays, and a new
@@ -129,16 +147,8 @@ func TestMigrationRecord(t *testing.T) {
 func TestConcurrentStartsAgree(t *testing.T) {
 	stores(t, func(t *testing.T, uri string) {
 		ctx := context.Background()
-		a, b := open(t, uri), open(t, uri)
-		mustPool(t, a, "p1", 100)
-		mustPool(t, a, "p2", 0)
-		mustPool(t, a, "p3", 0)
 		const n = 30
-		for i := 0; i < n; i++ {
-			if _, err := a.Assign(ctx, q(i), ""); err != nil {
-				t.Fatal(err)
-			}
-		}
+		a, b := placedOnP1(t, uri, n, "p2", "p3")
 		for round := range 2 {
 			var wins [2]int
 			var wg sync.WaitGroup
@@ -180,14 +190,9 @@ func TestConcurrentStartsAgree(t *testing.T) {
 func TestConcurrentTakeoversAgree(t *testing.T) {
 	stores(t, func(t *testing.T, uri string) {
 		ctx := context.Background()
-		a, b := open(t, uri), open(t, uri)
-		mustPool(t, a, "p1", 100)
-		mustPool(t, a, "p2", 0)
 		const n = 30
+		a, b := placedOnP1(t, uri, n, "p2")
 		for i := 0; i < n; i++ {
-			if _, err := a.Assign(ctx, q(i), ""); err != nil {
-				t.Fatal(err)
-			}
 			if _, _, err := a.StartMigration(ctx, q(i), "p2", "dead", time.Millisecond); err != nil {
 				t.Fatal(err)
 			}
