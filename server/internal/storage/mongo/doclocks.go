@@ -76,9 +76,7 @@ func (l DocLocks) Alone(ctx context.Context, id string, fields bson.D, write fun
 		if !mongo.IsDuplicateKeyError(err) {
 			return err
 		}
-		// A lock whose lease ran out belongs to a holder that died: the
-		// filter on its lease end removes that one, not a newer holder's.
-		if _, err := l.coll.DeleteOne(ctx, bson.D{{Key: "_id", Value: id}, {Key: "x", Value: bson.M{"$lt": now}}}); err != nil {
+		if err := l.takeOver(ctx, id, fields, now); err != nil {
 			return err
 		}
 		if now.After(giveUp) {
@@ -97,6 +95,42 @@ func (l DocLocks) Alone(ctx context.Context, id string, fields bson.D, write fun
 		_, _ = l.coll.DeleteOne(context.WithoutCancel(ctx), bson.D{{Key: "_id", Value: id}, {Key: "h", Value: holder}})
 	}()
 	return write()
+}
+
+// takeOver removes id's lock if its lease ran out: its holder died. Of
+// the writers that find it so at once, the one whose insert of
+// "<id>~<holder>" succeeds removes it. Without that, FerretDB's delete (a
+// query, then a delete by _id: docs/mongodb.md, row 6) let two of them
+// each remove the dead lock and then the lock the other had taken
+// meanwhile, and both got in (TestDocLocksTakeOverADeadHolderOnce).
+func (l DocLocks) takeOver(ctx context.Context, id string, fields bson.D, now time.Time) error {
+	var held struct {
+		H string    `bson:"h"`
+		X time.Time `bson:"x"`
+	}
+	err := l.coll.FindOne(ctx, bson.D{{Key: "_id", Value: id}}).Decode(&held)
+	if errors.Is(err, mongo.ErrNoDocuments) || (err == nil && !held.X.Before(now)) {
+		return nil // released meanwhile, or held: try again
+	}
+	if err != nil {
+		return err
+	}
+	claim := id + "~" + held.H
+	_, err = l.coll.InsertOne(ctx, append(bson.D{{Key: "_id", Value: claim}, {Key: "x", Value: now.Add(docLockLease)}}, fields...))
+	if mongo.IsDuplicateKeyError(err) {
+		// Another writer is taking it over, or died doing so: its claim
+		// lapses like a lock.
+		_, err = l.coll.DeleteOne(ctx, bson.D{{Key: "_id", Value: claim}, {Key: "x", Value: bson.M{"$lt": now}}})
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	// Only this writer deletes the dead lock, and a writer that claims it
+	// after the claim is gone finds it gone too.
+	_, err = l.coll.DeleteOne(ctx, bson.D{{Key: "_id", Value: id}, {Key: "h", Value: held.H}})
+	_, cerr := l.coll.DeleteOne(context.WithoutCancel(ctx), bson.D{{Key: "_id", Value: claim}})
+	return errors.Join(err, cerr)
 }
 
 // alone is Alone for a document of the queue (p, q): the lock carries the
