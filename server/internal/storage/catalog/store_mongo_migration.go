@@ -52,6 +52,15 @@ func (s *mongoStore) alone(ctx context.Context, q storage.QueueRef, write func()
 	return s.locks.Alone(ctx, "migration:"+placementKey(q), nil, write)
 }
 
+// updateRecord is one update of q's move record, alone (see alone).
+func (s *mongoStore) updateRecord(ctx context.Context, q storage.QueueRef, filter, upd bson.M) (res *mongo.UpdateResult, err error) {
+	err = s.alone(ctx, q, func() error {
+		res, err = s.migrations().UpdateOne(ctx, filter, upd)
+		return err
+	})
+	return res, err
+}
+
 // StartMigration inserts the record unless an active one exists: the upsert
 // matches only an ended record, so of two concurrent starts one inserts
 // and the other meets a duplicate key and reads the winner.
@@ -125,13 +134,9 @@ func (s *mongoStore) GetMigration(ctx context.Context, q storage.QueueRef) (Migr
 
 func (s *mongoStore) LeaseMigration(ctx context.Context, q storage.QueueRef, owner string, now, lease time.Time) (Migration, error) {
 	const op = "catalog.migration.lease"
-	var res *mongo.UpdateResult
-	err := s.alone(ctx, q, func() (err error) {
-		res, err = s.migrations().UpdateOne(ctx, bson.M{"_id": placementKey(q), "state": activeStates,
-			"$or": bson.A{bson.M{"owner": owner}, bson.M{"lease": bson.M{"$lt": now.UnixMilli()}}}},
-			bson.M{"$set": bson.M{"owner": owner, "lease": lease.UnixMilli()}})
-		return err
-	})
+	res, err := s.updateRecord(ctx, q, bson.M{"_id": placementKey(q), "state": activeStates,
+		"$or": bson.A{bson.M{"owner": owner}, bson.M{"lease": bson.M{"$lt": now.UnixMilli()}}}},
+		bson.M{"$set": bson.M{"owner": owner, "lease": lease.UnixMilli()}})
 	if err != nil {
 		return Migration{}, merr(op, err)
 	}
@@ -152,22 +157,18 @@ func (s *mongoStore) UpdateMigration(ctx context.Context, m Migration) error {
 	key := placementKey(m.Queue)
 	set := bson.M{"$set": bson.M{"state": m.State, "moved": m.Moved, "remaining": m.Remaining, "batches": m.Batches,
 		"error": m.Error, "lease": m.Lease.UnixMilli(), "finished": unixMilli(m.Finished)}}
-	var kept, changed *mongo.UpdateResult
-	err := s.alone(ctx, m.Queue, func() (err error) {
-		kept, err = s.migrations().UpdateOne(ctx, bson.M{"_id": key, "owner": m.Owner, "state": m.State}, set)
-		if err != nil || kept.MatchedCount == 1 {
-			return err
-		}
-		changed, err = s.migrations().UpdateOne(ctx, bson.M{"_id": key, "owner": m.Owner, "state": activeStates}, set)
-		return err
-	})
+	res, err := s.updateRecord(ctx, m.Queue, bson.M{"_id": key, "owner": m.Owner, "state": m.State}, set)
 	if err != nil {
 		return merr(op, err)
 	}
-	if kept.MatchedCount == 1 {
+	if res.MatchedCount == 1 {
 		return nil
 	}
-	if changed.MatchedCount == 0 {
+	res, err = s.updateRecord(ctx, m.Queue, bson.M{"_id": key, "owner": m.Owner, "state": activeStates}, set)
+	if err != nil {
+		return merr(op, err)
+	}
+	if res.MatchedCount == 0 {
 		cur, _ := s.GetMigration(ctx, m.Queue)
 		return leaseHeld(op, cur)
 	}
@@ -193,12 +194,8 @@ func (s *mongoStore) SwitchMigration(ctx context.Context, q storage.QueueRef, ow
 	if _, err := s.placements.UpdateOne(ctx, bson.M{"_id": key, "pool": m.From}, bson.M{"$set": bson.M{"pool": m.To}}); err != nil {
 		return merr(op, err)
 	}
-	var res *mongo.UpdateResult
-	err = s.alone(ctx, q, func() (err error) {
-		res, err = s.migrations().UpdateOne(ctx, bson.M{"_id": key, "owner": owner, "state": StateMoving},
-			bson.M{"$set": bson.M{"state": StateDone, "finished": finished.UnixMilli(), "owner": "", "lease": 0}})
-		return err
-	})
+	res, err := s.updateRecord(ctx, q, bson.M{"_id": key, "owner": owner, "state": StateMoving},
+		bson.M{"$set": bson.M{"state": StateDone, "finished": finished.UnixMilli(), "owner": "", "lease": 0}})
 	if err != nil {
 		return merr(op, err)
 	}

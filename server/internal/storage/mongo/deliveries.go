@@ -74,9 +74,12 @@ type deliveryStore struct{ d *Driver }
 
 func statsKey(p, q string) bson.D { return bson.D{{Key: "p", Value: p}, {Key: "q", Value: q}} }
 
-// statsLockID names the lock of a queue's counters document (alone); the
-// length prefix keeps it apart from other queues' names.
-func statsLockID(p, q string) string { return "stats:" + strconv.Itoa(len(p)) + ":" + p + q }
+// aloneStats runs write, which changes the queue's counters document,
+// alone among this store's writers of it (see alone); the lock's length
+// prefix keeps one queue's name apart from another's.
+func (d *Driver) aloneStats(ctx context.Context, p, q string, write func() error) error {
+	return d.alone(ctx, "stats:"+strconv.Itoa(len(p))+":"+p+q, p, q, write)
+}
 
 // count adds to a queue's delivery counters (c is "d" or "f"), and records
 // the error text when there is one.
@@ -92,13 +95,19 @@ func (d *Driver) count(ctx context.Context, p, q, sid, c, errText string, now in
 // upsertStats applies upd to the queue's counters document, creating it
 // if need be, alone among this store's writers of it.
 func (d *Driver) upsertStats(ctx context.Context, p, q string, upd bson.D) error {
-	return d.alone(ctx, statsLockID(p, q), p, q, func() error {
-		_, err := d.dstats.UpdateOne(ctx, statsKey(p, q), upd, options.UpdateOne().SetUpsert(true))
-		if mongo.IsDuplicateKeyError(err) { // lost an upsert race
-			_, err = d.dstats.UpdateOne(ctx, statsKey(p, q), upd)
-		}
-		return err
-	})
+	return d.aloneStats(ctx, p, q, func() error { return d.upsertStatsDoc(ctx, statsKey(p, q), upd) })
+}
+
+// upsertStatsDoc applies upd to the counters document filter matches,
+// or to a new one. Its callers hold the queue's counters lock.
+func (d *Driver) upsertStatsDoc(ctx context.Context, filter, upd bson.D) error {
+	_, err := d.dstats.UpdateOne(ctx, filter, upd, options.UpdateOne().SetUpsert(true))
+	if mongo.IsDuplicateKeyError(err) {
+		// An upsert race, or a filter narrower than the queue missed its
+		// document, and the upsert met it on the unique (p, q).
+		_, err = d.dstats.UpdateOne(ctx, filter, upd)
+	}
+	return err
 }
 
 func (s deliveryStore) Lease(ctx context.Context, limit int, hold time.Duration) ([]storage.Delivery, time.Time, error) {

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"sluice.dev/server/internal/storage"
@@ -136,14 +135,10 @@ func (s migrationStore) ImportDeliveryCounts(ctx context.Context, q storage.Queu
 	}
 	filter := append(statsKey(q.Project, q.Name), bson.E{Key: "mv", Value: bson.M{"$ne": token}})
 	upd := bson.D{{Key: "$inc", Value: inc}, {Key: "$set", Value: bson.D{{Key: "mv", Value: token}}}}
-	return wrap(op, s.d.alone(ctx, statsLockID(q.Project, q.Name), q.Project, q.Name, func() error {
-		_, err := s.d.dstats.UpdateOne(ctx, filter, upd, options.UpdateOne().SetUpsert(true))
-		if mongo.IsDuplicateKeyError(err) {
-			// An upsert race, or the document holds the token already (the
-			// filter missed it, and the upsert met the queue's document).
-			_, err = s.d.dstats.UpdateOne(ctx, filter, upd)
-		}
-		if err != nil {
+	return wrap(op, s.d.aloneStats(ctx, q.Project, q.Name, func() error {
+		// A document holding the token already is missed by the filter:
+		// the retried update then matches nothing, and nothing is added.
+		if err := s.d.upsertStatsDoc(ctx, filter, upd); err != nil {
 			return err
 		}
 		// The document exists now: these need no upsert.

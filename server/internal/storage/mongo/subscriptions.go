@@ -188,11 +188,7 @@ func (s subscriptionStore) Update(ctx context.Context, q storage.QueueRef, id st
 		}
 		return wrap(op, err)
 	}
-	var res *mongo.UpdateResult
-	err := s.d.alone(ctx, subLockID(id), q.Project, q.Name, func() (err error) {
-		res, err = s.d.subs.UpdateOne(ctx, f, bson.D{{Key: "$set", Value: set}})
-		return err
-	})
+	res, err := s.set(ctx, q, id, f, set)
 	if mongo.IsDuplicateKeyError(err) {
 		return storage.E(op, storage.Conflict, "the queue already has this subscriber")
 	}
@@ -207,12 +203,8 @@ func (s subscriptionStore) Update(ctx context.Context, q storage.QueueRef, id st
 
 func (s subscriptionStore) Confirm(ctx context.Context, q storage.QueueRef, id string, confirmed bool) error {
 	const op = storage.OpSubscriptionConfirm
-	var res *mongo.UpdateResult
-	err := s.d.alone(ctx, subLockID(id), q.Project, q.Name, func() (err error) {
-		res, err = s.d.subs.UpdateOne(ctx, append(subFilter(q, s.d.now()), bson.E{Key: "_id", Value: id}),
-			bson.D{{Key: "$set", Value: bson.D{{Key: "c", Value: confirmed}}}})
-		return err
-	})
+	res, err := s.set(ctx, q, id, append(subFilter(q, s.d.now()), bson.E{Key: "_id", Value: id}),
+		bson.D{{Key: "c", Value: confirmed}})
 	if err != nil {
 		return wrap(op, err)
 	}
@@ -237,7 +229,7 @@ func (s subscriptionStore) drop(ctx context.Context, q storage.QueueRef, id stri
 	if _, err := s.d.deliveries.DeleteMany(ctx, append(queueFilter(q), bson.E{Key: "s", Value: id})); err != nil {
 		return err
 	}
-	return s.d.alone(ctx, statsLockID(q.Project, q.Name), q.Project, q.Name, func() error {
+	return s.d.aloneStats(ctx, q.Project, q.Name, func() error {
 		_, err := s.d.dstats.UpdateOne(ctx, queueFilter(q), bson.D{{Key: "$unset", Value: bson.D{{Key: "u." + id, Value: ""}}}})
 		return err
 	})
@@ -258,6 +250,14 @@ func (d *Driver) dropNotifications(ctx context.Context, q storage.QueueRef) erro
 	return nil
 }
 
-// subLockID names the lock of a subscription's document (alone).
-// Subscription ids are unique across queues.
-func subLockID(id string) string { return "sub:" + id }
+// set sets fields of subscription id (matched by filter), alone among
+// this store's writers of it: its writers change it without reading it
+// first, so on FerretDB one would otherwise undo another (DocLocks).
+// Subscription ids are unique across queues, so the id names the lock.
+func (s subscriptionStore) set(ctx context.Context, q storage.QueueRef, id string, filter, fields bson.D) (res *mongo.UpdateResult, err error) {
+	err = s.d.alone(ctx, "sub:"+id, q.Project, q.Name, func() error {
+		res, err = s.d.subs.UpdateOne(ctx, filter, bson.D{{Key: "$set", Value: fields}})
+		return err
+	})
+	return res, err
+}
