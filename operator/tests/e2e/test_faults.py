@@ -54,7 +54,7 @@ def server_warnings(ns: str) -> list[str]:
     directly; elsewhere, what `kubectl logs` has."""
 
     def wanted(line: str) -> bool:
-        return '"level":"INFO"' not in line or '"msg":"draining"' in line
+        return '"level":"INFO"' not in line or any(m in line for m in ('"msg":"draining"', '"msg":"listener closed"'))
 
     out: list[str] = []
     for path in sorted(pathlib.Path("/var/log/pods").glob(f"{ns}_sluice-server-*/*/*")):
@@ -80,18 +80,22 @@ def diagnostics(ns: str, name: str) -> str:
     bench = kc("logs", f"job/{name}-r1", "-n", ns, "--tail=-1", check=False)
     # The summary's encoded results are one long line: not an explanation.
     noted = [line for line in bench.stdout.splitlines() if any(k in line for k in kinds) and len(line) < 400][-40:]
+    warnings = server_warnings(ns)
     pods = kc("get", "pods", "-n", ns, "-o", "wide", check=False)
     events = kc("get", "events", "-n", ns, "--sort-by=.lastTimestamp", check=False)
     text = (
         f"\n--- diagnostics of {name}\nbench log:\n{bench.stderr}"
         + "\n".join(noted)
         + "\nserver warnings and drains:\n"
-        + "\n".join(server_warnings(ns)[-40:])
+        + "\n".join(warnings[-40:])
         + f"\npods:\n{pods.stdout}\nevents (last 40):\n"
         + "\n".join(events.stdout.splitlines()[-40:])
     )
     print(text)
-    return f"diagnostics of {name} printed above"
+    # What a failed assertion shows, a string so that pytest does not cut
+    # it short: a CI log's excerpt may keep only the end of the output.
+    closes = [line for line in warnings if "listener closed" in line][-4:]
+    return f"diagnostics of {name} printed above; bench: " + " | ".join(noted[:10] + closes)[:2000]
 
 
 def figures(f: dict[str, Any]) -> str:
@@ -155,11 +159,12 @@ def test_shard_and_catalog_pods_killed(fault_pool: str) -> None:
     f, cat = st["faults"]
     errors = f.get("errors") or {}
     print(f"\nshard pod killed: {figures(f)}\ncatalog pod killed: {figures(cat)}")
-    assert not any(k.startswith("http_5") and k != "http_503" for k in errors), (errors, diagnostics(ns, "f-shard"))
+    unexpected = [k for k in errors if k.startswith("http_5") and k != "http_503"]
+    assert not unexpected, f"{errors}: {diagnostics(ns, 'f-shard')}"
     assert f.get("recoverySeconds") is not None, f
     # The queues are placed: the servers route them from their cache while
     # the catalog restarts.
-    assert cat.get("firstErrorSeconds") is None and not cat.get("errors"), (cat, diagnostics(ns, "f-shard"))
+    assert cat.get("firstErrorSeconds") is None and not cat.get("errors"), f"{cat}: {diagnostics(ns, 'f-shard')}"
 
 
 def server_tag(tag: str) -> None:
@@ -209,7 +214,7 @@ def test_rolling_upgrade_fails_no_request(fault_pool: str) -> None:
         r = st["results"]
         print(f"\nrolling upgrade under load: {r['requests']} requests, {r['errors']} failed, lost {r['lost']}")
         failed = {op: v.get("errors") for op, v in r["operations"].items() if v.get("errors")}
-        assert r["errors"] == 0 and r["lost"] == 0, (r, failed, diagnostics(ns, "f-roll"))
+        assert r["errors"] == 0 and r["lost"] == 0, f"failed {failed}, lost {r['lost']}: {diagnostics(ns, 'f-roll')}"
     finally:
         t.join(timeout=600)
         server_tag("dev")

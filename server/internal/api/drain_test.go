@@ -218,3 +218,58 @@ func stoppedWithin(t *testing.T, done <-chan error, bound time.Duration, late st
 		t.Fatal(late)
 	}
 }
+
+// TestDrainAcceptsConnectionsUntilTheEndpointIsGone: the Service may keep
+// sending new connections here after the drain delay, because endpoint
+// removal reaches the node's proxy late on a busy node. Such a connection
+// is refused if the listener has closed: the request on it fails without
+// being sent, and clients (Zaqar's among them) do not retry a POST. The
+// server keeps accepting, answering with Connection: close, until new
+// connections stop coming, and only then closes the listener.
+func TestDrainAcceptsConnectionsUntilTheEndpointIsGone(t *testing.T) {
+	const drain = 400 * time.Millisecond
+	addr, stop, done := listenAndServe(t, newTestServer(t, func(o *config.Options) {
+		o.DrainDelay = drain
+		o.ShutdownTimeout = 6 * time.Second
+	}))
+	post := func() (*http.Response, error) {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			return nil, err
+		}
+		defer conn.Close()
+		const body = `{"messages":[{"ttl":60,"body":1}]}`
+		req := "POST /v2/queues/late/messages HTTP/1.1\r\nHost: sluice\r\nClient-ID: " + testClient +
+			"\r\nX-Project-ID: p1\r\nContent-Type: application/json\r\nContent-Length: " +
+			strconv.Itoa(len(body)) + "\r\n\r\n" + body
+		_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := conn.Write([]byte(req)); err != nil {
+			return nil, err
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			return nil, err
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp, nil
+	}
+	stop() // SIGTERM
+	start := time.Now()
+	// The proxy still routes here for 4 drain delays: a new connection
+	// every 50 ms, each one request long.
+	for time.Since(start) < 4*drain {
+		r, err := post()
+		if err != nil {
+			t.Fatalf("a connection made %v after SIGTERM, while the endpoint was still routed here: %v",
+				time.Since(start).Round(time.Millisecond), err)
+		}
+		if r.StatusCode != 201 || !r.Close {
+			t.Fatalf("a request %v after SIGTERM: %s, close %v; want 201 with Connection: close",
+				time.Since(start).Round(time.Millisecond), r.Status, r.Close)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// The endpoint is gone: no more connections, and the server stops.
+	stoppedWithin(t, done, 4*time.Second, "the server still runs after connections stopped coming")
+}

@@ -12,22 +12,35 @@ import (
 	"sluice.dev/server/internal/config"
 )
 
+// lingerQuiet is how long no new connection must come before a draining
+// server takes the Service's endpoint removal as done and closes its
+// listener. Under load clients reconnect many times a second while the
+// proxy still routes here. A shorter drain delay shortens it: without one
+// (a single process, a test) nothing routes here that could be waited for.
+const lingerQuiet = time.Second
+
 // Serve answers on ln until ctx is done, then shuts down gracefully:
 //
 //  1. drain: for DrainDelay, health answers 503 (load balancers stop
 //     sending new connections) and every answer says Connection: close;
-//  2. linger: the listener closes, and connections still open stay open
-//     until their client ends them, or sends one more request (answered
-//     with Connection: close), for most of ShutdownTimeout. A client's
-//     idle keep-alive connection closed by the server races the client's
-//     next request on it, which then fails with an EOF or a reset
-//     although it may not even have been read: a POST that no client can
-//     safely retry;
-//  3. shutdown: what is still open is closed once idle, and requests in
-//     flight get the rest of ShutdownTimeout (at least StorageTimeout,
-//     which bounds their storage calls, unless ShutdownTimeout is shorter).
+//  2. linger: the listener stays open, and connections stay open until
+//     their client ends them, or sends one more request (answered with
+//     Connection: close). It ends once no connection is open and none
+//     came for lingerQuiet, or after most of ShutdownTimeout. The Service
+//     may route new connections here well after the drain delay (endpoint
+//     removal reaches a busy node's proxy late), and a closed listener
+//     refuses them. A client's idle keep-alive connection closed by the
+//     server races the client's next request on it, which then fails with
+//     an EOF or a reset although it may not even have been read. Either
+//     way a POST fails that no client can safely retry;
+//  3. shutdown: the listener closes, what is still open is closed once
+//     idle, and requests in flight get the rest of ShutdownTimeout (at
+//     least StorageTimeout, which bounds their storage calls, unless
+//     ShutdownTimeout is shorter).
 func (s *Server) Serve(ctx context.Context, ln net.Listener, ready func(net.Addr)) error {
-	var open atomic.Int64 // connections accepted and not yet closed
+	var open atomic.Int64       // connections accepted and not yet closed
+	var lastAccept atomic.Int64 // when the newest connection came, in Unix ns
+	var lateAccepts atomic.Int64
 	srv := &http.Server{
 		Handler:           s,
 		ReadHeaderTimeout: s.opts.ReadHeaderTimeout,
@@ -39,6 +52,10 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, ready func(net.Addr
 			switch st {
 			case http.StateNew:
 				open.Add(1)
+				lastAccept.Store(time.Now().UnixNano())
+				if s.draining.Load() {
+					lateAccepts.Add(1)
+				}
 			case http.StateClosed, http.StateHijacked:
 				open.Add(-1)
 			}
@@ -56,24 +73,35 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, ready func(net.Addr
 	case <-ctx.Done():
 	}
 	s.SetDraining(true)
+	stopping := time.Now()
 	s.log.Info("draining", "delay", s.opts.DrainDelay.String())
 	time.Sleep(s.opts.DrainDelay)
 
 	deadline := time.Now().Add(s.opts.ShutdownTimeout)
-	_ = ln.Close() // Serve returns; the connections it accepted carry on
+	reserve := min(s.opts.StorageTimeout, s.opts.ShutdownTimeout/2)
+	wait := min(lingerQuiet, s.opts.DrainDelay)
+	tick := time.NewTicker(20 * time.Millisecond)
+	for time.Until(deadline) > reserve {
+		quiet := time.Since(time.Unix(0, lastAccept.Load())) >= wait
+		if open.Load() == 0 && quiet {
+			break
+		}
+		<-tick.C
+	}
+	tick.Stop()
+	// Serve returns on the listener's close; the connections it accepted
+	// carry on until Shutdown below.
+	_ = ln.Close()
 	serr := <-errc
 	if serr != nil && !errors.Is(serr, net.ErrClosed) {
 		return serr
 	}
-	reserve := min(s.opts.StorageTimeout, s.opts.ShutdownTimeout/2)
-	tick := time.NewTicker(20 * time.Millisecond)
-	for open.Load() > 0 && time.Until(deadline) > reserve {
-		<-tick.C
+	late := "none"
+	if n := lateAccepts.Load(); n > 0 {
+		late = time.Unix(0, lastAccept.Load()).Sub(stopping).Round(time.Millisecond).String()
 	}
-	tick.Stop()
-	if n := open.Load(); n > 0 {
-		s.log.Info("closing connections their clients kept open", "connections", n)
-	}
+	s.log.Info("listener closed", "accepted_after_sigterm", lateAccepts.Load(), "last_accepted_after", late,
+		"open", open.Load())
 	sctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	err := srv.Shutdown(sctx)
