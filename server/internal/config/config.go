@@ -86,7 +86,8 @@ type Options struct {
 	StartTimeout time.Duration
 
 	// DrainDelay is how long health answers 503 after SIGTERM before the
-	// listener closes, so load balancers stop sending traffic first.
+	// listener may close (once connections stop coming), so load balancers
+	// stop sending traffic first.
 	DrainDelay time.Duration
 	// ShutdownTimeout bounds the wait for in-flight requests after that.
 	ShutdownTimeout time.Duration

@@ -209,7 +209,7 @@ var options = func() []option {
 	s, g = duration(func(o *Options) *time.Duration { return &o.StartTimeout })
 	add("start-timeout", "keep retrying the store and the catalog at start-up this long", s, g)
 	s, g = duration(func(o *Options) *time.Duration { return &o.DrainDelay })
-	add("drain-delay", "after SIGTERM, answer health with 503 this long before closing the listener", s, g)
+	add("drain-delay", "after SIGTERM, answer health with 503 and Connection: close this long, then close the listener once connections stop coming", s, g)
 	s, g = duration(func(o *Options) *time.Duration { return &o.ShutdownTimeout })
 	add("shutdown-timeout", "after the drain delay, the bound on lingering idle connections and in-flight requests", s, g)
 	s, g = duration(func(o *Options) *time.Duration { return &o.ReadHeaderTimeout })
