@@ -134,20 +134,10 @@ func TestDrainLeavesIdleConnectionsToTheirClients(t *testing.T) {
 	})
 	post := func() *http.Response {
 		t.Helper()
-		const body = `{"messages":[{"ttl":60,"body":1}]}`
-		req := "POST /v2/queues/idle/messages HTTP/1.1\r\nHost: sluice\r\nClient-ID: " + testClient +
-			"\r\nX-Project-ID: p1\r\nContent-Type: application/json\r\nContent-Length: " +
-			strconv.Itoa(len(body)) + "\r\n\r\n" + body
-		_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
-		if _, err := conn.Write([]byte(req)); err != nil {
-			t.Fatalf("write on the idle connection: %v", err)
-		}
-		resp, err := http.ReadResponse(br, nil)
+		resp, err := postOn(conn, br, "idle")
 		if err != nil {
 			t.Fatalf("the server cut the connection under a request: %v", err)
 		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
 		return resp
 	}
 	if r := post(); r.StatusCode != 201 || r.Close {
@@ -238,21 +228,7 @@ func TestDrainAcceptsConnectionsUntilTheEndpointIsGone(t *testing.T) {
 			return nil, err
 		}
 		defer conn.Close()
-		const body = `{"messages":[{"ttl":60,"body":1}]}`
-		req := "POST /v2/queues/late/messages HTTP/1.1\r\nHost: sluice\r\nClient-ID: " + testClient +
-			"\r\nX-Project-ID: p1\r\nContent-Type: application/json\r\nContent-Length: " +
-			strconv.Itoa(len(body)) + "\r\n\r\n" + body
-		_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
-		if _, err := conn.Write([]byte(req)); err != nil {
-			return nil, err
-		}
-		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-		if err != nil {
-			return nil, err
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		return resp, nil
+		return postOn(conn, bufio.NewReader(conn), "late")
 	}
 	stop() // SIGTERM
 	start := time.Now()
@@ -272,4 +248,25 @@ func TestDrainAcceptsConnectionsUntilTheEndpointIsGone(t *testing.T) {
 	}
 	// The endpoint is gone: no more connections, and the server stops.
 	stoppedWithin(t, done, 4*time.Second, "the server still runs after connections stopped coming")
+}
+
+// postOn posts one message to queue over a raw connection and reads the
+// whole answer: a request on a connection the test controls, so that
+// whether the server cut it or answered is the test's to see.
+func postOn(conn net.Conn, br *bufio.Reader, queue string) (*http.Response, error) {
+	const body = `{"messages":[{"ttl":60,"body":1}]}`
+	req := "POST /v2/queues/" + queue + "/messages HTTP/1.1\r\nHost: sluice\r\nClient-ID: " + testClient +
+		"\r\nX-Project-ID: p1\r\nContent-Type: application/json\r\nContent-Length: " +
+		strconv.Itoa(len(body)) + "\r\n\r\n" + body
+	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := conn.Write([]byte(req)); err != nil {
+		return nil, err
+	}
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		return nil, err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp, nil
 }
