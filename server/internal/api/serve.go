@@ -38,9 +38,9 @@ const lingerQuiet = time.Second
 //     least StorageTimeout, which bounds their storage calls, unless
 //     ShutdownTimeout is shorter).
 func (s *Server) Serve(ctx context.Context, ln net.Listener, ready func(net.Addr)) error {
-	var open atomic.Int64       // connections accepted and not yet closed
-	var lastAccept atomic.Int64 // when the newest connection came, in Unix ns
-	var lateAccepts atomic.Int64
+	var open atomic.Int64        // connections accepted and not yet closed
+	var lastAccept atomic.Int64  // when the newest connection came, in Unix ns
+	var lateAccepts atomic.Int64 // connections accepted after SIGTERM, for the log
 	srv := &http.Server{
 		Handler:           s,
 		ReadHeaderTimeout: s.opts.ReadHeaderTimeout,
