@@ -26,7 +26,8 @@ import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-BIN = Path(os.environ.get("SLUICE_BIN", ROOT / "build" / "bin"))
+# Absolute: the processes started from it run in their own working directory.
+BIN = Path(os.environ.get("SLUICE_BIN", ROOT / "build" / "bin")).resolve()
 
 
 def free_port() -> int:
