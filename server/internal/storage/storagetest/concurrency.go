@@ -12,6 +12,7 @@ import (
 var concurrencyCases = []testCase{
 	{"Concurrency/ProducersAndConsumers", testProducersConsumers},
 	{"Concurrency/Pop", testConcurrentPop},
+	{"Concurrency/Mix", testConcurrentMix},
 }
 
 // testProducersConsumers runs producers and claim-and-delete consumers at
