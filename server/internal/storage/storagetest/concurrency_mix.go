@@ -327,19 +327,7 @@ func (m *mixWorker) claim() bool {
 		}
 		return m.release(mc)
 	case 3: // delete them all at once with the claim
-		start := m.h.tick()
-		err := m.call(func() error { return m.d.Messages().DeleteMany(m.ctx, m.q, ids, c.ID) })
-		end := m.h.tick()
-		if err != nil {
-			m.h.fail("delete many %v with claim %s: %v", ids, c.ID, err)
-			return false
-		}
-		m.h.mu.Lock()
-		for _, id := range ids {
-			m.h.take(id, mixSpan{start, end}, mc)
-		}
-		m.h.mu.Unlock()
-		return m.gone(ids)
+		return m.takeWith(mc, ids, func() error { return m.d.Messages().DeleteMany(m.ctx, m.q, ids, c.ID) }) && m.gone(ids)
 	default: // keep it
 		return true
 	}
@@ -348,18 +336,29 @@ func (m *mixWorker) claim() bool {
 // deleteHeld deletes each message with the claim holding it: it must go.
 func (m *mixWorker) deleteHeld(c *mixClaim, ids []string) bool {
 	for _, id := range ids {
-		start := m.h.tick()
-		err := m.call(func() error { return m.d.Messages().Delete(m.ctx, m.q, id, c.id) })
-		end := m.h.tick()
-		if err != nil {
-			m.h.fail("delete %s with its claim %s: %v", id, c.id, err)
+		if !m.takeWith(c, []string{id}, func() error { return m.d.Messages().Delete(m.ctx, m.q, id, c.id) }) {
 			return false
 		}
-		m.h.mu.Lock()
-		m.h.take(id, mixSpan{start, end}, c)
-		m.h.mu.Unlock()
 	}
 	return m.gone(ids)
+}
+
+// takeWith makes a delete of ids with claim c, which holds them: it must
+// succeed, and is recorded as taking them.
+func (m *mixWorker) takeWith(c *mixClaim, ids []string, del func() error) bool {
+	start := m.h.tick()
+	err := m.call(del)
+	end := m.h.tick()
+	if err != nil {
+		m.h.fail("delete %v with its claim %s: %v", ids, c.id, err)
+		return false
+	}
+	m.h.mu.Lock()
+	for _, id := range ids {
+		m.h.take(id, mixSpan{start, end}, c)
+	}
+	m.h.mu.Unlock()
+	return true
 }
 
 // gone checks that messages this worker removed read as absent.
