@@ -43,8 +43,9 @@ type MixOptions struct {
 // bulk deletes without a claim, and reads, all at once on one queue, so a
 // driver that batches concurrent calls (Redis' group commit) merges them
 // in every combination, and a pooled one routes them through a move
-// (During). The drivers' clock must stand still, so no claim lapses and no
-// message expires: a claim ends only when released. Every call is stamped
+// (During). No claim may lapse and no message expire meanwhile (a clock
+// that stands still, or one that moves less than the hour the workers
+// give both), so a claim ends only when released. Every call is stamped
 // with a logical start and end, and the history must be one a queue could
 // have produced:
 //   - no message is taken twice (popped, or deleted with its claim);
@@ -68,6 +69,7 @@ func RunMix(t testing.TB, o MixOptions) {
 		}
 	}
 	var during atomic.Bool
+	during.Store(o.During != nil)
 	var wg sync.WaitGroup
 	for w := range o.Workers {
 		wg.Go(func() {
@@ -80,7 +82,6 @@ func RunMix(t testing.TB, o MixOptions) {
 		})
 	}
 	if o.During != nil {
-		during.Store(true)
 		o.During()
 		during.Store(false)
 	}
@@ -98,8 +99,8 @@ func RunMix(t testing.TB, o MixOptions) {
 // mixSpan is a call's logical start and end.
 type mixSpan struct{ start, end int64 }
 
-// mixClaim is one claim as the workers saw it: when it was acquired, what
-// it got, and when its release began (0: never released).
+// mixClaim is one claim as the workers saw it: when it was acquired, and
+// when its release began (0: never released).
 type mixClaim struct {
 	id      string
 	span    mixSpan
