@@ -40,7 +40,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "testsupport"))
 sys.path.insert(0, str(HERE))
 
-from harness import BIN, RedisServer, SluiceServer, free_port, rss_kib  # noqa: E402
+from harness import BIN, RedisCLI, RedisServer, SluiceServer, free_port, rss_kib  # noqa: E402
 from bench_server import NoopServer, api, machine, run_wrk  # noqa: E402
 from report import write_doc_section  # noqa: E402
 
@@ -71,34 +71,6 @@ def per_request(before: tuple[int, int], after: tuple[int, int], n: int) -> dict
 def children_cpu() -> float:
     ru = resource.getrusage(resource.RUSAGE_CHILDREN)
     return ru.ru_utime + ru.ru_stime
-
-
-class RedisCLI:
-    def __init__(self, port: int):
-        self.port = port
-
-    def __call__(self, *args: str) -> str:
-        exe = shutil.which("redis-cli") or "redis-cli"
-        return subprocess.run([exe, "-p", str(self.port), *args], capture_output=True,
-                              text=True, check=True, timeout=30).stdout
-
-    def info(self, section: str) -> dict[str, str]:
-        out = {}
-        for line in self("INFO", section).splitlines():
-            if ":" in line and not line.startswith("#"):
-                k, v = line.strip().split(":", 1)
-                out[k] = v
-        return out
-
-    def commandstats(self) -> dict[str, dict[str, float]]:
-        """cmdstat_<name> -> {calls, usec, usec_per_call}."""
-        stats = {}
-        for k, v in self.info("commandstats").items():
-            if not k.startswith("cmdstat_"):
-                continue
-            fields = dict(kv.split("=", 1) for kv in v.split(","))
-            stats[k[len("cmdstat_"):]] = {f: float(fields[f]) for f in ("calls", "usec", "usec_per_call")}
-        return stats
 
 
 def scrape(url: str, metric: str) -> float:

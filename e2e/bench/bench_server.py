@@ -201,6 +201,11 @@ def api(url: str, method: str, path: str, body: dict | None = None) -> dict:
     raise AssertionError("unreachable")
 
 
+def used_memory(redis: RedisServer) -> int:
+    """Bytes the shared redis-server has allocated (INFO memory used_memory)."""
+    return int(redis.cli().info("memory")["used_memory"])
+
+
 def queue_total(url: str, queue: str) -> int:
     return api(url, "GET", f"/v2/queues/{queue}/stats")["messages"]["total"]
 
@@ -239,8 +244,15 @@ def measure(target: Target, redis: RedisServer, workdir: Path, duration: float,
                     best_post = max(c.result["rps"] for c in cells if c.name.startswith("post"))
                     want = int(best_post * duration * 1.5) + 1000
                     cell.result["prefilled"] = prefill(server.url, queue, want, msg_size, log)
+                mem0 = used_memory(redis) if cell.script == "post.lua" and target.queues else None
                 cell.result.update(run_wrk(server.url, cell.script, cell.conns, duration, env))
                 r = cell.result
+                if mem0 is not None:
+                    # Every message of the cell is in its own queue and none
+                    # expires during it, so growth / messages stored is what
+                    # one message costs this target's Redis layout.
+                    r["stored"] = queue_total(server.url, queue)
+                    r["bytes_per_msg"] = (used_memory(redis) - mem0) / max(r["stored"], 1)
                 if "claimed" in r:
                     # Claims still in flight at the end are never answered;
                     # more unanswered-or-empty claims than that means 204s.
@@ -250,7 +262,8 @@ def measure(target: Target, redis: RedisServer, workdir: Path, duration: float,
                 log(f"  {cell.name:9s} {r['rps']:9.0f} req/s  p50 {r['p50_us'] / 1000:7.2f} ms"
                     f"  p99 {r['p99_us'] / 1000:7.2f} ms  errors {r['errors']}"
                     + (f"  claimed {r['claimed']} empty {r['claims'] - r['claimed']}"
-                       if "claimed" in r else ""))
+                       if "claimed" in r else "")
+                    + (f"  Redis {r['bytes_per_msg']:,.0f} bytes/message" if "bytes_per_msg" in r else ""))
         return {"label": target.label, "idle_rss_kib": idle_kib,
                 "errors_total": sum(c.result["errors"] for c in cells),
                 "load_rss_kib": sampler.peak_kib,

@@ -200,6 +200,39 @@ class RedisServer(Process):
     def url(self, db: int = 0) -> str:
         return f"redis://127.0.0.1:{self.port}/{db}"
 
+    def cli(self) -> RedisCLI:
+        return RedisCLI(self.port)
+
+
+class RedisCLI:
+    """redis-cli against a local redis-server: INFO sections as dicts."""
+
+    def __init__(self, port: int):
+        self.port = port
+
+    def __call__(self, *args: str) -> str:
+        exe = shutil.which("redis-cli") or "redis-cli"
+        return subprocess.run([exe, "-p", str(self.port), *args], capture_output=True,
+                              text=True, check=True, timeout=30).stdout
+
+    def info(self, section: str) -> dict[str, str]:
+        out = {}
+        for line in self("INFO", section).splitlines():
+            if ":" in line and not line.startswith("#"):
+                k, v = line.strip().split(":", 1)
+                out[k] = v
+        return out
+
+    def commandstats(self) -> dict[str, dict[str, float]]:
+        """cmdstat_<name> -> {calls, usec, usec_per_call}."""
+        stats = {}
+        for k, v in self.info("commandstats").items():
+            if not k.startswith("cmdstat_"):
+                continue
+            fields = dict(kv.split("=", 1) for kv in v.split(","))
+            stats[k[len("cmdstat_"):]] = {f: float(fields[f]) for f in ("calls", "usec", "usec_per_call")}
+        return stats
+
 
 class SluiceServer(Process):
     """build/bin/sluice-server on a free port with the given --store."""
