@@ -657,43 +657,65 @@ func diffIDs(got, want []string) string {
 
 // TestMixDuringMove runs storagetest.RunMix (posts, claims, deletes with
 // and without claims, releases, renewals, pops, bulk deletes, reads)
-// through two replicas while the queue moves, for each pair of backends:
-// the history must be one a queue that never moved could have produced.
-// Calls answered 503 Moving are retried, as clients do.
+// through two replicas while the queue moves, for each pair of backends,
+// and again with the first replica's mover stopped after two batches (the
+// other resumes the move once the lease lapses): the history must be one
+// a queue that never moved could have produced. Calls answered 503 Moving
+// are retried, as clients do.
 func TestMixDuringMove(t *testing.T) {
 	for _, pair := range [][2]string{{"redis", "redis"}, {"redis", "mongodb"}, {"mongodb", "redis"}} {
-		t.Run(pair[0]+"-"+pair[1], func(t *testing.T) {
-			ctx := context.Background()
-			catalogURI, _ := movePools(t, pair[0], pair[1])
-			replicas := []*pooling.Driver{openPooled(t, catalogURI, storage.Options{}), openPooled(t, catalogURI, storage.Options{})}
-			// Small batches, paced, so the workers' calls meet every
-			// state of the move.
-			movers := []*pooling.Mover{
-				replicas[0].StartMover(pooling.MoverOptions{Batch: 10, Rate: 200, Lease: time.Second, Scan: 200 * time.Millisecond, Owner: "A"}),
-				replicas[1].StartMover(pooling.MoverOptions{Batch: 10, Rate: 200, Lease: time.Second, Scan: 200 * time.Millisecond, Owner: "B"}),
-			}
-			q := storage.QueueRef{Project: "mix", Name: "moving"}
-			preload := 300
-			if pair[0] == "mongodb" || pair[1] == "mongodb" {
-				preload = 60
-			}
-			st := replicas[0].Catalog().Store()
-			storagetest.RunMix(t, storagetest.MixOptions{
-				Drivers: []storage.Driver{replicas[0], replicas[1]}, Queue: q,
-				Workers: 6, Ops: 40, Preload: preload, Retry: 200,
-				During: func() {
-					if _, err := movers[0].Migrate(ctx, q, "dst"); err != nil {
-						t.Errorf("migrate: %v", err)
-						return
-					}
-					waitUntil(t, 60*time.Second, func() bool {
-						m, _ := st.GetMigration(ctx, q)
-						return m.State == catalog.StateDone
-					})
-				},
+		for _, kill := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s-%s/kill=%v", pair[0], pair[1], kill), func(t *testing.T) {
+				mixDuringMove(t, pair[0], pair[1], kill)
 			})
-			m, _ := st.GetMigration(ctx, q)
-			t.Logf("move: %d messages in %d batches, %s", m.Moved, m.Batches, m.Finished.Sub(m.Started))
-		})
+		}
 	}
+}
+
+func mixDuringMove(t *testing.T, from, to string, kill bool) {
+	ctx := context.Background()
+	catalogURI, _ := movePools(t, from, to)
+	replicas := []*pooling.Driver{openPooled(t, catalogURI, storage.Options{}), openPooled(t, catalogURI, storage.Options{})}
+	// Small batches, paced (a batch per 50 ms; per 200 ms when the mover
+	// is to be stopped, so the workers leave it a backlog to stop in), so
+	// the workers' calls meet every state of the move.
+	rate, preload := 200, 300
+	if kill {
+		rate = 50
+	}
+	if from == "mongodb" || to == "mongodb" {
+		preload = 100 // FerretDB takes a message per round trip
+	}
+	movers := []*pooling.Mover{
+		replicas[0].StartMover(pooling.MoverOptions{Batch: 10, Rate: rate, Lease: time.Second, Scan: 200 * time.Millisecond, Owner: "A"}),
+		replicas[1].StartMover(pooling.MoverOptions{Batch: 10, Rate: rate, Lease: time.Second, Scan: 200 * time.Millisecond, Owner: "B"}),
+	}
+	q := storage.QueueRef{Project: "mix", Name: "moving"}
+	st := replicas[0].Catalog().Store()
+	killed := false
+	storagetest.RunMix(t, storagetest.MixOptions{
+		Drivers: []storage.Driver{replicas[0], replicas[1]}, Queue: q,
+		Workers: 6, Ops: 40, Preload: preload, Retry: 500,
+		During: func() {
+			if _, err := movers[0].Migrate(ctx, q, "dst"); err != nil {
+				t.Errorf("migrate: %v", err)
+				return
+			}
+			if kill {
+				waitUntil(t, 30*time.Second, func() bool {
+					m, _ := st.GetMigration(ctx, q)
+					return m.Batches >= 2 || m.State == catalog.StateDone
+				})
+				m, _ := st.GetMigration(ctx, q)
+				killed = m.State != catalog.StateDone
+				movers[0].Stop()
+			}
+			waitUntil(t, 60*time.Second, func() bool {
+				m, _ := st.GetMigration(ctx, q)
+				return m.State == catalog.StateDone
+			})
+		},
+	})
+	m, _ := st.GetMigration(ctx, q)
+	t.Logf("move: %d messages in %d batches, %s; mover A stopped mid-move: %v", m.Moved, m.Batches, m.Finished.Sub(m.Started), killed)
 }
