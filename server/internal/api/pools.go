@@ -16,9 +16,9 @@ import (
 
 // EnablePooling puts the pooled driver over cat in front of the server's
 // store and mounts the pools and flavors routes (the admin API). Pools are
-// opened with the server's clock.
-func (s *Server) EnablePooling(cat *catalog.Catalog) *pooling.Driver {
-	pd := pooling.New(cat, s.drv, storage.Options{Events: s.m, Clock: s.clock}, s.log)
+// opened with the server's clock, each wrapped by wrap (may be nil).
+func (s *Server) EnablePooling(cat *catalog.Catalog, wrap pooling.PoolWrapper) *pooling.Driver {
+	pd := pooling.New(cat, s.drv, storage.Options{Events: s.m, Clock: s.clock}, s.log, wrap)
 	s.drv = pd
 	a := &admin{s: s, cat: cat, pd: pd}
 	s.locate = cat.Locate

@@ -27,7 +27,7 @@ func startReplica(t *testing.T, catalogURI string) *testServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pd := s.EnablePooling(cat)
+	pd := s.EnablePooling(cat, nil)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

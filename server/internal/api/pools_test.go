@@ -24,7 +24,7 @@ func startPooledServer(t *testing.T, catalogURI string) *testServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.EnablePooling(cat)
+	s.EnablePooling(cat, nil)
 	t.Cleanup(func() { s.drv.Close() }) // after the server stops (cleanups run last first)
 	return serve(t, s)
 }

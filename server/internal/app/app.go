@@ -47,7 +47,7 @@ func Run(ctx context.Context, opts config.Options, log *slog.Logger, ready Ready
 	s.SetClock(sopts.Clock)
 	routed := storage.Driver(timed)
 	if opts.Catalog != "" {
-		if routed, err = enablePooling(ctx, s, opts, log); err != nil {
+		if routed, err = enablePooling(ctx, s, opts, log, m.Registry); err != nil {
 			return err
 		}
 	}

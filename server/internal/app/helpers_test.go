@@ -40,3 +40,8 @@ func (c client) must(want int, method, path, body string, extra ...string) strin
 	}
 	return string(b)
 }
+
+// hangUp closes the test client's idle keep-alive connections, which a
+// stopping server would otherwise wait for (its linger, up to most of
+// ShutdownTimeout).
+func hangUp() { http.DefaultClient.CloseIdleConnections() }

@@ -43,6 +43,7 @@ func TestRun(t *testing.T) {
 			t.Errorf("metrics lack %s", want)
 		}
 	}
+	hangUp()
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)

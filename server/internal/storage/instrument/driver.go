@@ -11,8 +11,9 @@ import (
 
 // Driver is a storage.Driver whose calls are timed. Wrap returns it, or a
 // value that also implements storage.DepthReporter, storage.Inspector and/or
-// storage.Migrator exactly when the wrapped driver does, so type assertions on the result
-// answer as they would on the driver itself.
+// storage.Migrator exactly when the wrapped driver does, and whose message
+// store is a storage.Remover exactly when the driver's is, so type
+// assertions on the result answer as they would on the driver itself.
 type Driver struct {
 	d storage.Driver
 	r *recorder
@@ -38,6 +39,9 @@ func Wrap(d storage.Driver, name string, reg prometheus.Registerer) (storage.Dri
 	w := &Driver{d: d, r: r}
 	w.q = queues{d.Queues(), r}
 	w.m = messages{d.Messages(), r}
+	if rm, ok := d.Messages().(storage.Remover); ok {
+		w.m = remover{messages{d.Messages(), r}, rm}
+	}
 	w.c = claims{d.Claims(), r}
 	w.s = subscriptions{d.Subscriptions(), r}
 	w.v = deliveries{d.Deliveries(), r}

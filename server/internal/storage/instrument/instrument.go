@@ -12,6 +12,7 @@ package instrument
 
 import (
 	"errors"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -83,11 +84,17 @@ var kinds = []storage.Kind{storage.Internal, storage.NotFound, storage.Conflict,
 var Buckets = []float64{0.00002, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025,
 	0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5}
 
-// recorder holds one driver's pre-resolved children, so a call costs two
-// clock reads and an observation, never a label lookup.
+// recorder holds one driver's pre-resolved duration children, so a call
+// costs two clock reads and an observation, never a label lookup. Error
+// counters are resolved at the first error of each op and kind instead:
+// most pairs never fail, and a child costs about 750 bytes, which the 252
+// pairs of every wrapped driver (each pool's too) would hold from the
+// start (docs/benchmarks.md, idle RSS).
 type recorder struct {
-	dur  [nOps]prometheus.Observer
-	errs [nOps][]prometheus.Counter // by kind
+	name   string
+	dur    [nOps]prometheus.Observer
+	errVec *prometheus.CounterVec
+	errs   [nOps][]atomic.Pointer[prometheus.Counter] // by kind
 }
 
 func (r *recorder) done(o op, start time.Time, err error) {
@@ -95,9 +102,22 @@ func (r *recorder) done(o op, start time.Time, err error) {
 	if err != nil {
 		k := storage.KindOf(err)
 		if int(k) < len(r.errs[o]) {
-			r.errs[o][k].Inc()
+			r.errCounter(o, k).Inc()
 		}
 	}
+}
+
+// errCounter is the errors counter of op o and kind k, created on first use.
+func (r *recorder) errCounter(o op, k storage.Kind) prometheus.Counter {
+	slot := &r.errs[o][k]
+	if c := slot.Load(); c != nil {
+		return *c
+	}
+	// WithLabelValues returns the one child of these labels however many
+	// callers race here, so storing any of them is right.
+	c := r.errVec.WithLabelValues(r.name, opNames[o], k.String())
+	slot.Store(&c)
+	return c
 }
 
 // vecs registers (or finds already registered) the metric families.
@@ -133,13 +153,10 @@ func newRecorder(name string, reg prometheus.Registerer) (*recorder, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &recorder{}
+	r := &recorder{name: name, errVec: errs}
 	for o := op(0); o < nOps; o++ {
 		r.dur[o] = dur.WithLabelValues(name, opNames[o])
-		r.errs[o] = make([]prometheus.Counter, len(kinds))
-		for _, k := range kinds {
-			r.errs[o][k] = errs.WithLabelValues(name, opNames[o], k.String())
-		}
+		r.errs[o] = make([]atomic.Pointer[prometheus.Counter], len(kinds))
 	}
 	return r, nil
 }

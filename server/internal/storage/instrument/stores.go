@@ -127,6 +127,20 @@ func (x messages) Delete(ctx context.Context, q storage.QueueRef, id, claimID st
 	return err
 }
 
+// remover is the timed message store of a driver whose deletes say
+// whether they removed the message (the pooled driver asks during a move).
+type remover struct {
+	messages
+	rm storage.Remover
+}
+
+func (x remover) Remove(ctx context.Context, q storage.QueueRef, id, claimID string) (bool, error) {
+	start := time.Now()
+	removed, err := x.rm.Remove(ctx, q, id, claimID)
+	x.r.done(opMessageDelete, start, err)
+	return removed, err
+}
+
 func (x messages) DeleteMany(ctx context.Context, q storage.QueueRef, ids []string, claimID string) error {
 	start := time.Now()
 	err := x.s.DeleteMany(ctx, q, ids, claimID)

@@ -38,7 +38,13 @@ type Driver struct {
 	mu    sync.RWMutex
 	conns map[string]*conn
 	mover *Mover // nil until StartMover
+	wrap  PoolWrapper
 }
+
+// A PoolWrapper wraps the driver of pool name when it is opened (the
+// server times every pool's calls under the pool's name). It must keep
+// the optional interfaces the driver has (Migrator, Remover, ...).
+type PoolWrapper func(name string, d storage.Driver) (storage.Driver, error)
 
 // conn is one pool's driver. Opening happens under the conn's own lock, so
 // a pool that is slow to answer never holds up routing to the others.
@@ -51,12 +57,13 @@ type conn struct {
 }
 
 // New returns a pooled driver over cat, with fallback as the default store.
-// The driver owns neither: Close closes only the pools it opened.
-func New(cat *catalog.Catalog, fallback storage.Driver, opts storage.Options, log *slog.Logger) *Driver {
+// The driver owns neither: Close closes only the pools it opened. wrap, if
+// not nil, wraps each pool's driver as it is opened.
+func New(cat *catalog.Catalog, fallback storage.Driver, opts storage.Options, log *slog.Logger, wrap PoolWrapper) *Driver {
 	if log == nil {
 		log = slog.Default()
 	}
-	d := &Driver{cat: cat, fallback: fallback, opts: opts.WithDefaults(), log: log, conns: map[string]*conn{}}
+	d := &Driver{cat: cat, fallback: fallback, opts: opts.WithDefaults(), log: log, conns: map[string]*conn{}, wrap: wrap}
 	cat.OnChange(d.prune)
 	return d
 }
@@ -163,6 +170,12 @@ func (d *Driver) pool(ctx context.Context, name string) (storage.Driver, error) 
 	octx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
 	drv, err := storage.Open(octx, uri, d.opts)
+	if err == nil && d.wrap != nil {
+		raw := drv
+		if drv, err = d.wrap(name, raw); err != nil {
+			raw.Close()
+		}
+	}
 	c.at = time.Now()
 	if err != nil {
 		c.err = storage.E(op, storage.Unavailable, fmt.Errorf("pool %s unavailable: %w", name, err))

@@ -52,7 +52,7 @@ func BenchmarkMigrate(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				d := pooling.New(openCatalog(b, catalogURI), fallback, storage.Options{}, slog.New(slog.DiscardHandler))
+				d := pooling.New(openCatalog(b, catalogURI), fallback, storage.Options{}, slog.New(slog.DiscardHandler), nil)
 				mover := d.StartMover(pooling.MoverOptions{Batch: batch, Rate: rate})
 				q := storage.QueueRef{Project: "bench", Name: fmt.Sprintf("move-%d", i)}
 				msgs := make([]storage.NewMessage, 100)

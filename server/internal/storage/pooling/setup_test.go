@@ -6,8 +6,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"sluice.dev/server/internal/storage"
 	"sluice.dev/server/internal/storage/catalog"
+	"sluice.dev/server/internal/storage/instrument"
 	_ "sluice.dev/server/internal/storage/memory"
 	_ "sluice.dev/server/internal/storage/mongo"
 	"sluice.dev/server/internal/storage/pooling"
@@ -91,7 +94,12 @@ func openPooledOn(t testing.TB, cat *catalog.Catalog, opts storage.Options) *poo
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := pooling.New(cat, fallback, opts, nil)
+	// Pools are timed as the server times them, so every case also runs
+	// through the wrapper (which must keep the optional interfaces).
+	reg := prometheus.NewRegistry()
+	d := pooling.New(cat, fallback, opts, nil, func(name string, d storage.Driver) (storage.Driver, error) {
+		return instrument.Wrap(d, name, reg)
+	})
 	t.Cleanup(func() { d.Close(); fallback.Close() })
 	return d
 }
