@@ -147,7 +147,7 @@ func (h *mixHistory) take(id string, s mixSpan, by *mixClaim) {
 	}
 }
 
-// check tests the history's invariants (see testConcurrentMix).
+// check tests the history's invariants (see RunMix).
 func (h *mixHistory) check(fail func(string, ...any)) {
 	for id, ts := range h.taken {
 		if len(ts) > 1 {
