@@ -197,7 +197,7 @@ def profile(args) -> dict:
     with tempfile.TemporaryDirectory(prefix="bench-profile-") as tmp:
         work = Path(tmp)
         with RedisServer(work / "redis") as redis:
-            cli = RedisCLI(redis.port)
+            cli = redis.cli()
             for kv in args.redis_config:
                 cli("CONFIG", "SET", *kv.split("=", 1))
             pprof_port = free_port()

@@ -61,7 +61,7 @@ func RunMix(t testing.TB, o MixOptions) {
 	t.Helper()
 	seed := rand.Uint64()
 	ctx := context.Background()
-	h := &mixHistory{acquired: map[string][]*mixClaim{}, taken: map[string][]mixTake{}, maybe: map[string]bool{}, removed: map[string]mixSpan{}}
+	h := &mixHistory{acquired: map[string][]*mixClaim{}, taken: map[string][]mixTake{}, maybe: map[string]bool{}}
 	pre := &mixWorker{ctx: ctx, d: o.Drivers[0], q: o.Queue, h: h, retries: o.Retry, rng: rand.New(rand.NewPCG(seed, 1<<32)), name: "preload"}
 	for pre.n < o.Preload {
 		if !pre.post() {
@@ -115,7 +115,6 @@ type mixHistory struct {
 	acquired map[string][]*mixClaim // message id -> claims that got it
 	taken    map[string][]mixTake   // message id -> pops and deletes with its claim that removed it
 	maybe    map[string]bool        // deleted without a claim: removed unless it was held
-	removed  map[string]mixSpan     // the first definite removal
 	reads    []mixRead
 	errs     []string
 }
@@ -142,9 +141,6 @@ func (h *mixHistory) fail(format string, args ...any) {
 
 func (h *mixHistory) take(id string, s mixSpan, by *mixClaim) {
 	h.taken[id] = append(h.taken[id], mixTake{s, by})
-	if _, ok := h.removed[id]; !ok {
-		h.removed[id] = s
-	}
 }
 
 // check tests the history's invariants (see RunMix).
@@ -179,8 +175,10 @@ func (h *mixHistory) check(fail func(string, ...any)) {
 		}
 	}
 	for _, r := range h.reads {
-		if gone, ok := h.removed[r.id]; ok && gone.end < r.span.start {
-			fail("read %v returned message %s, removed at %v", r.span, r.id, gone)
+		for _, t := range h.taken[r.id] {
+			if t.span.end < r.span.start {
+				fail("read %v returned message %s, removed at %v", r.span, r.id, t.span)
+			}
 		}
 	}
 }
@@ -203,20 +201,22 @@ func checkMixEnd(t testing.TB, ctx context.Context, d storage.Driver, q storage.
 		}
 		marker = next
 	}
+	posted := map[string]bool{}
+	for _, id := range h.posted {
+		posted[id] = true
+	}
 	for id, n := range listed {
-		_, gone := h.removed[id]
 		switch {
 		case n != 1:
 			t.Errorf("seed %d: message %s listed %d times", seed, id, n)
-		case gone:
-			t.Errorf("seed %d: message %s listed after it was removed at %v", seed, id, h.removed[id])
-		case !slices.Contains(h.posted, id):
+		case len(h.taken[id]) > 0:
+			t.Errorf("seed %d: message %s listed after it was removed at %v", seed, id, h.taken[id][0].span)
+		case !posted[id]:
 			t.Errorf("seed %d: message %s listed, never posted", seed, id)
 		}
 	}
 	for _, id := range h.posted {
-		_, gone := h.removed[id]
-		if listed[id] == 0 && !gone && !h.maybe[id] {
+		if listed[id] == 0 && len(h.taken[id]) == 0 && !h.maybe[id] {
 			t.Errorf("seed %d: message %s was posted, never removed, and is not listed (lost)", seed, id)
 		}
 	}
