@@ -13,6 +13,10 @@ func TestRequestErrors(t *testing.T) { forEachStore(t, testRequestErrors) }
 func testRequestErrors(t *testing.T, store func(*config.Options)) {
 	ts := startServer(t, store)
 	ts.must(201, "PUT", "/v2/queues/demo", std(), "")
+	// Zaqar 23.0.1 takes dots in queue names, and a blank ids as none.
+	ts.must(201, "PUT", "/v2/queues/orders.v1", std(), "")
+	ts.must(201, "POST", "/v2/queues/orders.v1/messages", std(), `{"messages":[{"body":1}]}`)
+	ts.must(200, "GET", "/v2/queues/orders.v1/messages?ids=&echo=true", std(), "")
 	long := strings.Repeat("q", 65)
 	cases := []struct {
 		name, method, path string
@@ -27,12 +31,14 @@ func testRequestErrors(t *testing.T, store func(*config.Options)) {
 		{"empty project", "GET", "/v2/queues", std("X-Project-ID", ""), "", 400, "Empty project header not allowed", "X-PROJECT-ID cannot be an empty string. Specify the right header X-PROJECT-ID and retry."},
 		{"no project", "GET", "/v2/queues", std("X-Project-ID", "<none>"), "", 400, "Project-Id Missing", "The header X-PROJECT-ID was missing"},
 		{"project too long", "GET", "/v2/queues", std("X-Project-ID", strings.Repeat("p", 257)), "", 400, "Invalid queue identification", "The format of the submitted queue name or project id is not valid."},
+		{"queue name of dots", "PUT", "/v2/queues/%2E%2E", std(), "", 400, "Invalid queue identification", "The format of the submitted queue name or project id is not valid."},
 		{"bad queue name", "PUT", "/v2/queues/bad%20name!", std(), "", 400, "Invalid queue identification", "The format of the submitted queue name or project id is not valid."},
 		{"queue name too long", "PUT", "/v2/queues/" + long, std(), "", 400, "Invalid queue identification", "The format of the submitted queue name or project id is not valid."},
 		{"no trailing slash", "GET", "/v2", std(), "", 404, "404 Not Found", ""},
 		{"unknown route", "GET", "/v2/nothing-here", std(), "", 404, "404 Not Found", ""},
 		{"pools without pooling", "GET", "/v2/pools", std("X-Roles", "admin"), "", 404, "404 Not Found", ""},
 		{"method not allowed", "POST", "/v2/queues/demo", std("Content-Type", "application/json"), "{}", 405, "405 Method Not Allowed", ""},
+		{"form encoded, empty body", "PUT", "/v2/queues/formq", std("Content-Type", "application/x-www-form-urlencoded"), "", 400, "Invalid Content-Type", "Endpoint does not accept `application/x-www-form-urlencoded` content; currently supported media type is `application/json`; specify proper client-side media type with the \"Content-Type\" header."},
 		{"form encoded", "POST", "/v2/queues/demo/messages", std("Content-Type", "application/x-www-form-urlencoded"), `{"messages":[{"body":1}]}`, 400, "Invalid Content-Type", "Endpoint does not accept `application/x-www-form-urlencoded` content; currently supported media type is `application/json`; specify proper client-side media type with the \"Content-Type\" header."},
 		{"malformed json", "POST", "/v2/queues/demo/messages", std("Content-Type", "application/json"), `{"messages": [ {"body": `, 400, "Invalid request body", "Request body could not be parsed."},
 		{"not wrapped", "POST", "/v2/queues/demo/messages", std(), `[{"body":1}]`, 400, "Invalid API request", "No messages were found in the request body."},
@@ -56,7 +62,10 @@ func testRequestErrors(t *testing.T, store func(*config.Options)) {
 		{"list limit too large", "GET", "/v2/queues/demo/messages?limit=21", std(), "", 400, "Invalid API request", "Limit must be at least 1 and may not be greater than 20."},
 		{"list echo not bool", "GET", "/v2/queues/demo/messages?echo=maybe", std(), "", 400, "Invalid parameter", `The "echo" parameter is invalid. The value of the parameter must be "true" or "false".`},
 		{"queue limit too large", "GET", "/v2/queues?limit=21", std(), "", 400, "Invalid API request", "Limit must be at least 1 and may not be greater than 20."},
+		{"pop beyond any int", "DELETE", "/v2/queues/demo/messages?pop=99999999999999999999", std(), "", 400, "Invalid API request", "Pop value must be at least 1 and may not be greater than 20."},
 		{"pop too large", "DELETE", "/v2/queues/demo/messages?pop=50", std(), "", 400, "Invalid API request", "Pop value must be at least 1 and may not be greater than 20."},
+		{"delete no ids with pop", "DELETE", "/v2/queues/demo/messages?ids=,&pop=1", std(), "", 400, "Invalid API request", "pop and id params cannot be present together in the delete request."},
+		{"delete ids naming none", "DELETE", "/v2/queues/demo/messages?ids=,", std(), "", 400, "Invalid API request", "ids parameter should have at least 1 and not greater than 20 values."},
 		{"delete neither", "DELETE", "/v2/queues/demo/messages", std(), "", 400, "Invalid API request", `The request should have either "ids" or "pop" parameter in the request, to be able to delete.`},
 		{"delete both", "DELETE", "/v2/queues/demo/messages?ids=a&pop=1", std(), "", 400, "Invalid API request", "pop and id params cannot be present together in the delete request."},
 		{"bulk get nothing found", "GET", "/v2/queues/demo/messages?ids=nope", std(), "", 404, "Not found", "No messages with IDs: nope found in the queue demo for project p1."},

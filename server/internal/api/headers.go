@@ -200,14 +200,17 @@ func hasRole(values []string, role string) bool {
 	return false
 }
 
-// validQueueName is Zaqar's ^[a-zA-Z0-9_-]{1,64}$.
+// validQueueName is Zaqar 23.0.1's rule, ^[a-zA-Z0-9_.-]{1,64}$ (its
+// error message still leaves the dot out), except "." and "..", which a
+// URL path cannot carry as a name: clients and proxies resolve them as
+// steps up the path.
 func validQueueName(name string) bool {
-	if len(name) == 0 || len(name) > 64 {
+	if len(name) == 0 || len(name) > 64 || name == "." || name == ".." {
 		return false
 	}
 	for i := 0; i < len(name); i++ {
 		c := name[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.') {
 			return false
 		}
 	}

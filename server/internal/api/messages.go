@@ -137,7 +137,7 @@ const listRescans = 4
 
 func (s *Server) listMessages(w http.ResponseWriter, r *http.Request, c *Call) {
 	query := r.URL.Query()
-	if _, has := query["ids"]; has {
+	if queryGiven(query, "ids") {
 		s.getMessages(w, c, queryList(query, "ids"))
 		return
 	}
@@ -281,24 +281,25 @@ func (s *Server) deleteMessage(w http.ResponseWriter, r *http.Request, c *Call) 
 // deleteMessages: DELETE .../messages?ids=a,b or ?pop=N.
 func (s *Server) deleteMessages(w http.ResponseWriter, r *http.Request, c *Call) {
 	query := r.URL.Query()
-	ids := queryList(query, "ids")
+	// As Zaqar: ?ids=, is ids given (so not with pop) that name no message.
+	ids, idsGiven := queryList(query, "ids"), queryGiven(query, "ids")
 	pop, popGiven, e := queryInt(query, "pop")
 	if e != nil {
 		s.fail(w, e)
 		return
 	}
 	switch {
-	case len(ids) > 0 && popGiven:
+	case idsGiven && popGiven:
 		s.fail(w, badRequest("pop and id params cannot be present together in the delete request."))
 		return
-	case len(ids) == 0 && !popGiven:
+	case !idsGiven && !popGiven:
 		s.fail(w, badRequest(`The request should have either "ids" or "pop" parameter in the request, to be able to delete.`))
 		return
 	case popGiven && (pop < 1 || pop > s.opts.MaxMessagesPerClaim):
 		s.fail(w, badRequest("Pop value must be at least 1 and may not be greater than "+
 			strconv.Itoa(s.opts.MaxMessagesPerClaim)+"."))
 		return
-	case len(ids) > s.opts.MaxMessagesPerPage:
+	case idsGiven && (len(ids) == 0 || len(ids) > s.opts.MaxMessagesPerPage):
 		s.fail(w, badRequest("ids parameter should have at least 1 and not greater than "+
 			strconv.Itoa(s.opts.MaxMessagesPerPage)+" values."))
 		return

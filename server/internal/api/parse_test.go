@@ -178,10 +178,18 @@ func TestQueryParsing(t *testing.T) {
 	if got := lq.link.String(); got != "?marker=m2&limit=5&echo=true&include_claimed=false" {
 		t.Errorf("link %q", got)
 	}
-	for _, raw := range []string{"limit=0", "limit=21", "limit=-1", "limit=x", "echo=2", "include_delayed=maybe"} {
+	// falcon's spellings only: case matters.
+	for _, raw := range []string{"limit=0", "limit=21", "limit=-1", "limit=x", "echo=2", "include_delayed=maybe",
+		"echo=FALSE", "echo=TRUE", "include_claimed=Yes", "echo= true", "limit=99999999999999999999"} {
 		q, _ := url.ParseQuery(raw)
 		if _, e := parseListMessages(q, 20); e == nil || e.status != 400 {
 			t.Errorf("%s accepted", raw)
+		}
+	}
+	for _, raw := range []string{"echo=True", "echo=t", "echo=on", "echo=y", "echo=False", "echo=off", "echo=n"} {
+		q, _ := url.ParseQuery(raw)
+		if _, e := parseListMessages(q, 20); e != nil {
+			t.Errorf("%s refused: %v", raw, e.desc)
 		}
 	}
 	q, _ = url.ParseQuery("ids=a,,b, c,&ids=d&ids=")

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"errors"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -23,25 +24,43 @@ func queryInt(q url.Values, name string) (int, bool, *apiError) {
 		return 0, false, nil
 	}
 	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if errors.Is(err, strconv.ErrRange) {
+		// An integer all the same (Python's are unbounded): Atoi gives the
+		// nearest int, which the caller's range check then refuses.
+		return n, true, nil
+	}
 	if err != nil {
 		return 0, false, invalidParam(name, "The value must be an integer.")
 	}
 	return n, true, nil
 }
 
-// queryBool accepts falcon's spellings of true and false.
+// queryBool accepts exactly falcon's spellings of true and false (its
+// TRUE_STRINGS and FALSE_STRINGS): case matters, so "FALSE" is refused as
+// Zaqar refuses it.
 func queryBool(q url.Values, name string) (val, given bool, e *apiError) {
-	v := q.Get(name)
-	if v == "" {
+	switch v := q.Get(name); v {
+	case "":
 		return false, false, nil
-	}
-	switch strings.ToLower(strings.TrimSpace(v)) {
-	case "true", "1", "on", "yes", "y", "t":
+	case "true", "True", "t", "yes", "y", "1", "on":
 		return true, true, nil
-	case "false", "0", "off", "no", "n", "f":
+	case "false", "False", "f", "no", "n", "0", "off":
 		return false, true, nil
 	}
 	return false, false, invalidParam(name, `The value of the parameter must be "true" or "false".`)
+}
+
+// queryGiven reports whether name has a value that is not blank: falcon,
+// as Zaqar sets it up, drops blank values (?ids= is no ids parameter at
+// all, so the messages are listed) but keeps the rest (?ids=, names no id:
+// 400).
+func queryGiven(q url.Values, name string) bool {
+	for _, v := range q[name] {
+		if v != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // queryList reads a list parameter in both spellings clients use:

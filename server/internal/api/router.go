@@ -194,7 +194,9 @@ func (s *Server) checkHeaders(r *http.Request, c *Call, access Access) *apiError
 	if e != nil {
 		return e
 	}
-	if ct := h["Content-Type"]; len(ct) > 0 && r.ContentLength != 0 &&
+	// Zaqar's hook skips only a request without Content-Length, so a form
+	// type with "Content-Length: 0" is refused too.
+	if ct := h["Content-Type"]; len(ct) > 0 && (r.ContentLength != 0 || h["Content-Length"] != nil) &&
 		mediaType(ct[0]) == "application/x-www-form-urlencoded" {
 		return errFormEncoded
 	}

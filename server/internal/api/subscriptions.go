@@ -69,6 +69,25 @@ func ValidSubscriber(sub string) bool {
 	return false
 }
 
+// subscriberErr words why sub cannot be a subscriber: Zaqar's message for
+// a scheme it does not serve; for a served scheme that names nobody to
+// reach (which Zaqar accepts, and then never delivers to), what is
+// missing.
+func subscriberErr(sub string) *apiError {
+	if ValidSubscriber(sub) {
+		return nil
+	}
+	if u, err := url.Parse(sub); err == nil {
+		switch strings.ToLower(u.Scheme) {
+		case "http", "https", "trust+http", "trust+https":
+			return badRequest("The subscriber " + strconv.Quote(sub) + " names no host to deliver to.")
+		case "mailto":
+			return badRequest("The subscriber " + strconv.Quote(sub) + " names no mail address (mailto:user@host).")
+		}
+	}
+	return errSubscriberType
+}
+
 // subscriptionDoc is a validated POST or PATCH body; absent fields are nil.
 type subscriptionDoc struct {
 	subscriber *string
@@ -104,8 +123,11 @@ func parseSubscription(body []byte, post bool) (subscriptionDoc, *apiError) {
 	}
 	if raw, ok := doc["subscriber"]; ok {
 		var sub string
-		if json.Unmarshal(raw, &sub) != nil || !ValidSubscriber(sub) {
+		if json.Unmarshal(raw, &sub) != nil {
 			return d, errSubscriberType
+		}
+		if e := subscriberErr(sub); e != nil {
+			return d, e
 		}
 		d.subscriber = &sub
 	}

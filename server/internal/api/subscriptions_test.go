@@ -23,6 +23,8 @@ func TestSubscriptionErrors(t *testing.T) {
 		{"empty object", "POST", "/v2/queues/sq/subscriptions", `{}`, 400, "Invalid API request", "Missing parameter subscriber in body."},
 		{"not a url", "POST", "/v2/queues/sq/subscriptions", `{"subscriber":"not a url","ttl":60}`, 400, "Invalid API request", types},
 		{"unsupported scheme", "POST", "/v2/queues/sq/subscriptions", `{"subscriber":"email://x@example.com","ttl":60}`, 400, "Invalid API request", types},
+		{"mailto without an address", "POST", "/v2/queues/sq/subscriptions", `{"subscriber":"mailto:"}`, 400, "Invalid API request", `The subscriber "mailto:" names no mail address (mailto:user@host).`},
+		{"webhook without a host", "PATCH", "/v2/queues/sq/subscriptions/" + id, `{"subscriber":"https:///hook"}`, 400, "Invalid API request", `The subscriber "https:///hook" names no host to deliver to.`},
 		{"subscriber not a string", "POST", "/v2/queues/sq/subscriptions", `{"subscriber":7}`, 400, "Invalid API request", types},
 		{"ttl not an int", "POST", "/v2/queues/sq/subscriptions", `{"subscriber":"http://127.0.0.1:8899/x","ttl":"abc"}`, 400, "Invalid API request", "TTL must be an integer."},
 		{"ttl a float", "POST", "/v2/queues/sq/subscriptions", `{"subscriber":"http://127.0.0.1:8899/x","ttl":60.5}`, 400, "Invalid API request", "TTL must be an integer."},

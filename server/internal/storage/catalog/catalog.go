@@ -124,7 +124,7 @@ func validURI(uri string) error {
 }
 
 // placementKey is a queue's key in the management store. Project ids come
-// from a header and queue names are [a-zA-Z0-9_-], so neither holds "\n".
+// from a header and queue names are [a-zA-Z0-9_.-], so neither holds "\n".
 func placementKey(q storage.QueueRef) string { return q.Project + "\n" + q.Name }
 
 func marshal(v any) string {
