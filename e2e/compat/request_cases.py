@@ -8,7 +8,8 @@ to both servers and compares what they answer.
 
 A case refers to the queue's messages and claim by role ("claimed",
 "free", ...), so the same case means the same thing on both servers,
-whose ids differ.
+whose ids differ. draw_steps makes a sequence of one to three cases on
+the same queue.
 """
 
 from __future__ import annotations
@@ -255,9 +256,21 @@ def subscription_calls(rng: random.Random, q: str) -> Case:
                 body=body, has_body=method == "PATCH")
 
 
+def share(rng: random.Random, q: str) -> Case:
+    """POST …/share: both servers sign with one secret (the test's)."""
+    def subset(options: list) -> list:
+        return [o for o in options if maybe(rng, 0.4)]
+    body = some(rng, {
+        "paths": [subset(["messages", "subscriptions", "claims", "queues", "x"]), "messages", [], None, [1]],
+        "methods": [subset(["GET", "POST", "PUT", "DELETE", "HEAD", "PATCH", "get"]), "GET", [], None],
+        "expires": ["2099-01-01T00:00:00", "2099-01-01T00:00:00Z", "2099-01-01T00:00:00.5+02:00",
+                    "2000-01-01T00:00:00", "tomorrow", "", 1, None]})
+    return Case("share", "POST", q + "/share", body=body, has_body=True)
+
+
 FAMILIES = [post_messages, post_messages, list_messages, get_messages, delete_messages,
             one_message, create_claim, claim_call, put_queue, patch_queue, list_queues,
-            queue_reads, purge, subscribe, subscription_calls]
+            queue_reads, purge, subscribe, subscription_calls, share]
 
 
 def headers_for(rng: random.Random, case: Case) -> None:
@@ -276,6 +289,12 @@ def headers_for(rng: random.Random, case: Case) -> None:
     else:
         case.content_type = rng.choice(["", "text/plain", "application/x-www-form-urlencoded",
                                         "application/json; charset=utf-8"])
+
+
+def draw_steps(rng: random.Random, queue_path: str) -> list[Case]:
+    """One to three requests in a row on the same queue, so that what one
+    changes (metadata, a claim, a deletion) meets what the next asks."""
+    return [draw(rng, queue_path) for _ in range(rng.choice([1, 1, 2, 3]))]
 
 
 def draw(rng: random.Random, queue_path: str) -> Case:

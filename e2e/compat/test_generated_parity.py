@@ -1,6 +1,8 @@
 """Generated requests (request_cases.py) sent to sluice and to the real
 Zaqar 23.0.1, compared. Each case runs in a project of its own, on a queue
-set up the same way on both servers (three messages, the oldest claimed).
+set up the same way on both servers (three messages, the oldest claimed),
+and is one to three requests in a row; both servers sign pre-signed URLs
+with one secret.
 
 Sluice never answers 5xx to any of them. Otherwise both must answer the
 same status, and a success the same body shape (parity.shape), unless the
@@ -28,9 +30,10 @@ import urllib.request
 import pytest
 from conftest import TARGETS, need
 from harness import BIN, SluiceServer
-from request_cases import CID, Case, draw
+from request_cases import CID, Case, draw_steps
 
 SEED = int(os.environ.get("PARITY_SEED", "20261127"))
+SECRET = "generated-parity-secret"
 CASES = int(os.environ.get("PARITY_CASES", "600"))
 UNKNOWN_ID = "5c6939a8-ef2f-4e4a-9c4a-1a1a1a1a1a1a"
 SLUICE_TARGETS = [t for t in TARGETS if t != "zaqar"] or ["memory"]
@@ -105,8 +108,7 @@ def resolve(text: str, roles: dict[str, str]) -> str:
     return re.sub(r"\{id:(\w+)\}", lambda m: roles[m.group(1)], text)
 
 
-def answer(url: str, project: str, queue: str, case: Case) -> Answer:
-    roles = prepare(url, project, queue)
+def answer(url: str, project: str, roles: dict[str, str], case: Case) -> Answer:
     return send(url, project, case.method, resolve(case.path, roles),
                 [(k, resolve(v, roles)) for k, v in case.query], case.body, case.has_body,
                 case.raw, case.header_changes, case.content_type)
@@ -231,9 +233,33 @@ def head(case: Case, s: Answer, z: Answer) -> bool:
     return case.method == "HEAD" and s.status == 405 and 400 <= z.status < 500
 
 
+def share_methods(case: Case, s: Answer, z: Answer) -> bool:
+    """POST …/share naming a method no request to a shared resource can
+    carry (PATCH, or a lower-case "get": HTTP methods are case-sensitive):
+    Zaqar signs it, sluice refuses it."""
+    methods = case.body.get("methods") if isinstance(case.body, dict) else None
+    return (case.family == "share" and s.status == 400 and z.status == 200 and isinstance(methods, list)
+            and any(m not in ("GET", "HEAD", "POST", "PUT", "DELETE") for m in methods))
+
+
 KNOWN = [zaqar_fails, delay_ignored, dead_letter_name, grace_on_update, malformed_marker,
          metadata_checked, subscription_checked, null_on_update, hidden_page, big_integer,
-         long_project, first_message_marker, empty_id, head]
+         long_project, first_message_marker, share_methods, empty_id, head]
+
+
+def leaves_claimed(case: Case, a: Answer) -> bool:
+    """A step after which the queues differ as docs/api.md says (Storage
+    semantics 7 and 8): a purge of messages, or a bulk delete naming the
+    claimed message without its claim. Zaqar removes the claimed message
+    in the second and keeps it in the first; sluice does the opposite. Later
+    steps of the case would compare that, not the servers."""
+    if a.status >= 300:
+        return False
+    if case.family == "purge":
+        types = case.body.get("resource_types") if isinstance(case.body, dict) else None
+        return isinstance(types, list) and "messages" in types
+    return case.family == "delete messages" and any(
+        k == "ids" and "{id:claimed}" in v for k, v in case.query)
 
 
 def shape_of(case: Case, a: Answer) -> object:
@@ -269,8 +295,10 @@ def servers(request, redis_server, tmp_path_factory):
 
     need((BIN / "sluice-server").is_file(), f"{BIN / 'sluice-server'} is missing (make build-server)")
     store = "memory" if request.param == "memory" else redis_server.url(5)
-    with SluiceServer(tmp_path_factory.mktemp("sluice-gen"), store) as sluice, \
-            ZaqarServer(tmp_path_factory.mktemp("zaqar-gen"), redis_server.url(6)) as zaqar:
+    with SluiceServer(tmp_path_factory.mktemp("sluice-gen"), store,
+                      extra_args=["--signed-url-secret", SECRET]) as sluice, \
+            ZaqarServer(tmp_path_factory.mktemp("zaqar-gen"), redis_server.url(6),
+                        extra_conf=f"\n[signed_url]\nsecret_key = {SECRET}\n") as zaqar:
         yield sluice, zaqar
 
 
@@ -280,25 +308,35 @@ def test_generated_requests_match_zaqar(servers):
     unexplained, explained = [], {}
     for i in range(CASES):
         project, queue = f"gen-{SEED}-{i}", f"q{i}"
-        case = draw(rng, "/v2/queues/" + queue)
-        s = answer(sluice.url, project, queue, case)
-        z = answer(zaqar.url, project, queue, case)
-        if s.status >= 500:
-            unexplained.append((i, case, s, z, "sluice answered 5xx"))
-            continue
-        if s.status != z.status:
-            why = "status"
-        elif s.status < 300 and shape_of(case, s) != shape_of(case, z):
-            why = "body shape"
-        else:
-            continue
-        rule = next((r for r in KNOWN if r(case, s, z)), None)
-        if rule is None:
-            unexplained.append((i, case, s, z, why))
-        else:
-            explained[rule.__name__] = explained.get(rule.__name__, 0) + 1
-    report = "\n".join(f"case {i} ({why}): {c.describe()}\n  sluice {s}\n  zaqar  {z}"
-                       for i, c, s, z, why in unexplained[:15])
+        steps = draw_steps(rng, "/v2/queues/" + queue)
+        roles_s, roles_z = prepare(sluice.url, project, queue), prepare(zaqar.url, project, queue)
+        for n, case in enumerate(steps):
+            s = answer(sluice.url, project, roles_s, case)
+            z = answer(zaqar.url, project, roles_z, case)
+            if s.status >= 500:
+                unexplained.append((f"{i}.{n}", steps[:n], case, s, z, "sluice answered 5xx"))
+                break
+            if s.status != z.status:
+                why = "status"
+            elif s.status < 300 and shape_of(case, s) != shape_of(case, z):
+                why = "body shape"
+            elif leaves_claimed(case, s):
+                explained["leaves_claimed"] = explained.get("leaves_claimed", 0) + 1
+                break
+            else:
+                continue
+            rule = next((r for r in KNOWN if r(case, s, z)), None)
+            if rule is None:
+                unexplained.append((f"{i}.{n}", steps[:n], case, s, z, why))
+            else:
+                explained[rule.__name__] = explained.get(rule.__name__, 0) + 1
+            # The queues now differ as the difference made them: later
+            # steps would compare that, not the servers.
+            break
+    report = "\n".join(f"case {i} ({why}): {c.describe()}\n"
+                       + "".join(f"  after {b.describe()}\n" for b in before)
+                       + f"  sluice {s}\n  zaqar  {z}"
+                       for i, before, c, s, z, why in unexplained[:15])
     if unexplained:
         pytest.fail(f"seed {SEED}: {len(unexplained)} of {CASES} cases differ from Zaqar in a way "
                     f"docs/compat.md does not list (explained: {explained})\n{report}", pytrace=False)
