@@ -33,7 +33,7 @@ BODIES = [None, 0, 1.25, "s", "", [], {}, {"a": [1, {"b": None}]}, True, "x" * 3
 # Query parameter values: numbers as text, and not numbers.
 QUERY_NUMBERS = ["0", "1", "2", "10", "11", "20", "21", "-1", "1.5", "x", "", " 2", "1e1", "007",
                  "99999999999999999999"]
-QUERY_BOOLS = ["true", "false", "True", "FALSE", "1", "0", "yes", "", "x"]
+QUERY_BOOLS = ["true", "false", "True", "FALSE", "TRUE", "1", "0", "yes", "Yes", "t", "on", "off", "n", "", "x"]
 # Message and claim ids by role: resolved per server at send time.
 ID_ROLES = ["claimed", "free", "free2", "unknown", "malformed", "empty", "claim"]
 CLAIM_ROLES = ["claim", "unknown", "malformed", "empty", "free"]
