@@ -186,6 +186,10 @@ func TestQueryParsing(t *testing.T) {
 			t.Errorf("%s accepted", raw)
 		}
 	}
+	q, _ = url.ParseQuery("limit=99&echo=x")
+	if _, e := parseListMessages(q, 20); e == nil || e.title != "Invalid parameter" {
+		t.Errorf("limit=99&echo=x: %+v, want the boolean reported first, as Zaqar does", e)
+	}
 	for _, raw := range []string{"echo=True", "echo=t", "echo=on", "echo=y", "echo=False", "echo=off", "echo=n"} {
 		q, _ := url.ParseQuery(raw)
 		if _, e := parseListMessages(q, 20); e != nil {

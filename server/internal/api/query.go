@@ -143,14 +143,11 @@ func parseListMessages(q url.Values, maxLimit int) (listMessagesQuery, *apiError
 		lq.marker = m
 		lq.link.add("marker", m)
 	}
-	n, given, e := queryInt(q, "limit")
+	n, limitGiven, e := queryInt(q, "limit")
 	if e != nil {
 		return lq, e
 	}
-	if given {
-		if n < 1 || n > maxLimit {
-			return lq, limitErr(maxLimit)
-		}
+	if limitGiven {
 		lq.limit = n
 		lq.link.add("limit", strconv.Itoa(n))
 	}
@@ -169,6 +166,11 @@ func parseListMessages(q url.Values, maxLimit int) (listMessagesQuery, *apiError
 				lq.delayedGiven = true
 			}
 		}
+	}
+	// As Zaqar: every parameter is read before the limit's range is
+	// checked, so a bad boolean is reported before a limit out of range.
+	if limitGiven && (n < 1 || n > maxLimit) {
+		return lq, limitErr(maxLimit)
 	}
 	return lq, nil
 }
