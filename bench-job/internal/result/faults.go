@@ -33,7 +33,8 @@ type FaultResult struct {
 	// BaselineRPS: successes per second over the whole seconds before the
 	// fault (at most baselineSeconds, none from an earlier fault's window).
 	BaselineRPS float64 `json:"baseline_rps"`
-	// Errors: failed requests in the fault's window, by reason.
+	// Errors: failed requests in the fault's window, by reason (a second
+	// whose failures span a window's boundary counts in both windows).
 	Errors map[string]int64 `json:"errors"`
 }
 
@@ -114,14 +115,14 @@ func analyzeOne(f Fault, secs map[int64]*second, lower, from, to int64) FaultRes
 	var first, last int64
 	for t := from / 1000; t*1000 < to; t++ {
 		s := secs[t]
-		if s == nil || s.first == 0 {
+		// A boundary second's failures belong to the window they fell in;
+		// the series keeps only their first and last time, so a burst that
+		// spans the boundary itself counts in both windows.
+		if s == nil || s.first == 0 || s.last < from || s.first >= to {
 			continue
 		}
 		for k, v := range s.kinds {
 			fr.Errors[k] += v
-		}
-		if s.last < from || s.first >= to {
-			continue
 		}
 		if first == 0 {
 			first = max(s.first, from)

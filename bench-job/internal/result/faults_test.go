@@ -134,6 +134,53 @@ func TestAnalyzeFaultsSplitsWindows(t *testing.T) {
 	}
 }
 
+// TestAnalyzeFaultsBoundarySecond: in the second where one fault's window
+// ends and the next begins, failures count only in the window they fell
+// in, whichever side of the boundary they are on.
+func TestAnalyzeFaultsBoundarySecond(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 11))
+	const t0 = 1_700_000_000_000
+	for i := range 300 {
+		a := int64(t0 + 10_000 + r.Int64N(1000))
+		b := int64(t0+20_000) + 1 + r.Int64N(998) // leaves room on both sides in its second
+		sec := b / 1000
+		// One burst in b's second, all before b (a's outage lasting) or all
+		// at or after it (b's outage starting).
+		var first, last int64
+		after := r.IntN(2) == 0
+		if after {
+			first = b + r.Int64N(sec*1000+1000-b)
+			last = first + r.Int64N(sec*1000+1000-first)
+		} else {
+			first = sec*1000 + r.Int64N(b-sec*1000)
+			last = first + r.Int64N(b-first)
+		}
+		n := 1 + r.Int64N(5)
+		var pts []metrics.Point
+		for s := int64(t0 / 1000); s < (t0+40_000)/1000; s++ {
+			p := metrics.Point{T: s, N: 100}
+			if s == sec {
+				p.Err = n
+				p.AddFailures(map[string]int64{"eof": n}, first, last)
+			}
+			pts = append(pts, p)
+		}
+		res := &Result{Start: t0, End: t0 + 40_000, Ops: map[string]*OpResult{"post": {Series: pts}}}
+		got := AnalyzeFaults(res, []Fault{{Name: "a", At: a}, {Name: "b", At: b}})
+		wantA, wantB := n, int64(0)
+		if after {
+			wantA, wantB = 0, n
+		}
+		if got[0].Errors["eof"] != wantA || got[1].Errors["eof"] != wantB {
+			t.Fatalf("case %d: failures %d-%d, boundary %d: a counted %d (want %d), b %d (want %d)",
+				i, first, last, b, got[0].Errors["eof"], wantA, got[1].Errors["eof"], wantB)
+		}
+		if (got[1].FirstError != nil) != after {
+			t.Fatalf("case %d: b's first error %v with failures after the boundary %v", i, ptr(got[1].FirstError), after)
+		}
+	}
+}
+
 func near(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
 
 func ptr(p *float64) any {
