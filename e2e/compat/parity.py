@@ -34,7 +34,7 @@ sys.path.insert(0, str(HERE.parent / "zaqar"))
 from harness import RedisServer, SluiceServer, WebhookReceiver  # noqa: E402
 
 CID = "3381af92-2b9e-11e3-b191-71861300734c"
-OTHER = "5a1f1b2c-0000-4000-8000-00000000beef"
+OTHER_CID = "5a1f1b2c-0000-4000-8000-00000000beef"
 BASE = {"Client-ID": CID, "X-Project-ID": "parity", "Content-Type": "application/json"}
 PATCH_CT = "application/openstack-messaging-v2.0-json-patch"
 UUIDISH = re.compile(r"[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}|[0-9a-f]{24}")
@@ -55,18 +55,25 @@ class Session:
     def call(self, name, method, path, body=None, headers=None, raw=None):
         hdrs = dict(BASE) if headers is None else headers
         data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
-        req = urllib.request.Request(self.url + path, data=data, method=method, headers=hdrs)
-        try:
-            with urllib.request.urlopen(req, timeout=30) as resp:
-                status, loc, text = resp.status, resp.headers.get("Location"), resp.read()
-        except urllib.error.HTTPError as err:
-            status, loc, text = err.code, err.headers.get("Location"), err.read()
-        try:
-            doc = json.loads(text) if text else None
-        except ValueError:
-            doc = "<not json>"
+        status, loc, doc = exchange(self.url + path, method, hdrs, data)
         self.log.append((name, status, loc, doc))
         return status, doc
+
+
+def exchange(url: str, method: str, headers: dict[str, str], data: bytes | None):
+    """One request: its status, Location header and decoded body (None when
+    empty, "<not json>" when the body is not JSON, so the caller compares it)."""
+    req = urllib.request.Request(url, data=data, method=method, headers=headers)
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            status, loc, text = resp.status, resp.headers.get("Location"), resp.read()
+    except urllib.error.HTTPError as err:
+        status, loc, text = err.code, err.headers.get("Location"), err.read()
+    try:
+        doc = json.loads(text) if text else None
+    except ValueError:
+        doc = "<not json>"
+    return status, loc, doc
 
 
 def scenario(s: Session) -> None:
@@ -92,7 +99,7 @@ def scenario(s: Session) -> None:
     if isinstance(doc, dict):
         s.ids = [r.rsplit("/", 1)[1] for r in doc.get("resources", [])]
     ids = s.ids + ["x"] * 3
-    s.call("list as other client", "GET", q + "/messages", headers={**BASE, "Client-ID": OTHER})
+    s.call("list as other client", "GET", q + "/messages", headers={**BASE, "Client-ID": OTHER_CID})
     s.call("list as same client (echo=false)", "GET", q + "/messages")
     s.call("list echo=true limit=2", "GET", q + "/messages?echo=true&limit=2")
     s.call("get message", "GET", f"{q}/messages/{ids[0]}")

@@ -19,9 +19,8 @@ import random
 import urllib.parse
 from dataclasses import dataclass, field
 
-PATCH_CT = "application/openstack-messaging-v2.0-json-patch"
-CID = "3381af92-2b9e-11e3-b191-71861300734c"
-OTHER_CID = "5a1f1b2c-0000-4000-8000-00000000beef"
+from parity import CID, OTHER_CID, PATCH_CT
+
 
 # Numbers at and around every limit of the v2 API (message ttl 60..1209600,
 # delay 0..900, claim ttl and grace 60..43200), then the wrong JSON types.
@@ -303,3 +302,138 @@ def draw(rng: random.Random, queue_path: str) -> Case:
     if case.has_body and maybe(rng, 0.03):
         case.raw = rng.choice([b"{nope", b"", b"\xff\xfe", b"[1,", b"null", b"{}" * 2])
     return case
+
+
+# Pre-signed requests: a URL signed for one queue's resources, then used,
+# as signed or with its headers tampered with, on routes of that queue and
+# of a neighbour whose name is close to it (the signed name with its dot
+# replaced, or one character longer or shorter).
+SIGNABLE = ["messages", "claims", "subscriptions"]
+SIGNED_METHODS = ["DELETE", "GET", "HEAD", "POST", "PUT"]
+SIGNED_ROUTES = ["{q}/messages", "{q}/messages/{id:free}", "{q}/messages/{id:claimed}",
+                 "{q}/claims", "{q}/claims/{id:claim}", "{q}/subscriptions", "{q}/stats", "{q}",
+                 "{q}/share", "{q}/purge", "{n}/messages", "{n}/messages/{id:n_free}", "{n}/claims",
+                 "{n}/subscriptions", "/v2/queues", "/v2/ping"]
+# How a signed request's headers are changed: each a header and what is
+# done to it (request_cases.tampered applies them).
+TAMPERS = {
+    "URL-Signature": ["drop", "empty", "upper", "truncate", "extend"],
+    "URL-Expires": ["drop", "zulu", "offset", "fraction", "later", "past", "integer", "space"],
+    "URL-Methods": ["drop", "empty", "reverse", "lower", "space", "only", "add"],
+    "URL-Paths": ["drop", "empty", "reverse", "space", "neighbour", "pattern", "broken", "relative"],
+    "X-Project-ID": ["drop", "empty", "other"],
+    "Client-ID": ["drop", "other"],
+}
+
+
+@dataclass
+class SignedCase:
+    """A queue and its neighbour, the share body that signs a URL for the
+    queue, and the request then sent with the URL's headers (request's
+    path holds {q}, {n} and {id:role} placeholders; the neighbour's roles
+    are n_<role>) after the changes in tamper."""
+    queue: str
+    neighbour: str
+    share: dict
+    request: Case
+    tamper: dict[str, str]
+
+    def describe(self) -> str:
+        return (f"queue {self.queue!r} neighbour {self.neighbour!r} share {json.dumps(self.share)} "
+                f"then {self.request.describe()} tamper {self.tamper}")
+
+
+def signed_names(rng: random.Random) -> tuple[str, str]:
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    word = "".join(rng.choice(letters) for _ in range(rng.randint(2, 6)))
+    if maybe(rng):
+        i = rng.randint(1, len(word) - 1)
+        return word[:i] + "." + word[i:], word[:i] + rng.choice("-_x9") + word[i:]
+    return word, rng.choice([word + rng.choice(letters), word[:-1], "x" + word])
+
+
+def signed_body(method: str, route: str) -> tuple[object, bool, str]:
+    """A body the route would take from that method, and its content type."""
+    if method == "POST" and route.endswith("/messages"):
+        return {"messages": [{"body": {"signed": True}, "ttl": 300}]}, True, "application/json"
+    if method == "POST" and route.endswith("/claims"):
+        return {"ttl": 60, "grace": 60}, True, "application/json"
+    if method == "POST" and route.endswith("/subscriptions"):
+        return {"subscriber": "http://127.0.0.1:9/hook", "ttl": 3600}, True, "application/json"
+    if method == "PATCH" and "/claims/" in route:
+        return {"ttl": 120}, True, "application/json"
+    if method == "PATCH" and route == "{q}":
+        return [{"op": "add", "path": "/metadata/k", "value": 1}], True, PATCH_CT
+    if method == "PUT" and route in ("{q}", "{n}"):
+        return {}, True, "application/json"
+    if method == "POST" and route.endswith("/purge"):
+        return {"resource_types": ["subscriptions"]}, True, "application/json"
+    return None, False, "application/json"
+
+
+def draw_signed(rng: random.Random) -> SignedCase:
+    queue, neighbour = signed_names(rng)
+    share_body = {"expires": "2099-01-01T00:00:00"}
+    if maybe(rng, 0.8):
+        share_body["paths"] = [p for p in SIGNABLE if maybe(rng, 0.5)] or [rng.choice(SIGNABLE)]
+    if maybe(rng, 0.8):
+        share_body["methods"] = [m for m in SIGNED_METHODS if maybe(rng, 0.5)] or ["GET"]
+    methods = share_body.get("methods", ["GET"])
+    # Mostly a method the URL was signed for, so the signature is what
+    # decides.
+    method = rng.choice(methods) if maybe(rng, 0.7) else rng.choice(SIGNED_METHODS + ["PATCH"])
+    route = rng.choice(SIGNED_ROUTES)
+    query: list[tuple[str, str]] = []
+    if method == "DELETE" and route.endswith("/messages"):
+        query = [("ids", "{id:free}")] if maybe(rng) else [("pop", "1")]
+    if "{id:claimed}" in route and method in ("GET", "DELETE") and maybe(rng):
+        query = [("claim_id", "{id:claim}")]
+    body, has_body, ct = signed_body(method, route)
+    request = Case("signed", method, "/v2/queues/" + route if route.startswith("{") else route,
+                   query=query, body=body, has_body=has_body, content_type=ct)
+    tamper = {}
+    if maybe(rng, 0.7):
+        for header in rng.sample(sorted(TAMPERS), rng.choice([1, 1, 2])):
+            tamper[header] = rng.choice(TAMPERS[header])
+    return SignedCase(queue, neighbour, share_body, request, tamper)
+
+
+def tampered(signed: dict, case: SignedCase, base: str) -> dict[str, str | None]:
+    """The headers of a request made with the signed document (as /share
+    answered it), changed as case.tamper says; None removes a header. base
+    is "/v2/queues/" and the neighbour's name is known, so a path can be
+    moved to it."""
+    h: dict[str, str | None] = {
+        "X-Project-ID": signed["project"], "URL-Signature": signed["signature"],
+        "URL-Expires": signed["expires"], "URL-Methods": ",".join(signed["methods"]),
+        "URL-Paths": ",".join(signed["paths"])}
+    method = case.request.method
+    for header, how in case.tamper.items():
+        value = h.get(header)
+        if how == "drop":
+            h[header] = None
+        elif how == "empty":
+            h[header] = ""
+        elif header == "Client-ID":
+            h[header] = OTHER_CID
+        elif header == "X-Project-ID":
+            h[header] = signed["project"] + "-other"
+        elif header == "URL-Signature":
+            h[header] = {"upper": value.upper(), "truncate": value[:-1], "extend": value + "0"}[how]
+        elif header == "URL-Expires":
+            h[header] = {"zulu": value + "Z", "offset": value + "+00:00", "fraction": value + ".5",
+                         "later": value[:-1] + str((int(value[-1]) + 1) % 10),
+                         "past": "2000-01-01T00:00:00", "integer": "4070908800",
+                         "space": " " + value}[how]
+        elif header == "URL-Methods":
+            listed = list(signed["methods"])
+            h[header] = {"reverse": ",".join(reversed(listed)), "lower": value.lower(),
+                         "space": ", ".join(listed), "only": method,
+                         "add": ",".join(sorted(set(listed) | {method}))}[how]
+        else:  # URL-Paths
+            listed = list(signed["paths"])
+            h[header] = {"reverse": ",".join(reversed(listed)), "space": ", ".join(listed),
+                         "neighbour": ",".join(p.replace(base + case.queue + "/", base + case.neighbour + "/")
+                                               for p in listed),
+                         "pattern": ".*", "broken": "(", "relative": ",".join(p.rsplit("/", 1)[1] for p in listed)}[how]
+    return h

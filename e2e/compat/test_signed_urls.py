@@ -5,17 +5,14 @@ the unchanged python-zaqarclient signs a URL and uses it against sluice."""
 from __future__ import annotations
 
 import json
-import urllib.error
-import urllib.request
 import uuid
 
 import pytest
 from conftest import TARGETS, make_client, need
 from harness import BIN, SluiceServer
+from parity import CID, OTHER_CID, exchange
 
 SECRET = "compat-shared-secret"
-CID = "3381af92-2b9e-11e3-b191-71861300734c"
-OTHER_CID = "5a1f1b2c-0000-4000-8000-00000000beef"
 SLUICE_TARGETS = [t for t in TARGETS if t != "zaqar"] or ["memory"]
 
 
@@ -51,13 +48,8 @@ def call(url, method, path, project=None, body=None, headers=None):
         hdrs["X-Project-ID"] = project
     hdrs.update(headers or {})
     data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(url + path, data=data, method=method, headers=hdrs)
-    try:
-        with urllib.request.urlopen(req, timeout=30) as resp:
-            status, text = resp.status, resp.read()
-    except urllib.error.HTTPError as err:
-        status, text = err.code, err.read()
-    return status, (json.loads(text) if text else None)
+    status, _, doc = exchange(url + path, method, hdrs, data)
+    return status, doc
 
 
 def share(url, project, queue, body):

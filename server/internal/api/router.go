@@ -125,6 +125,18 @@ func (rt *route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if i >= 0 {
 		ep = rt.eps[i]
 	}
+	// Zaqar checks a signature first, before routing by method: a signed
+	// request that does not hold is 404 on every route, public ones and
+	// methods the route does not serve included.
+	signed, e := rt.s.checkSignature(r)
+	if e != nil {
+		rw.ep = rt.other
+		if ep != nil {
+			rw.ep = ep.m
+		}
+		rt.s.fail(w, e)
+		return
+	}
 	if ep == nil {
 		rw.ep = rt.other
 		w.Header()["Allow"] = []string{rt.allow}
@@ -144,7 +156,7 @@ func (rt *route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ep.h(w, r, c)
 		return
 	}
-	if e := s.checkHeaders(r, c, ep.access); e != nil {
+	if e := s.checkHeaders(r, c, ep.access, signed); e != nil {
 		if e == errNotAcceptable {
 			// Zaqar cannot encode an error the client would accept: no body.
 			w.Header()["Vary"] = varyAccept
@@ -185,15 +197,12 @@ func (rt *route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 var errNotAcceptable = &apiError{status: http.StatusNotAcceptable}
 
-// checkHeaders runs Zaqar's request hooks in its order: a pre-signed URL's
-// signature, form-encoded bodies, Accept, Client-ID, project, then the
-// admin role.
-func (s *Server) checkHeaders(r *http.Request, c *Call, access Access) *apiError {
+// checkHeaders runs the rest of Zaqar's request hooks in its order, after
+// the signature (signed: the request carried one that holds): form-encoded
+// bodies, Accept, Client-ID, project, then the admin role.
+func (s *Server) checkHeaders(r *http.Request, c *Call, access Access, signed bool) *apiError {
 	h := r.Header
-	signed, e := s.checkSignature(r)
-	if e != nil {
-		return e
-	}
+	var e *apiError
 	// Zaqar's hook skips only a request without Content-Length, so a form
 	// type with "Content-Length: 0" is refused too.
 	if ct := h["Content-Type"]; len(ct) > 0 && (r.ContentLength != 0 || h["Content-Length"] != nil) &&

@@ -192,13 +192,14 @@ func pySet(names []string) string {
 }
 
 // checkSignature is Zaqar's first request hook: a request carrying
-// URL-Signature is served only if the signature holds for its method,
-// path, project and expiry; signed tells authorize to take the project
-// from the signed X-Project-ID instead of asking for a token.
+// URL-Signature, even an empty one (23.0.1 tests the header for None), is
+// served only if the signature holds for its method, path, project and
+// expiry; signed tells authorize to take the project from the signed
+// X-Project-ID instead of asking for a token.
 func (s *Server) checkSignature(r *http.Request) (signed bool, e *apiError) {
 	h := r.Header
 	sig := h["Url-Signature"]
-	if len(sig) == 0 || sig[0] == "" {
+	if len(sig) == 0 {
 		return false, nil
 	}
 	// No trimming around commas: the signature covers the text as sent.

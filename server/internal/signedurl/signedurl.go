@@ -80,16 +80,14 @@ func Verify(key []byte, paths, methods []string, project, expires, signature str
 	if err != nil || !at.After(now) {
 		return false
 	}
-	want, err := hex.DecodeString(signature)
-	if err != nil {
-		return false
-	}
 	if len(methods) == 0 {
 		methods = []string{"GET"}
 	}
 	s := Signed{Paths: sorted(paths), Methods: sorted(methods), Project: project,
 		Expires: at.UTC().Format(ExpiresLayout)}
-	return hmac.Equal(mac(key, s), want)
+	// The text as Sign writes it (lower-case hex), as Zaqar compares it:
+	// the same bytes in upper case are not the signature it issued.
+	return hmac.Equal([]byte(hex.EncodeToString(mac(key, s))), []byte(signature))
 }
 
 // mac is HMAC-SHA256 over "paths\nmethods\nproject\nexpires" where each
