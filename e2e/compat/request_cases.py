@@ -34,7 +34,9 @@ QUERY_NUMBERS = ["0", "1", "2", "10", "11", "20", "21", "-1", "1.5", "x", "", " 
                  "99999999999999999999"]
 QUERY_BOOLS = ["true", "false", "True", "FALSE", "TRUE", "1", "0", "yes", "Yes", "t", "on", "off", "n", "", "x"]
 # Message and claim ids by role: resolved per server at send time.
-ID_ROLES = ["claimed", "free", "free2", "unknown", "malformed", "empty", "claim"]
+ID_ROLES = ["claimed", "free", "free2", "unknown", "malformed", "empty", "claim", "spaced"]
+# The roles that can be a path's last step (a space cannot).
+PATH_ROLES = ["claimed", "free", "free2", "unknown", "malformed"]
 CLAIM_ROLES = ["claim", "unknown", "malformed", "empty", "free"]
 QUEUE_NAME_CHARS = "abcXYZ019-_"
 # Characters Zaqar's names may not hold, and the dot, which they may.
@@ -152,7 +154,7 @@ def delete_messages(rng: random.Random, q: str) -> Case:
 
 
 def one_message(rng: random.Random, q: str) -> Case:
-    role = rng.choice(ID_ROLES[:-2])
+    role = rng.choice(PATH_ROLES)
     method = rng.choice(["GET", "DELETE"])
     query = []
     if method == "DELETE" and maybe(rng, 0.6):

@@ -93,7 +93,7 @@ def prepare(url: str, project: str, queue: str) -> dict[str, str]:
     free = [i for i in ids if i != claimed]
     return {"claimed": claimed, "free": free[0], "free2": free[1],
             "claim": href.split("claim_id=")[1], "unknown": UNKNOWN_ID,
-            "malformed": "not-an-id!", "empty": ""}
+            "malformed": "not-an-id!", "empty": "", "spaced": " " + free[0]}
 
 
 def resolve(text: str, roles: dict[str, str]) -> str:

@@ -69,6 +69,7 @@ func testRequestErrors(t *testing.T, store func(*config.Options)) {
 		{"delete neither", "DELETE", "/v2/queues/demo/messages", std(), "", 400, "Invalid API request", `The request should have either "ids" or "pop" parameter in the request, to be able to delete.`},
 		{"delete both", "DELETE", "/v2/queues/demo/messages?ids=a&pop=1", std(), "", 400, "Invalid API request", "pop and id params cannot be present together in the delete request."},
 		{"bulk get nothing found", "GET", "/v2/queues/demo/messages?ids=nope", std(), "", 404, "Not found", "No messages with IDs: nope found in the queue demo for project p1."},
+		{"bulk get of a blank id", "GET", "/v2/queues/demo/messages?ids=%20", std(), "", 404, "Not found", "No messages with IDs:   found in the queue demo for project p1."},
 		{"patch wrong media type", "PATCH", "/v2/queues/demo", std("Content-Type", "application/json"), `[{"op":"add","path":"/metadata/x","value":1}]`, 415, "415 Unsupported Media Type", "Accepted media type for PATCH: {'Accept-Patch': 'application/openstack-messaging-v2.0-json-patch'}."},
 		{"patch bad pointer", "PATCH", "/v2/queues/demo", std("Content-Type", patchMediaType), `[{"op":"add","path":"/x","value":1}]`, 400, "Invalid request body", `Invalid JSON pointer for this resource: "/x", e.g /metadata/key`},
 		{"patch without op", "PATCH", "/v2/queues/demo", std("Content-Type", patchMediaType), `[{"path":"/metadata/x","value":1}]`, 400, "Invalid request body", "Unable to find `op` in JSON Schema change. It must be one of the following: add, remove, replace."},

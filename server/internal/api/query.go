@@ -65,12 +65,13 @@ func queryGiven(q url.Values, name string) bool {
 
 // queryList reads a list parameter in both spellings clients use:
 // comma-separated (?ids=a,b) and repeated (?ids=a&ids=b, python-zaqarclient).
-// Blank items are dropped.
+// Empty items are dropped and the rest kept as sent, spaces and all, as
+// falcon splits them for Zaqar.
 func queryList(q url.Values, name string) []string {
 	var out []string
 	for _, v := range q[name] {
 		for _, p := range strings.Split(v, ",") {
-			if p = strings.TrimSpace(p); p != "" {
+			if p != "" {
 				out = append(out, p)
 			}
 		}
