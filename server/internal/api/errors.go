@@ -88,6 +88,7 @@ var reasonText = [...]struct {
 }{
 	{storage.ErrClaimed, "Unable to delete", "This message is claimed; it cannot be deleted without a valid claim ID."},
 	{storage.ErrNotHolder, "Unable to delete", "The specified claim does not exist or has expired."},
+	{storage.ErrNotClaimed, "Unable to delete", "A claim was specified, but the message is not currently claimed."},
 	{storage.ErrMarker, "Invalid API request", "The marker is not valid: use the marker of a next link or a message id."},
 	{storage.ErrDeadLetterPool, "Invalid API request", "The dead-letter queue lives on another pool than this queue; " +
 		"name a dead-letter queue that does not exist yet, and it is created next to the queue."},

@@ -3,7 +3,6 @@ package api
 import (
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"sluice.dev/server/internal/storage"
@@ -230,7 +229,7 @@ func (s *Server) getMessages(w http.ResponseWriter, c *Call, ids []string) {
 		return
 	}
 	if len(msgs) == 0 {
-		s.fail(w, notFound("No messages with IDs: "+strings.Join(ids, ", ")+" found in the queue "+
+		s.fail(w, notFound("No messages with IDs: "+pyList(ids)+" found in the queue "+
 			c.queue+" for project "+c.Project+"."))
 		return
 	}

@@ -285,7 +285,7 @@ func pageByName(q url.Values, n int, name func(int) string) ([]int, string, *api
 		limit = 10
 	}
 	if limit < 1 || limit > 20 {
-		return nil, "", limitErr(20)
+		return nil, "", catalogLimitErr(20)
 	}
 	marker := q.Get("marker")
 	start := sort.Search(n, func(i int) bool { return name(i) > marker })

@@ -83,6 +83,12 @@ func limitErr(max int) *apiError {
 	return badRequest("Limit must be at least 1 and may not be greater than " + strconv.Itoa(max) + ".")
 }
 
+// catalogLimitErr is limitErr as Zaqar words it for listing queues,
+// pools and flavors.
+func catalogLimitErr(max int) *apiError {
+	return badRequest("Limit must be at least 1 and no greater than " + strconv.Itoa(max) + ".")
+}
+
 // linkQuery rebuilds a next-page query string in Zaqar's parameter order:
 // the request's recognised parameters, with marker replaced or appended.
 type linkQuery struct {

@@ -25,16 +25,14 @@ func (s *Server) listQueues(w http.ResponseWriter, r *http.Request, c *Call) {
 		opts.Marker = m
 		link.add("marker", m)
 	}
-	n, given, e := queryInt(query, "limit")
+	// Zaqar reads every parameter before it checks the limit's range, so
+	// a bad boolean beside a limit out of range is what gets reported.
+	n, limitGiven, e := queryInt(query, "limit")
 	if e != nil {
 		s.fail(w, e)
 		return
 	}
-	if given {
-		if n < 1 || n > s.opts.MaxQueuesPerPage {
-			s.fail(w, limitErr(s.opts.MaxQueuesPerPage))
-			return
-		}
+	if limitGiven {
 		opts.Limit = n
 		link.add("limit", strconv.Itoa(n))
 	}
@@ -58,6 +56,10 @@ func (s *Server) listQueues(w http.ResponseWriter, r *http.Request, c *Call) {
 	}
 	if given {
 		link.add("with_count", boolText(withCount))
+	}
+	if limitGiven && (n < 1 || n > s.opts.MaxQueuesPerPage) {
+		s.fail(w, catalogLimitErr(s.opts.MaxQueuesPerPage))
+		return
 	}
 	queues, err := s.drv.Queues().List(c.ctx, c.space(), opts)
 	if err != nil {

@@ -3,7 +3,7 @@ package api
 import (
 	"encoding/json"
 	"net/http"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -26,7 +26,9 @@ func (s *Server) shareQueue(w http.ResponseWriter, r *http.Request, c *Call) {
 		s.fail(w, e)
 		return
 	}
-	if len(body) == 0 {
+	// Zaqar: no Content-Length is "can not be empty"; an empty body that
+	// says so (Content-Length: 0) is JSON that could not be parsed.
+	if len(body) == 0 && r.Header["Content-Length"] == nil {
 		s.fail(w, badBody("Request body can not be empty"))
 		return
 	}
@@ -43,7 +45,7 @@ func (s *Server) shareQueue(w http.ResponseWriter, r *http.Request, c *Call) {
 	var unknown []string
 	for k := range doc {
 		if k != "paths" && k != "methods" && k != "expires" {
-			unknown = append(unknown, k)
+			unknown = append(unknown, pyRepr(k))
 		}
 	}
 	if len(unknown) > 0 {
@@ -89,6 +91,17 @@ func sharedPaths(v any, base string) ([]string, *apiError) {
 	if falsy(v) {
 		return []string{base + "messages"}, nil
 	}
+	if text, ok := v.(string); ok {
+		// Zaqar takes a string's characters for the names, and no single
+		// character names a resource.
+		var chars []string
+		for _, r := range text {
+			if c := pyRepr(string(r)); !slices.Contains(chars, c) {
+				chars = append(chars, c)
+			}
+		}
+		return nil, badRequest("Invalid paths: " + pySet(chars))
+	}
 	list, ok := v.([]any)
 	if !ok {
 		return nil, badRequest("Invalid paths: " + jsonText(v))
@@ -98,7 +111,7 @@ func sharedPaths(v any, base string) ([]string, *apiError) {
 	for _, p := range list {
 		name, ok := p.(string)
 		if !ok || !sharePaths[name] {
-			bad = append(bad, jsonText(p))
+			bad = append(bad, pyValue(p))
 			continue
 		}
 		out = append(out, base+name)
@@ -125,7 +138,7 @@ func sharedMethods(v any) ([]string, *apiError) {
 	for _, m := range list {
 		name, ok := m.(string)
 		if !ok || !signedurl.ValidMethod(name) {
-			bad = append(bad, jsonText(m))
+			bad = append(bad, pyValue(m))
 			continue
 		}
 		out = append(out, name)
@@ -173,22 +186,6 @@ func falsy(v any) bool {
 		return len(x) == 0
 	}
 	return false
-}
-
-// pySet writes names as Python prints a set of strings, sorted so the
-// message is the same every time.
-func pySet(names []string) string {
-	sort.Strings(names)
-	var b strings.Builder
-	b.WriteByte('{')
-	for i, n := range names {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString("'" + strings.Trim(n, `"`) + "'")
-	}
-	b.WriteByte('}')
-	return b.String()
 }
 
 // checkSignature is Zaqar's first request hook: a request carrying

@@ -43,6 +43,9 @@ var (
 	ErrClaimed = errors.New("message is claimed; a claim id is required")
 	// ErrNotHolder: deleting a message with a claim id that does not hold it.
 	ErrNotHolder = errors.New("the claim does not hold the message")
+	// ErrNotClaimed: deleting a message with a claim id when no live claim
+	// holds it (the caller's claim lapsed, or it never held the message).
+	ErrNotClaimed = errors.New("a claim id was given but no claim holds the message")
 	// ErrNoClaim: the claim does not exist or has lapsed.
 	ErrNoClaim = errors.New("no such claim")
 	// ErrNoMessage: the message does not exist or has expired.

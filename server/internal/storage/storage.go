@@ -175,8 +175,9 @@ type MessageStore interface {
 	GetMany(ctx context.Context, q QueueRef, ids []string) ([]Message, error)
 	// Delete removes a message. A message held by a live claim needs that
 	// claim's id: without one the error is Forbidden (ErrClaimed), with
-	// another one, or with any claim id for a free message, it is Invalid
-	// (ErrNotHolder). Deleting an absent message is not an error.
+	// another one it is Invalid (ErrNotHolder), and any claim id for a free
+	// message is Invalid too (ErrNotClaimed). Deleting an absent message is
+	// not an error.
 	Delete(ctx context.Context, q QueueRef, id, claimID string) error
 	// DeleteMany removes the given messages that are not held by a live claim
 	// (or are held by claimID when it is not empty), all in one atomic step.

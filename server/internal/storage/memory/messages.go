@@ -201,7 +201,7 @@ func checkClaim(m *message, claimID string) error {
 	case m.claim != nil && m.claim.id != claimID:
 		return storage.E(storage.OpMessageDelete, storage.Invalid, storage.ErrNotHolder)
 	case m.claim == nil && claimID != "":
-		return storage.E(storage.OpMessageDelete, storage.Invalid, storage.ErrNotHolder)
+		return storage.E(storage.OpMessageDelete, storage.Invalid, storage.ErrNotClaimed)
 	}
 	return nil
 }

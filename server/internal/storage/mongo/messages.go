@@ -266,7 +266,9 @@ func (s messageStore) Delete(ctx context.Context, q storage.QueueRef, id, claimI
 	switch {
 	case held && claimID == "":
 		return storage.E(op, storage.Forbidden, storage.ErrClaimed)
-	case claimID != "" && (!held || claimID != doc.CL):
+	case claimID != "" && !held:
+		return storage.E(op, storage.Invalid, storage.ErrNotClaimed)
+	case claimID != "" && claimID != doc.CL:
 		return storage.E(op, storage.Invalid, storage.ErrNotHolder)
 	case held:
 		f = append(f, bson.E{Key: "cl", Value: claimID})

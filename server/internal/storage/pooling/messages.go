@@ -163,7 +163,7 @@ func (s messageStore) Delete(ctx context.Context, q storage.QueueRef, id, claimI
 
 // claimRefusal reports a delete refused for its claim id.
 func claimRefusal(err error) bool {
-	return errors.Is(err, storage.ErrNotHolder) || errors.Is(err, storage.ErrClaimed)
+	return errors.Is(err, storage.ErrNotHolder) || errors.Is(err, storage.ErrNotClaimed) || errors.Is(err, storage.ErrClaimed)
 }
 
 // DeleteMany asks the queue's pool; during a move, both, as Delete.

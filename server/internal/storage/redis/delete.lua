@@ -31,6 +31,7 @@ local function delete(id, cid)
   if h[2] and tonumber(h[3]) > now then holder = h[2] end
   if holder ~= cid then
     if cid == '' then return {0, 1} end
+    if holder == '' then return {0, 3} end
     return {0, 2}
   end
   removed[#removed + 1] = id

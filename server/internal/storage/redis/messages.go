@@ -149,6 +149,8 @@ func (s messageStore) Remove(ctx context.Context, q storage.QueueRef, id, claimI
 		return false, storage.E(storage.OpMessageDelete, storage.Forbidden, storage.ErrClaimed)
 	case 2:
 		return false, storage.E(storage.OpMessageDelete, storage.Invalid, storage.ErrNotHolder)
+	case 3:
+		return false, storage.E(storage.OpMessageDelete, storage.Invalid, storage.ErrNotClaimed)
 	}
 	return len(res) > 2 && toInt(res[2]) == 1, nil
 }
