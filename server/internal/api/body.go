@@ -128,9 +128,10 @@ func decodeErr(err error) *apiError {
 }
 
 type postedMessage struct {
-	TTL   json.RawMessage
-	Delay json.RawMessage
-	Body  json.RawMessage
+	TTL       json.RawMessage
+	Delay     json.RawMessage
+	Body      json.RawMessage
+	notObject bool // the item is not a JSON object
 }
 
 // messageLimits are the server-wide bounds a post is checked against.
@@ -139,7 +140,8 @@ type messageLimits struct {
 }
 
 // parsePostMessages validates a message batch as Zaqar does: size against the
-// queue's limit before parsing, then types of every message, then ranges.
+// queue's limit before parsing, then each message in turn (an object, its
+// ttl's type, its body, its delay's type), then ranges.
 // Bodies are copied out of the request buffer.
 func parsePostMessages(body []byte, qs queueSettings, lim messageLimits) ([]storage.NewMessage, *apiError) {
 	if len(body) > qs.maxPostSize {
@@ -168,8 +170,8 @@ func parsePostMessages(body []byte, qs queueSettings, lim messageLimits) ([]stor
 	delays := make([]int64, len(posted))
 	for i := range posted {
 		p := &posted[i]
-		if p.Body == nil {
-			return nil, errMissingBody
+		if p.notObject {
+			return nil, errDocType
 		}
 		ttls[i] = int64(qs.ttl / time.Second)
 		// A null ttl or delay is a type error, as in Zaqar (None is no int).
@@ -179,6 +181,9 @@ func parsePostMessages(body []byte, qs queueSettings, lim messageLimits) ([]stor
 				return nil, typeErr("ttl")
 			}
 			ttls[i] = n
+		}
+		if p.Body == nil {
+			return nil, errMissingBody
 		}
 		delays[i] = int64(qs.delay / time.Second)
 		if p.Delay != nil {

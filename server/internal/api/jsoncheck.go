@@ -60,7 +60,10 @@ func decodePostSlow(body []byte) ([]postedMessage, *apiError) {
 	for i, item := range list {
 		var m map[string]json.RawMessage
 		if err := json.Unmarshal(item, &m); err != nil {
-			return nil, errDocType
+			// Refused when the checks reach it: Zaqar checks message by
+			// message, so an earlier message's fault is the one reported.
+			out[i].notObject = true
+			continue
 		}
 		// Unknown keys are ignored, as Zaqar's sanitize drops them.
 		out[i] = postedMessage{TTL: m["ttl"], Delay: m["delay"], Body: m["body"]}

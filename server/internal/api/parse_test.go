@@ -97,6 +97,13 @@ func TestParsePostMessages(t *testing.T) {
 		{"ttl small", `{"messages":[{"ttl":59,"body":1}]}`, "The TTL for a message may not exceed 1209600 seconds, and must be at least 60 seconds long."},
 		{"delay negative", `{"messages":[{"delay":-1,"body":1}]}`, "The Delay TTL for a message may not exceed 900 seconds,and must be at least 0 seconds long."},
 		{"second bad", `{"messages":[{"body":1},{"ttl":5,"body":2}]}`, "The TTL for a message may not exceed 1209600 seconds, and must be at least 60 seconds long."},
+		// Zaqar checks message by message: an earlier message's fault is
+		// reported before a later one's, and in a message the ttl's type
+		// before the body.
+		{"earlier fault first", `{"messages":[{"ttl":60},"x"]}`, `Missing "body" field.`},
+		{"earlier type first", `{"messages":[{"body":1},{"ttl":"x"},1]}`, `The value of the "ttl" field must be a int.`},
+		{"ttl before body", `{"messages":[{"ttl":"x"}]}`, `The value of the "ttl" field must be a int.`},
+		{"types before ranges", `{"messages":[{"ttl":5,"body":1},[]]}`, "Document type not supported."},
 	}
 	for _, tc := range bad {
 		msgs, e := parsePostMessages([]byte(tc.body), qs, lim)
