@@ -247,6 +247,18 @@ func testMessagesLifecycle(t *testing.T, store func(*config.Options)) {
 		t.Errorf("oldest %v", oldest)
 	}
 
+	// A claim id for a message no claim holds: Zaqar words it apart from
+	// another claim's message, and takes an id that is no UUID for a claim
+	// that does not exist, before it looks at the message.
+	for _, tc := range []struct{ claim, desc string }{
+		{claimID, "A claim was specified, but the message is not currently claimed."},
+		{"not-a-uuid", "The specified claim does not exist or has expired."},
+	} {
+		got := ts.must(400, "DELETE", "/v2/queues/demo/messages/"+ids[3]+"?claim_id="+tc.claim, std(), "").json(t)
+		if got["title"] != "Unable to delete" || got["description"] != tc.desc {
+			t.Errorf("claim id %q on a free message: %v, want %q", tc.claim, got, tc.desc)
+		}
+	}
 	ts.must(204, "DELETE", "/v2/queues/demo/messages?ids="+ids[3], std(), "")
 	pop := ts.must(200, "DELETE", "/v2/queues/demo/messages?pop=5", std(), "").json(t)["messages"].([]any)
 	if len(pop) != 2 {
