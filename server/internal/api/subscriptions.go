@@ -121,13 +121,20 @@ func parseSubscription(body []byte, post bool) (subscriptionDoc, *apiError) {
 	if len(doc) == 0 {
 		return d, errNoSubscription
 	}
+	// A refusal Zaqar does not make (it skips an empty or null subscriber,
+	// and takes one that names nobody to reach) comes after the checks it
+	// does make, so where Zaqar refuses the body both name the same fault.
+	var stricter *apiError
 	if raw, ok := doc["subscriber"]; ok {
 		var sub string
 		if json.Unmarshal(raw, &sub) != nil {
 			return d, errSubscriberType
 		}
 		if e := subscriberErr(sub); e != nil {
-			return d, e
+			if sub != "" && e == errSubscriberType {
+				return d, e
+			}
+			stricter = e
 		}
 		d.subscriber = &sub
 	}
@@ -153,6 +160,9 @@ func parseSubscription(body []byte, post bool) (subscriptionDoc, *apiError) {
 		}
 		ttl := time.Duration(n) * time.Second
 		d.ttl = &ttl
+	}
+	if stricter != nil {
+		return d, stricter
 	}
 	return d, nil
 }

@@ -29,6 +29,13 @@ func TestSubscriptionErrors(t *testing.T) {
 		{"ttl not an int", "POST", "/v2/queues/sq/subscriptions", `{"subscriber":"http://127.0.0.1:8899/x","ttl":"abc"}`, 400, "Invalid API request", "TTL must be an integer."},
 		{"ttl a float", "POST", "/v2/queues/sq/subscriptions", `{"subscriber":"http://127.0.0.1:8899/x","ttl":60.5}`, 400, "Invalid API request", "TTL must be an integer."},
 		{"options not a dict", "POST", "/v2/queues/sq/subscriptions", `{"subscriber":"http://127.0.0.1:8899/x","ttl":60,"options":"x"}`, 400, "Invalid API request", "Options must be a dict."},
+		// Where Zaqar refuses a body, both name the same fault: a
+		// subscriber Zaqar skips (empty) or takes (naming nobody) is
+		// refused after the checks Zaqar makes.
+		{"empty subscriber and bad ttl", "POST", "/v2/queues/sq/subscriptions", `{"subscriber":"","ttl":"x"}`, 400, "Invalid API request", "TTL must be an integer."},
+		{"null subscriber and bad options", "POST", "/v2/queues/sq/subscriptions", `{"subscriber":null,"ttl":[60],"options":"x"}`, 400, "Invalid API request", "Options must be a dict."},
+		{"mailto without address and bad ttl", "POST", "/v2/queues/sq/subscriptions", `{"subscriber":"mailto:","ttl":"60"}`, 400, "Invalid API request", "TTL must be an integer."},
+		{"unserved scheme before bad ttl", "POST", "/v2/queues/sq/subscriptions", `{"subscriber":"ftp://h/x","ttl":"60"}`, 400, "Invalid API request", "The subscriber type of subscription must be supported in the list ['http', 'https', 'mailto', 'trust+http', 'trust+https']."},
 		{"ttl below minimum", "POST", "/v2/queues/sq/subscriptions", `{"subscriber":"http://127.0.0.1:8899/x","ttl":1}`, 400, "Invalid API request", "The TTL for a subscription must be at least 60 seconds long."},
 		{"malformed json", "POST", "/v2/queues/sq/subscriptions", `{"subscriber":`, 400, "Invalid request body", "Request body could not be parsed."},
 		{"get unknown", "GET", "/v2/queues/sq/subscriptions/5c6939a8ef2f8e4a1c4a1a1a", "", 404, "Not found", "Subscription 5c6939a8ef2f8e4a1c4a1a1a does not exist"},
