@@ -234,6 +234,9 @@ func copyBodies(posted []postedMessage) []postedMessage {
 type claimLimits struct {
 	defTTL, defGrace time.Duration
 	maxTTL, maxGrace time.Duration
+	// limitFault is what is wrong with a new claim's ?limit, if anything:
+	// Zaqar reports it after the body's types and before their ranges.
+	limitFault *apiError
 }
 
 // parseClaimBody reads {"ttl", "grace"} of a claim create or update. Both
@@ -245,6 +248,9 @@ func parseClaimBody(body []byte, lim claimLimits, update bool) (ttl, grace time.
 	if len(bytes.TrimSpace(body)) == 0 {
 		if update {
 			return 0, 0, errUnparsable
+		}
+		if lim.limitFault != nil {
+			return 0, 0, lim.limitFault
 		}
 		return lim.defTTL, lim.defGrace, nil
 	}
@@ -271,6 +277,9 @@ func parseClaimBody(body []byte, lim claimLimits, update bool) (ttl, grace time.
 			return 0, 0, typeErr("grace")
 		}
 		graceS = n
+	}
+	if lim.limitFault != nil {
+		return 0, 0, lim.limitFault
 	}
 	maxTTL, maxGrace := int64(lim.maxTTL/time.Second), int64(lim.maxGrace/time.Second)
 	if ttlS < minClaimTTL || ttlS > maxTTL {

@@ -33,13 +33,13 @@ func (s *Server) createClaim(w http.ResponseWriter, r *http.Request, c *Call) {
 			limit = n
 		}
 	}
-	ttl, grace, e := s.readClaimBody(r, c, false)
+	lim := s.claimLimits()
+	if limit < 1 || limit > s.opts.MaxMessagesPerClaim {
+		lim.limitFault = limitErr(s.opts.MaxMessagesPerClaim)
+	}
+	ttl, grace, e := s.readClaimBody(r, c, lim, false)
 	if e != nil {
 		s.fail(w, e)
-		return
-	}
-	if limit < 1 || limit > s.opts.MaxMessagesPerClaim {
-		s.fail(w, limitErr(s.opts.MaxMessagesPerClaim))
 		return
 	}
 	q := c.ref()
@@ -107,7 +107,7 @@ func (s *Server) getClaim(w http.ResponseWriter, r *http.Request, c *Call) {
 // updateClaim: PATCH /v2/queues/{queue_name}/claims/{claim_id} {"ttl","grace"}.
 func (s *Server) updateClaim(w http.ResponseWriter, r *http.Request, c *Call) {
 	id := r.PathValue("claim_id")
-	ttl, grace, e := s.readClaimBody(r, c, true)
+	ttl, grace, e := s.readClaimBody(r, c, s.claimLimits(), true)
 	if e != nil {
 		s.fail(w, e)
 		return
@@ -132,10 +132,10 @@ func (s *Server) deleteClaim(w http.ResponseWriter, r *http.Request, c *Call) {
 
 // readClaimBody reads and validates the {"ttl","grace"} body that creating
 // and renewing a claim share; partial allows either field alone (PATCH).
-func (s *Server) readClaimBody(r *http.Request, c *Call, partial bool) (ttl, grace time.Duration, e *apiError) {
+func (s *Server) readClaimBody(r *http.Request, c *Call, lim claimLimits, partial bool) (ttl, grace time.Duration, e *apiError) {
 	body, e := s.readBody(r, c.w)
 	if e != nil {
 		return 0, 0, e
 	}
-	return parseClaimBody(body, s.claimLimits(), partial)
+	return parseClaimBody(body, lim, partial)
 }

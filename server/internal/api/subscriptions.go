@@ -143,7 +143,14 @@ func parseSubscription(body []byte, post bool) (subscriptionDoc, *apiError) {
 		// only has to be an object (numbers kept exact).
 		var m storage.Metadata
 		if storage.DecodeMetadata(raw, &m) != nil {
-			return d, errOptionsType
+			// Zaqar skips a false-like value ([], "", 0, false): refused
+			// after the checks it makes, as a stricter subscriber is.
+			if v, err := parseJSONDocument(raw); err != nil || !falsy(v) {
+				return d, errOptionsType
+			}
+			if stricter == nil {
+				stricter = errOptionsType
+			}
 		}
 		d.options = m
 	}

@@ -35,6 +35,7 @@ func TestSubscriptionErrors(t *testing.T) {
 		{"empty subscriber and bad ttl", "POST", "/v2/queues/sq/subscriptions", `{"subscriber":"","ttl":"x"}`, 400, "Invalid API request", "TTL must be an integer."},
 		{"null subscriber and bad options", "POST", "/v2/queues/sq/subscriptions", `{"subscriber":null,"ttl":[60],"options":"x"}`, 400, "Invalid API request", "Options must be a dict."},
 		{"mailto without address and bad ttl", "POST", "/v2/queues/sq/subscriptions", `{"subscriber":"mailto:","ttl":"60"}`, 400, "Invalid API request", "TTL must be an integer."},
+		{"empty options and bad ttl", "POST", "/v2/queues/sq/subscriptions", `{"subscriber":"http://127.0.0.1:8899/x","options":[],"ttl":-0.5}`, 400, "Invalid API request", "TTL must be an integer."},
 		{"unserved scheme before bad ttl", "POST", "/v2/queues/sq/subscriptions", `{"subscriber":"ftp://h/x","ttl":"60"}`, 400, "Invalid API request", "The subscriber type of subscription must be supported in the list ['http', 'https', 'mailto', 'trust+http', 'trust+https']."},
 		{"ttl below minimum", "POST", "/v2/queues/sq/subscriptions", `{"subscriber":"http://127.0.0.1:8899/x","ttl":1}`, 400, "Invalid API request", "The TTL for a subscription must be at least 60 seconds long."},
 		{"malformed json", "POST", "/v2/queues/sq/subscriptions", `{"subscriber":`, 400, "Invalid request body", "Request body could not be parsed."},
