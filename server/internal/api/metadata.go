@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -226,8 +227,15 @@ func parsePatch(body []byte) ([]patchOp, *apiError) {
 		if !ok {
 			return nil, badBody("Unable to find 'path' in JSON Schema change")
 		}
+		if fault := pointerFault(path); fault != "" {
+			return nil, badBody(fault)
+		}
 		key, ok := metadataPointer(path)
 		if !ok {
+			if root, rest, two := strings.Cut(path[1:], "/"); two && op != "remove" && !strings.Contains(rest, "/") &&
+				!strings.EqualFold(root, "metadata") {
+				return nil, badBody("The root of path must be metadata, e.g /metadata/key.")
+			}
 			return nil, badBody(`Invalid JSON pointer for this resource: "` + path + `", e.g /metadata/key`)
 		}
 		value, has := obj["value"]
@@ -248,6 +256,27 @@ func jsonText(v any) string {
 }
 
 // metadataPointer decodes the JSON pointer /metadata/<key> (RFC 6901 escapes).
+// pointerFault words what makes p no JSON pointer, as Zaqar's
+// _validate_json_pointer does, in its order ("" when p is one).
+func pointerFault(p string) string {
+	switch {
+	case !strings.HasPrefix(p, "/"):
+		return "Pointer `" + p + "` does not start with \"/\"."
+	case adjacentSlashes.MatchString(p[1:]):
+		return "Pointer `" + p + "` contains adjacent \"/\"."
+	case len(p) > 1 && strings.HasSuffix(p, "/"):
+		return "Pointer `" + p + "` end with \"/\"."
+	case badEscape.MatchString(p) || strings.HasSuffix(p, "~"):
+		return "Pointer `" + p + "` contains \"~\" not part of a recognized escape sequence."
+	}
+	return ""
+}
+
+var (
+	adjacentSlashes = regexp.MustCompile(`/\s*/`)
+	badEscape       = regexp.MustCompile(`~[^01]`)
+)
+
 func metadataPointer(path string) (string, bool) {
 	rest, ok := strings.CutPrefix(path, "/metadata/")
 	if !ok || rest == "" || strings.Contains(rest, "/") {
