@@ -235,7 +235,8 @@ type claimLimits struct {
 	defTTL, defGrace time.Duration
 	maxTTL, maxGrace time.Duration
 	// limitFault is what is wrong with a new claim's ?limit, if anything:
-	// Zaqar reports it after the body's types and before their ranges.
+	// Zaqar reports it after the body's types and the ttl's range, before
+	// the grace's.
 	limitFault *apiError
 }
 
@@ -278,13 +279,13 @@ func parseClaimBody(body []byte, lim claimLimits, update bool) (ttl, grace time.
 		}
 		graceS = n
 	}
-	if lim.limitFault != nil {
-		return 0, 0, lim.limitFault
-	}
 	maxTTL, maxGrace := int64(lim.maxTTL/time.Second), int64(lim.maxGrace/time.Second)
 	if ttlS < minClaimTTL || ttlS > maxTTL {
 		return 0, 0, badRequest("The TTL for a claim may not exceed " + strconv.FormatInt(maxTTL, 10) +
 			" seconds, and must be at least 60 seconds long.")
+	}
+	if lim.limitFault != nil {
+		return 0, 0, lim.limitFault
 	}
 	// Zaqar checks the grace of a new claim only; an update may shorten it.
 	minGrace := int64(minClaimGrace)

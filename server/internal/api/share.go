@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 	"slices"
 	"strconv"
@@ -155,6 +156,10 @@ func sharedExpiry(v any) (time.Time, *apiError) {
 	switch x := v.(type) {
 	case string:
 		t, err := signedurl.ParseExpires(x)
+		if errors.Is(err, signedurl.ErrBadExpiry) {
+			// Zaqar passes on its date parser's words.
+			return time.Time{}, badRequest("Unable to parse date string " + pyRepr(x))
+		}
 		if err != nil {
 			return time.Time{}, badRequest(err.Error())
 		}

@@ -81,7 +81,7 @@ func TestShareAnswers(t *testing.T) {
 		{`{"expires":"2000-01-01T00:00:00"}`, "`expires` is lower than the current time"},
 		{`{"expires":1700000000}`, "not integer value: 1700000000"},
 		{`{"expires":"1700000000"}`, "not integer value: 1700000000"},
-		{`{"expires":"someday"}`, "`expires` should be date format"},
+		{`{"expires":"someday"}`, "Unable to parse date string 'someday'"},
 		{`{"expires":{}}`, "`expires` should be date format"},
 		{`{"ttl":60}`, "Unknown keys: {'ttl'}"},
 		{`[]`, "Document type not supported."},

@@ -183,7 +183,7 @@ func (s messageStore) Remove(_ context.Context, ref storage.QueueRef, id, claimI
 	if m == nil {
 		return false, s.d.named(storage.OpMessageDelete, ref, id)
 	}
-	if err := checkClaim(m, claimID); err != nil {
+	if err := checkClaim(q, m, claimID); err != nil {
 		return false, err
 	}
 	q.remove(m)
@@ -191,12 +191,15 @@ func (s messageStore) Remove(_ context.Context, ref storage.QueueRef, id, claimI
 }
 
 // checkClaim applies Zaqar's rule for deleting one message: a claimed
-// message needs its claim's id (403 without, 400 with another), and a claim
-// id given for a message no claim holds is a client error too, because the
-// caller evidently lost its claim.
-func checkClaim(m *message, claimID string) error {
+// message needs its claim's id (403 without one or with another live
+// claim's, 400 with one that does not exist), and a claim id given for a
+// message no claim holds is a client error too, because the caller
+// evidently lost its claim.
+func checkClaim(q *queue, m *message, claimID string) error {
 	switch {
 	case m.claim != nil && claimID == "":
+		return storage.E(storage.OpMessageDelete, storage.Forbidden, storage.ErrClaimed)
+	case m.claim != nil && m.claim.id != claimID && q.claims[claimID] != nil:
 		return storage.E(storage.OpMessageDelete, storage.Forbidden, storage.ErrClaimed)
 	case m.claim != nil && m.claim.id != claimID:
 		return storage.E(storage.OpMessageDelete, storage.Invalid, storage.ErrNotHolder)

@@ -269,6 +269,14 @@ func (s messageStore) Delete(ctx context.Context, q storage.QueueRef, id, claimI
 	case claimID != "" && !held:
 		return storage.E(op, storage.Invalid, storage.ErrNotClaimed)
 	case claimID != "" && claimID != doc.CL:
+		// Another live claim's id: the message is someone else's (403).
+		n, err := s.d.claims.CountDocuments(ctx, append(queueFilter(q), bson.E{Key: "_id", Value: claimID}, alive(now)))
+		if err != nil {
+			return wrap(op, err)
+		}
+		if n > 0 {
+			return storage.E(op, storage.Forbidden, storage.ErrClaimed)
+		}
 		return storage.E(op, storage.Invalid, storage.ErrNotHolder)
 	case held:
 		f = append(f, bson.E{Key: "cl", Value: claimID})

@@ -32,6 +32,9 @@ local function delete(id, cid)
   if holder ~= cid then
     if cid == '' then return {0, 1} end
     if holder == '' then return {0, 3} end
+    -- Another live claim's id: the message is someone else's (403).
+    local e = redis.call('HGET', ckey(cid), 'e')
+    if e and tonumber(e) > now then return {0, 1} end
     return {0, 2}
   end
   removed[#removed + 1] = id

@@ -23,7 +23,7 @@ func testDelete(e *env) {
 		gone    bool
 	}{
 		{"claimed without claim id", ids[0], "", kind(storage.Forbidden), false},
-		{"claimed with another claim's id", ids[0], other.ID, kind(storage.Invalid), false},
+		{"claimed with another live claim's id (Zaqar: 403)", ids[0], other.ID, kind(storage.Forbidden), false},
 		{"claimed with an unknown claim id", ids[0], "nope", kind(storage.Invalid), false},
 		{"free with a claim id", ids[2], c.ID, kind(storage.Invalid), false},
 		{"claimed with its claim id", ids[0], c.ID, nil, true},

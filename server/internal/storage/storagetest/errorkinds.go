@@ -61,7 +61,10 @@ func testErrorKinds(e *env) {
 		reason error
 	}{
 		{"delete held without claim id", ms.Delete(e.ctx, q, held.Messages[0].ID, ""), storage.Forbidden, storage.ErrClaimed},
-		{"delete held with another claim", ms.Delete(e.ctx, q, held.Messages[0].ID, other.ID), storage.Invalid, storage.ErrNotHolder},
+		// Another live claim's id: the message is claimed by someone else
+		// (Zaqar's MessageNotClaimedBy, 403); a claim that does not exist
+		// is the caller's mistake (400).
+		{"delete held with another claim", ms.Delete(e.ctx, q, held.Messages[0].ID, other.ID), storage.Forbidden, storage.ErrClaimed},
 		{"delete held with an unknown claim", ms.Delete(e.ctx, q, held.Messages[0].ID, unknown), storage.Invalid, storage.ErrNotHolder},
 		{"delete free with a claim id", ms.Delete(e.ctx, q, lapsed.Messages[0].ID, held.ID), storage.Invalid, storage.ErrNotClaimed},
 		{"delete free with the lapsed claim", ms.Delete(e.ctx, q, lapsed.Messages[0].ID, lapsed.ID), storage.Invalid, storage.ErrNotClaimed},

@@ -226,8 +226,9 @@ func (m *model) claimRelease(name, id string) {
 }
 
 // deleteMessage: a message held by a live claim needs that claim's id
-// (none: Forbidden, another: Invalid); so does a free one with a claim id
-// given (Invalid). An absent message is deleted already.
+// (none or another live claim's: Forbidden, one that does not exist:
+// Invalid); so does a free one with a claim id given (Invalid). An absent
+// message is deleted already.
 func (m *model) deleteMessage(name, id, claimID string) *storage.Kind {
 	q := m.queue(name)
 	m.live(q)
@@ -236,7 +237,7 @@ func (m *model) deleteMessage(name, id, claimID string) *storage.Kind {
 		return nil
 	}
 	if holder := q.holder(msg); holder != claimID {
-		if claimID == "" {
+		if claimID == "" || holder != "" && q.claims[claimID] != nil {
 			return kind(storage.Forbidden)
 		}
 		return kind(storage.Invalid)
