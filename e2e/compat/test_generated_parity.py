@@ -276,8 +276,8 @@ def boolean_integer(case: Case, s: Answer, z: Answer) -> bool:
         return False
     field = m.group(1).lower()
     body = case.body if isinstance(case.body, dict) else {}
-    docs = [body] + [d for d in body.get("messages", []) if isinstance(d, dict)] \
-        if isinstance(body.get("messages", []), list) else [body]
+    msgs = body.get("messages")
+    docs = [body, *(d for d in msgs if isinstance(d, dict))] if isinstance(msgs, list) else [body]
     return any(isinstance(d.get(field), bool) for d in docs)
 
 

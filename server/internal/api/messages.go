@@ -270,17 +270,17 @@ func (s *Server) deleteMessage(w http.ResponseWriter, r *http.Request, c *Call) 
 	id := r.PathValue("message_id")
 	claimID := r.URL.Query().Get("claim_id")
 	err := s.drv.Messages().Delete(c.ctx, c.ref(), id, claimID)
-	switch {
-	case err == nil, storage.Is(err, storage.NotFound):
-		writeEmpty(w, http.StatusNoContent)
-	case errors.Is(err, storage.ErrNotClaimed):
+	if errors.Is(err, storage.ErrNotClaimed) {
 		// Zaqar refuses a claim id that is no UUID (parsed as Python's
 		// uuid.UUID does, like a Client-ID) as a claim that does not exist,
 		// before it looks at the message's claim.
 		if _, ok := parseClientID(claimID); !ok {
 			err = storage.E(storage.OpMessageDelete, storage.Invalid, storage.ErrNotHolder)
 		}
-		s.fail(w, storageErr(err, "Message could not be deleted.", ""))
+	}
+	switch {
+	case err == nil, storage.Is(err, storage.NotFound):
+		writeEmpty(w, http.StatusNoContent)
 	default:
 		s.fail(w, storageErr(err, "Message could not be deleted.", ""))
 	}
