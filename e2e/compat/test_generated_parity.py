@@ -291,16 +291,10 @@ def zaqar_typo(case: Case, s: Answer, z: Answer) -> bool:
             or bool(m and sd == f'Invalid JSON pointer for this resource: "{m.group(1)}", e.g /metadata/key'))
 
 
-def missing_queue(case: Case, s: Answer, z: Answer) -> bool:
-    """A message or claim of a queue the project does not have: Zaqar says
-    the queue does not exist, sluice that the message or claim does not."""
-    return s.status == z.status == 404 and re.match(r"Queue \S+ does not exist", description(z)) is not None
-
-
 KNOWN = [zaqar_fails, delay_ignored, dead_letter_name, grace_on_update, malformed_marker,
          metadata_checked, subscription_checked, null_on_update, hidden_page, big_integer,
          long_project, first_message_marker, share_methods, empty_id, not_served, signed_path_pattern,
-         zaqar_typo, missing_queue, boolean_integer]
+         zaqar_typo, boolean_integer]
 
 
 # What purge removes when the body does not say (Zaqar's default).

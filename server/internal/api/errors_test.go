@@ -52,6 +52,9 @@ func testRequestErrors(t *testing.T, store func(*config.Options)) {
 		{"empty post body", "POST", "/v2/queues/demo/messages", std(), "", 400, "Invalid request body", "Request body could not be parsed."},
 		{"unknown message", "GET", "/v2/queues/demo/messages/5c6939a8ef2f8e4a1c4a1a1a", std(), "", 404, "Not found", "Message 5c6939a8ef2f8e4a1c4a1a1a does not exist in queue demo for project p1"},
 		{"malformed message id", "GET", "/v2/queues/demo/messages/xyz", std(), "", 404, "Not found", "Message xyz does not exist in queue demo for project p1"},
+		// Zaqar looks the queue up before the message.
+		{"message of a never created queue", "GET", "/v2/queues/ghost/messages/5c6939a8ef2f8e4a1c4a1a1a", std(), "", 404, "Not found", "Queue ghost does not exist for project p1"},
+		{"message of a topic never created", "GET", "/v2/topics/ghost/messages/5c6939a8ef2f8e4a1c4a1a1a", std(), "", 404, "Not found", "Topic ghost does not exist for project p1"},
 		{"unknown claim", "GET", "/v2/queues/demo/claims/5c6939a8ef2f8e4a1c4a1a1a", std(), "", 404, "Not found", "Claim 5c6939a8ef2f8e4a1c4a1a1a does not exist in queue demo for project p1"},
 		{"patch unknown claim", "PATCH", "/v2/queues/demo/claims/5c6939a8ef2f8e4a1c4a1a1a", std(), `{"ttl":60}`, 404, "Not found", "Claim 5c6939a8ef2f8e4a1c4a1a1a does not exist in queue demo for project p1"},
 		{"claim limit too large", "POST", "/v2/queues/demo/claims?limit=21", std(), `{"ttl":60,"grace":60}`, 400, "Invalid API request", "Limit must be at least 1 and may not be greater than 20."},

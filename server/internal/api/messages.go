@@ -257,7 +257,15 @@ func (s *Server) getMessage(w http.ResponseWriter, r *http.Request, c *Call) {
 	id := r.PathValue("message_id")
 	m, err := s.drv.Messages().Get(c.ctx, c.ref(), id)
 	if err != nil {
-		s.fail(w, storageErr(err, "Message could not be retrieved.", messageMissing(id, c)))
+		missing := messageMissing(id, c)
+		// Zaqar looks the queue up first and names it when it is missing;
+		// only a miss pays for the lookup.
+		if kindOf(err) == storage.NotFound {
+			if ok, qerr := s.drv.Queues().Exists(c.ctx, c.ref()); qerr == nil && !ok {
+				missing = queueMissing(c)
+			}
+		}
+		s.fail(w, storageErr(err, "Message could not be retrieved.", missing))
 		return
 	}
 	b := appendMessage(c.w.out[:0], c.base(), &m, s.clock.Now())
