@@ -28,7 +28,7 @@ from harness import Process, ProcessError, RedisServer, process_tree  # noqa: E4
 
 CONF_TEMPLATE = """\
 [DEFAULT]
-pooling = False
+pooling = {pooling}
 admin_mode = {admin_mode}
 unreliable = True
 
@@ -71,9 +71,12 @@ class ZaqarServer(Process):
     stop_signal = signal.SIGINT
 
     def __init__(self, workdir: Path, redis_url: str, processes: int = 2,
-                 admin_mode: bool = False, extra_conf: str = ""):
+                 admin_mode: bool = False, extra_conf: str = "", pooling: bool = False):
         super().__init__(workdir)
         self.admin_mode = admin_mode
+        # Pooling serves /v2/pools and /v2/flavors (with admin_mode), its
+        # catalog in the management store.
+        self.pooling = pooling
         # Further zaqar.conf sections, e.g. "[signed_url]\nsecret_key = k\n".
         self.extra_conf = extra_conf
         self.redis_url = redis_url
@@ -87,7 +90,7 @@ class ZaqarServer(Process):
         init_sqlite(db)
         (conf_dir / "zaqar.conf").write_text(CONF_TEMPLATE.format(
             redis_uri=zaqar_redis_uri(self.redis_url), sqlite_path=db,
-            admin_mode=self.admin_mode) + self.extra_conf)
+            admin_mode=self.admin_mode, pooling=self.pooling) + self.extra_conf)
 
     def command(self) -> list[str]:
         venv = Path(sys.prefix)

@@ -1,30 +1,46 @@
 package api
 
 import (
+	"context"
 	"net/http"
+	"strings"
 	"time"
 
 	"sluice.dev/server/internal/storage/catalog"
 )
 
-// flavorCapabilities is what every sluice pool offers; Zaqar reports the
-// capabilities of its flavor's storage the same way.
-var flavorCapabilities = []string{"FIFO", "CLAIMS", "AOD", "HIGH_THROUGHPUT"}
+// Zaqar reports a flavor's capabilities as those of the storage driver of
+// its first pool (none without a pool), with its drivers' lists: MongoDB
+// claims durability, Redis does not.
+var (
+	redisCapabilities = []string{"FIFO", "CLAIMS", "AOD", "HIGH_THROUGHPUT"}
+	mongoCapabilities = []string{"FIFO", "CLAIMS", "DURABILITY", "AOD", "HIGH_THROUGHPUT"}
+)
 
 type flavorJSON struct {
-	Name         string   `json:"name"`
-	Capabilities []string `json:"capabilities,omitempty"`
-	PoolList     []string `json:"pool_list"`
-	Href         string   `json:"href"`
+	Name         string    `json:"name"`
+	Capabilities *[]string `json:"capabilities,omitempty"`
+	PoolList     []string  `json:"pool_list"`
+	Href         string    `json:"href"`
 }
 
-func showFlavor(f catalog.Flavor, caps bool) flavorJSON {
+// showFlavor shows f, with its capabilities when caps is set.
+func (a *admin) showFlavor(ctx context.Context, f catalog.Flavor, caps bool) flavorJSON {
 	out := flavorJSON{Name: f.Name, PoolList: f.Pools, Href: "/v2/flavors/" + f.Name}
 	if out.PoolList == nil {
 		out.PoolList = []string{}
 	}
 	if caps {
-		out.Capabilities = flavorCapabilities
+		list := []string{}
+		if len(f.Pools) > 0 {
+			if uri, ok := a.cat.PoolURI(ctx, f.Pools[0]); ok {
+				list = redisCapabilities
+				if strings.HasPrefix(uri, "mongodb://") {
+					list = mongoCapabilities
+				}
+			}
+		}
+		out.Capabilities = &list
 	}
 	return out
 }
@@ -53,7 +69,7 @@ func (a *admin) listFlavors(w http.ResponseWriter, r *http.Request, c *Call) {
 	}
 	out := make([]flavorJSON, 0, len(page))
 	for _, i := range page {
-		out = append(out, showFlavor(flavors[i], detailed))
+		out = append(out, a.showFlavor(c.ctx, flavors[i], detailed))
 	}
 	WriteJSON(w, http.StatusOK, map[string]any{"links": nextLinks("/v2/flavors", q, next), "flavors": out})
 }
@@ -65,7 +81,7 @@ func (a *admin) getFlavor(w http.ResponseWriter, r *http.Request, c *Call) {
 		a.fail(w, err, "Flavor could not be read.", "Flavor "+name+" does not exist")
 		return
 	}
-	WriteJSON(w, http.StatusOK, showFlavor(f, true))
+	WriteJSON(w, http.StatusOK, a.showFlavor(c.ctx, f, true))
 }
 
 // putFlavor creates or replaces a flavor. Unlike Zaqar an empty pool_list is
@@ -76,7 +92,7 @@ func (a *admin) putFlavor(w http.ResponseWriter, r *http.Request, c *Call) {
 	body, e := a.s.readBody(r, c.w)
 	var b flavorBody
 	if e == nil {
-		e = decodeStrict(body, &b)
+		e = decodeStrict(body, "a flavor", &b)
 	}
 	if e == nil && b.PoolList == nil {
 		e = badBody("'pool_list' is required.")
@@ -102,10 +118,12 @@ func (a *admin) patchFlavor(w http.ResponseWriter, r *http.Request, c *Call) {
 	body, e := a.s.readBody(r, c.w)
 	var b flavorBody
 	if e == nil {
-		e = decodeStrict(body, &b)
+		e = decodeStrict(body, "a flavor", &b)
 	}
-	if e == nil && b.PoolList == nil && b.Capabilities == nil {
-		e = badBody("One of 'pool_list' or 'capabilities' needs to be specified.")
+	// Capabilities follow from the pools, so a PATCH without pools would
+	// change nothing a client can read: Zaqar refuses it too.
+	if e == nil && b.PoolList == nil {
+		e = badBody("'pool_list' needs to be specified.")
 	}
 	if e != nil {
 		a.s.fail(w, e)
@@ -116,9 +134,7 @@ func (a *admin) patchFlavor(w http.ResponseWriter, r *http.Request, c *Call) {
 		a.fail(w, err, "Flavor could not be read.", "Flavor "+name+" does not exist")
 		return
 	}
-	if b.PoolList != nil {
-		f.Pools = *b.PoolList
-	}
+	f.Pools = *b.PoolList
 	if b.Capabilities != nil {
 		f.Capabilities = *b.Capabilities
 	}
@@ -126,7 +142,7 @@ func (a *admin) patchFlavor(w http.ResponseWriter, r *http.Request, c *Call) {
 		a.fail(w, err, "Flavor could not be updated.", "")
 		return
 	}
-	WriteJSON(w, http.StatusOK, showFlavor(f, true))
+	WriteJSON(w, http.StatusOK, a.showFlavor(c.ctx, f, true))
 }
 
 func (a *admin) deleteFlavor(w http.ResponseWriter, r *http.Request, c *Call) {

@@ -13,8 +13,27 @@ const maxCheckDepth = 10000
 
 var (
 	errNumberRange = badBody("JSON contains a number that is too large.")
-	errUnknownKey  = func(key string) *apiError { return badBody(`Malformed JSON body: json: unknown field "` + key + `"`) }
 )
+
+// errUnknownKey names the key a body of what (a pool, a flavor) does not
+// take, and the keys it does.
+func errUnknownKey(key, what string, t reflect.Type) *apiError {
+	known := make([]string, t.NumField())
+	for i := range known {
+		known[i] = jsonName(t.Field(i))
+	}
+	list := strings.Join(known, ", ")
+	if n := len(known); n > 1 {
+		list = strings.Join(known[:n-1], ", ") + " and " + known[n-1]
+	}
+	return badBody(`Unknown field "` + key + `"; ` + what + ` takes ` + list + `.`)
+}
+
+// jsonName is the key a struct field is read from.
+func jsonName(f reflect.StructField) string {
+	name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+	return name
+}
 
 // checkJSON is the one gate every request document passes before it is
 // decoded or stored. Zaqar (Python's json) refuses bytes that are not
@@ -73,8 +92,9 @@ func decodePostSlow(body []byte) ([]postedMessage, *apiError) {
 
 // checkKeys refuses top-level keys of a JSON object that are not exactly
 // one of the json tags of the struct v points to: encoding/json matches
-// struct fields case-insensitively, Zaqar matches keys exactly.
-func checkKeys(body []byte, v any) *apiError {
+// struct fields case-insensitively, Zaqar matches keys exactly. what names
+// the body for the error.
+func checkKeys(body []byte, what string, v any) *apiError {
 	var doc map[string]json.RawMessage
 	if err := json.Unmarshal(body, &doc); err != nil {
 		return nil // not an object: the struct decode words the error
@@ -83,17 +103,32 @@ func checkKeys(body []byte, v any) *apiError {
 	for key := range doc {
 		known := false
 		for i := 0; i < t.NumField(); i++ {
-			name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
-			if name == key {
+			if jsonName(t.Field(i)) == key {
 				known = true
 				break
 			}
 		}
 		if !known {
-			return errUnknownKey(key)
+			return errUnknownKey(key, what, t)
 		}
 	}
 	return nil
+}
+
+// fieldKind is how a type error names the JSON type of v's field key: the
+// decoder reports an array item's type under the array's key.
+func fieldKind(v any, key string) string {
+	t := reflect.TypeOf(v).Elem()
+	for i := 0; i < t.NumField(); i++ {
+		if f := t.Field(i); jsonName(f) == key {
+			ft := f.Type
+			if ft.Kind() == reflect.Pointer {
+				ft = ft.Elem()
+			}
+			return jsonKind(ft.String())
+		}
+	}
+	return "object"
 }
 
 // isNull reports whether a raw JSON value is the literal null.

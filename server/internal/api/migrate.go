@@ -53,7 +53,7 @@ func (a *admin) migrate(w http.ResponseWriter, r *http.Request, c *Call) {
 		Pool *string `json:"pool"`
 	}
 	if e == nil {
-		e = decodeStrict(body, &b)
+		e = decodeStrict(body, "a move", &b)
 	}
 	if e == nil && (b.Pool == nil || *b.Pool == "") {
 		e = badBody("'pool' is required: the name of the pool to move the queue to.")

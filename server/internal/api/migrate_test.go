@@ -40,7 +40,7 @@ func TestMigrateAPI(t *testing.T) {
 		{`{}`, "'pool' is required"},
 		{`{"pool":""}`, "'pool' is required"},
 		{`{"pool":7}`, "'pool' must be of type string"},
-		{`{"pool":"p2","x":1}`, "unknown field"},
+		{`{"pool":"p2","x":1}`, `Unknown field \"x\"; a move takes pool.`},
 		{`{"pool":"nope"}`, "pool nope is not registered"},
 		{`{"pool":"p1"}`, "already on pool p1"},
 		{`{"pool":"../x"}`, "is not valid"},

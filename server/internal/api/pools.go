@@ -81,16 +81,21 @@ type poolBody struct {
 }
 
 // decodeStrict decodes a JSON object, refusing unknown fields and trailing
-// data with a description that names the problem.
-func decodeStrict(body []byte, v any) *apiError {
+// data with a description that names the problem; what names the body ("a
+// pool") in those descriptions.
+func decodeStrict(body []byte, what string, v any) *apiError {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return badBody("Missing request body.")
 	}
 	// Syntax errors are left to the decoder, which names them.
-	if e := checkJSON(body); e != nil && (e == errNumberRange || json.Valid(body)) {
+	valid := json.Valid(body)
+	if e := checkJSON(body); e != nil && (e == errNumberRange || valid) {
 		return e
 	}
-	if e := checkKeys(body, v); e != nil {
+	if valid && body[skipWS(body, 0)] != '{' {
+		return errDocType
+	}
+	if e := checkKeys(body, what, v); e != nil {
 		return e
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
@@ -99,7 +104,7 @@ func decodeStrict(body []byte, v any) *apiError {
 	if err := dec.Decode(v); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
-			return badBody(fmt.Sprintf("'%s' must be of type %s.", te.Field, jsonKind(te.Type.String())))
+			return badBody(fmt.Sprintf("'%s' must be of type %s.", te.Field, fieldKind(v, te.Field)))
 		}
 		return badBody("Malformed JSON body: " + err.Error())
 	}
@@ -200,7 +205,7 @@ func (a *admin) readPoolBody(r *http.Request, c *Call) (force bool, b poolBody, 
 	}
 	body, e := a.s.readBody(r, c.w)
 	if e == nil {
-		e = decodeStrict(body, &b)
+		e = decodeStrict(body, "a pool", &b)
 	}
 	return force, b, e
 }

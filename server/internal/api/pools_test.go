@@ -52,7 +52,8 @@ func TestPoolsAndFlavorsAPI(t *testing.T) {
 		{`{"weight":"x","uri":"` + r1.URL + `"}`, "'weight' must be an integer"},
 		{`{"weight":-1,"uri":"` + r1.URL + `"}`, `between 0 and 4294967295`},
 		{`{"weight":1,"uri":"http://h/"}`, `scheme must be`},
-		{`{"weight":1,"uri":"` + r1.URL + `","extra":1}`, `unknown field`},
+		{`{"weight":1,"uri":"` + r1.URL + `","extra":1}`, `Unknown field \"extra\"; a pool takes weight, uri, flavor and options.`},
+		{`[1]`, "Document type not supported."},
 		{`{"weight":1,"uri":7}`, "'uri' must be of type string"},
 		{`{"weight":1,`, `Malformed JSON`},
 	} {
@@ -86,6 +87,20 @@ func TestPoolsAndFlavorsAPI(t *testing.T) {
 	if r := ts.do("PUT", "/v2/flavors/bad", adm, `{"pool_list":["nope"]}`); r.status != 400 || !strings.Contains(r.body, "pool nope does not exist") {
 		t.Errorf("flavor with unknown pool: %d %s", r.status, r.body)
 	}
+	for _, bad := range []struct{ method, body, want string }{
+		{"PUT", `{"pool_list":[1]}`, "'pool_list' must be of type array of strings."},
+		{"PUT", `{"pool_list":"p1"}`, "'pool_list' must be of type array of strings."},
+		{"PUT", `{"pool_list":["p1"],"x":1}`, `Unknown field \"x\"; a flavor takes pool_list and capabilities.`},
+		// Zaqar computes a flavor's capabilities from its pools: a PATCH of
+		// capabilities alone changes nothing, and Zaqar refuses it.
+		{"PATCH", `{"capabilities":{"x":1}}`, "'pool_list' needs to be specified."},
+		{"PATCH", `{}`, "'pool_list' needs to be specified."},
+	} {
+		r := ts.do(bad.method, "/v2/flavors/gold", adm, bad.body)
+		if r.status != 400 || !strings.Contains(r.body, bad.want) {
+			t.Errorf("%s flavor %s: %d %s, want 400 mentioning %q", bad.method, bad.body, r.status, r.body, bad.want)
+		}
+	}
 	if b := ts.must(200, "GET", "/v2/flavors/gold", adm, "").body; b != `{"name":"gold","capabilities":["FIFO","CLAIMS","AOD","HIGH_THROUGHPUT"],"pool_list":["p1"],"href":"/v2/flavors/gold"}` {
 		t.Errorf("GET flavor = %s", b)
 	}
@@ -96,6 +111,22 @@ func TestPoolsAndFlavorsAPI(t *testing.T) {
 		t.Errorf("flavor list = %s", b)
 	}
 	ts.must(201, "PUT", "/v2/flavors/empty", adm, `{"pool_list":[]}`)
+	// A MongoDB pool's flavor claims durability, as Zaqar's MongoDB driver
+	// does (registered unreached: nothing here reads its storage).
+	ts.must(201, "PUT", "/v2/pools/m1?force=true", adm, `{"weight":0,"uri":"mongodb://127.0.0.1:1/sluice"}`)
+	ts.must(201, "PUT", "/v2/flavors/durable", adm, `{"pool_list":["m1"]}`)
+	if b := ts.must(200, "GET", "/v2/flavors/durable", adm, "").body; b != `{"name":"durable","capabilities":["FIFO","CLAIMS","DURABILITY","AOD","HIGH_THROUGHPUT"],"pool_list":["m1"],"href":"/v2/flavors/durable"}` {
+		t.Errorf("GET flavor of a MongoDB pool = %s", b)
+	}
+	ts.must(204, "DELETE", "/v2/flavors/durable", adm, "")
+	ts.must(204, "DELETE", "/v2/pools/m1", adm, "")
+	// Capabilities are those of the flavor's storage: none without a pool.
+	if b := ts.must(200, "GET", "/v2/flavors/empty", adm, "").body; b != `{"name":"empty","capabilities":[],"pool_list":[],"href":"/v2/flavors/empty"}` {
+		t.Errorf("GET flavor without pools = %s", b)
+	}
+	if b := ts.must(200, "GET", "/v2/flavors?detailed=true", adm, "").body; !strings.Contains(b, `{"name":"empty","capabilities":[],"pool_list":[],"href":"/v2/flavors/empty"}`) {
+		t.Errorf("detailed flavor list = %s", b)
+	}
 
 	// Queues pick a flavor with _flavor.
 	ts.must(201, "PUT", "/v2/queues/fq", std(), `{"_flavor":"gold"}`)

@@ -133,6 +133,13 @@ type MigrationStore interface {
 	// It adds once per move: called again with the same token it changes
 	// nothing, so a mover that resumes does not count twice.
 	ImportDeliveryCounts(ctx context.Context, q QueueRef, st DeliveryStats, token string) error
+
+	// StorageID names the database this store keeps its queues in, with a
+	// mark the first call leaves there: two stores reaching one database
+	// (two URIs for one Redis, say) give one id, whatever their URIs say.
+	// A move between them would copy the queue onto itself and then
+	// finish it there, so the mover refuses it.
+	StorageID(ctx context.Context) (string, error)
 }
 
 // MovedDelivery is one pending notification delivery with everything that

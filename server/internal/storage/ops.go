@@ -55,4 +55,5 @@ const (
 	OpMigrateDeliveries       = "migrate.deliveries"
 	OpMigrateImportDeliveries = "migrate.import_deliveries"
 	OpMigrateImportCounts     = "migrate.import_delivery_counts"
+	OpMigrateStorageID        = "migrate.storage_id"
 )

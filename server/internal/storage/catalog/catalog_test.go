@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"strings"
 	"sync"
 	"testing"
@@ -38,7 +39,9 @@ func open(t *testing.T, uri string) *catalog.Catalog {
 
 func mustPool(t *testing.T, c *catalog.Catalog, name string, weight int) {
 	t.Helper()
-	uri := "redis://127.0.0.1:1/" + fmt.Sprint(len(name))
+	// A database of its own per name (nothing listens on port 1): the
+	// catalog refuses two pools on one URI.
+	uri := "redis://127.0.0.1:1/" + fmt.Sprint(crc32.ChecksumIEEE([]byte(name))%100000)
 	if _, err := c.PutPool(context.Background(), catalog.Pool{Name: name, URI: uri, Weight: weight}, true); err != nil {
 		t.Fatalf("put pool %s: %v", name, err)
 	}

@@ -2,6 +2,7 @@ package memory
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"slices"
 	"sort"
@@ -167,6 +168,11 @@ func (d *Driver) named(op string, ref storage.QueueRef, id string) error {
 }
 
 type migrationStore struct{ d *Driver }
+
+// StorageID: a memory driver is a storage of its own, named by its address.
+func (m migrationStore) StorageID(context.Context) (string, error) {
+	return fmt.Sprintf("memory:%p", m.d), nil
+}
 
 func (s migrationStore) Seal(_ context.Context, ref storage.QueueRef, target string) (storage.Sealed, error) {
 	if target == "" {

@@ -32,6 +32,27 @@ import (
 
 type migrationStore struct{ d *Driver }
 
+// StorageID inserts the database's id if it has none and returns the id it
+// holds. Of two first callers at once, the one whose upsert loses to the
+// unique _id reads the winner's.
+func (m migrationStore) StorageID(ctx context.Context) (string, error) {
+	const op = storage.OpMigrateStorageID
+	coll := m.d.db.Collection("storage")
+	key := bson.D{{Key: "_id", Value: "id"}}
+	_, err := coll.UpdateOne(ctx, key, bson.D{{Key: "$setOnInsert", Value: bson.D{{Key: "v", Value: storage.NewID()}}}},
+		options.UpdateOne().SetUpsert(true))
+	if err != nil && !mongo.IsDuplicateKeyError(err) {
+		return "", wrap(op, err)
+	}
+	var doc struct {
+		V string `bson:"v"`
+	}
+	if err := coll.FindOne(ctx, key).Decode(&doc); err != nil {
+		return "", wrap(op, err)
+	}
+	return doc.V, nil
+}
+
 var _ storage.Migrator = (*Driver)(nil)
 
 // Migrations returns the driver's part in moving a queue.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -396,6 +397,44 @@ func TestMoveRollsBack(t *testing.T) {
 		if msg.ID != ids[i] {
 			t.Fatalf("message %d is %s, want %s (FIFO)", i, msg.ID, ids[i])
 		}
+	}
+}
+
+// TestMoveWithinOneStorageIsRefused: two pools whose URIs differ as text
+// but reach one database are one storage; a move between them would copy
+// the queue's keys onto themselves and then settle (delete) them. The
+// catalog refuses a second pool with the same URI, and the move is refused
+// whatever the URIs say, before anything is sealed.
+func TestMoveWithinOneStorageIsRefused(t *testing.T) {
+	ctx := context.Background()
+	catalogURI := testutil.StartRedis(t, testutil.RedisOptions{}).URL
+	r := testutil.StartRedis(t, testutil.RedisOptions{})
+	cat := openCatalog(t, catalogURI)
+	if _, err := cat.PutPool(ctx, catalog.Pool{Name: "src", URI: r.URL, Weight: 100}, false); err != nil {
+		t.Fatal(err)
+	}
+	_, err := cat.PutPool(ctx, catalog.Pool{Name: "same", URI: r.URL, Weight: 0}, false)
+	if !storage.Is(err, storage.Conflict) || !strings.Contains(err.Error(), "pool src already uses") {
+		t.Fatalf("a second pool on the same URI: %v, want Conflict naming pool src", err)
+	}
+	alias := strings.Replace(r.URL, "127.0.0.1", "localhost", 1)
+	if _, err := cat.PutPool(ctx, catalog.Pool{Name: "dst", URI: alias, Weight: 0}, false); err != nil {
+		t.Fatal(err)
+	}
+	d := openPooled(t, catalogURI, storage.Options{})
+	mover := d.StartMover(pooling.MoverOptions{Lease: time.Second, Scan: 200 * time.Millisecond})
+	q := storage.QueueRef{Project: "move", Name: "onto-itself"}
+	ids := postNumbered(t, d, q, 20)
+	_, err = mover.Migrate(ctx, q, "dst")
+	if !storage.Is(err, storage.Conflict) || !strings.Contains(err.Error(), "one storage") {
+		t.Fatalf("move between two names of one storage: %v, want Conflict", err)
+	}
+	if p, _ := d.Catalog().Locate(ctx, q); p != "src" {
+		t.Errorf("after the refusal the queue is on %q", p)
+	}
+	c, err := d.Claims().Create(ctx, q, storage.ClaimOptions{TTL: time.Minute, Grace: time.Minute, Limit: 100})
+	if err != nil || len(c.Messages) != len(ids) {
+		t.Fatalf("claim after the refusal: %d of %d messages, %v", len(c.Messages), len(ids), err)
 	}
 }
 

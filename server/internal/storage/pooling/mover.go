@@ -152,6 +152,12 @@ func (m *Mover) migrate(ctx context.Context, q storage.QueueRef, pool string, ch
 			if _, ok := dst.(storage.Migrator); !ok {
 				return catalog.Migration{}, storage.E(op, storage.Invalid, storage.Public("pool "+pool+" cannot receive queues"))
 			}
+			// (A move to the queue's own pool is refused as such below.)
+			if r.pool != pool {
+				if err := oneStorage(ctx, r.drv, dst, r.pool, pool); err != nil {
+					return catalog.Migration{}, err
+				}
+			}
 		}
 	}
 	rec, created, err := m.d.cat.StartMigration(ctx, q, pool, m.opts.Owner, m.opts.Lease)
@@ -162,6 +168,25 @@ func (m *Mover) migrate(ctx context.Context, q storage.QueueRef, pool string, ch
 		m.launch(rec)
 	}
 	return rec, nil
+}
+
+// oneStorage refuses a move between two pools that reach one database
+// (their storage ids agree, whatever their URIs say): the copy would land
+// on the queue itself, and finishing the move would then remove it.
+func oneStorage(ctx context.Context, src, dst storage.Driver, from, to string) error {
+	a, err := src.(storage.Migrator).Migrations().StorageID(ctx)
+	if err != nil {
+		return err
+	}
+	b, err := dst.(storage.Migrator).Migrations().StorageID(ctx)
+	if err != nil {
+		return err
+	}
+	if a == b {
+		return storage.E("pooling.migrate", storage.Conflict, storage.Public(
+			"pools "+from+" and "+to+" are one storage (the same database): a queue cannot move between them"))
+	}
+	return nil
 }
 
 // bringDeadLetter makes sure q's dead-letter queue dlq ends up on pool with

@@ -21,6 +21,9 @@ import (
 // (ids settled) and, on a target, :im (ids imported).
 const registryKey = "s:queues" // set of every queue scope, for scrape-time depth
 
+// storageIDKey holds the database's StorageID (migrate.go).
+const storageIDKey = "s:storage-id"
+
 // lp length-prefixes s.
 func lp(b *strings.Builder, s string) {
 	b.WriteString(strconv.Itoa(len(s)))

@@ -3,7 +3,10 @@ package redis
 import (
 	"context"
 	_ "embed"
+	"errors"
 	"time"
+
+	goredis "github.com/redis/go-redis/v9"
 
 	"sluice.dev/server/internal/storage"
 )
@@ -17,6 +20,20 @@ import (
 func (d *Driver) Migrations() storage.MigrationStore { return migrationStore{d} }
 
 type migrationStore struct{ d *Driver }
+
+// StorageID sets the database's id if it has none (SET NX GET: one round
+// trip) and returns the id it holds.
+func (m migrationStore) StorageID(ctx context.Context) (string, error) {
+	id := storage.NewID()
+	old, err := m.d.c.SetArgs(ctx, storageIDKey, id, goredis.SetArgs{Mode: "NX", Get: true}).Result()
+	if errors.Is(err, goredis.Nil) {
+		return id, nil
+	}
+	if err != nil {
+		return "", wrap(storage.OpMigrateStorageID, err)
+	}
+	return old, nil
+}
 
 var (
 	//go:embed mig_seal.lua

@@ -61,6 +61,7 @@ var migrationCases = []testCase2{
 	{"Migration/SealRefusesPostsOnly", testSeal},
 	{"Migration/SealRacesPosts", testSealRace},
 	{"Migration/UnsealBeforeTakeOnly", testUnseal},
+	{"Migration/StorageIDNamesTheDatabase", testStorageID},
 	{"Migration/TransitAnswersMoving", testTransit},
 	{"Migration/ClaimsBesideTransit", testClaimsBesideTransit},
 	{"Migration/ClaimsRaceTake", testClaimsRaceTake},

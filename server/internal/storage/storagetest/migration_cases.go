@@ -62,6 +62,25 @@ func testSeal(m *menv) {
 	m.wantMoved("post on a sealed absent queue", err)
 }
 
+// testStorageID: each side names its database with one id, call after
+// call, and two databases differ.
+func testStorageID(m *menv) {
+	ids := map[string]string{}
+	for side, ms := range map[string]storage.MigrationStore{"source": m.from, "target": m.to} {
+		first, err := ms.StorageID(m.ctx)
+		m.must(side+" storage id", err)
+		again, err := ms.StorageID(m.ctx)
+		m.must(side+" storage id again", err)
+		if first == "" || first != again {
+			m.t.Errorf("%s storage id %q, then %q: want one non-empty id", side, first, again)
+		}
+		ids[side] = first
+	}
+	if ids["source"] == ids["target"] {
+		m.t.Errorf("source and target, two databases, share storage id %q", ids["source"])
+	}
+}
+
 func testUnseal(m *menv) {
 	ms := m.src.d.Messages()
 	m.src.post(m.q, "c", 3, time.Hour)
