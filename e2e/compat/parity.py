@@ -76,6 +76,52 @@ def exchange(url: str, method: str, headers: dict[str, str], data: bytes | None)
     return status, loc, doc
 
 
+class Answer:
+    """One server's answer to a generated request: status and decoded body."""
+
+    def __init__(self, status: int, doc: object):
+        self.status, self.doc = status, doc
+
+    def __repr__(self) -> str:
+        return f"{self.status} {json.dumps(self.doc)[:300]}"
+
+
+class Differences:
+    """What a generated comparison with Zaqar found: the differences a rule
+    of docs/compat.md explains, counted by rule, and the rest, reported.
+    A rule is a function of (case, sluice's answer, Zaqar's answer)."""
+
+    def __init__(self) -> None:
+        self.unexplained: list[str] = []
+        self.explained: dict[str, int] = {}
+
+    def judge(self, label: str, why: str, case, s: Answer, z: Answer, rules, context: str = "",
+              subject=None) -> None:
+        """Counts the first rule that explains the difference, or keeps it
+        for the report; context is further lines that locate it. The rules
+        read subject, the request as sent, when it is not case itself."""
+        rule = next((r for r in rules if r(case if subject is None else subject, s, z)), None)
+        if rule is None:
+            self.add(label, why, case, s, z, context)
+        else:
+            self.count(rule.__name__)
+
+    def add(self, label: str, why: str, case, s: Answer, z: Answer, context: str = "") -> None:
+        self.unexplained.append(f"case {label} ({why}): {case.describe()}\n{context}  sluice {s}\n  zaqar  {z}")
+
+    def count(self, name: str) -> None:
+        self.explained[name] = self.explained.get(name, 0) + 1
+
+    def check(self, seed: int, cases: int, what: str = "cases") -> None:
+        """Fails the test with the first unexplained differences."""
+        import pytest
+
+        if self.unexplained:
+            pytest.fail(f"seed {seed}: {len(self.unexplained)} of {cases} {what} differ from Zaqar in a way "
+                        f"docs/compat.md does not list (explained: {self.explained})\n"
+                        + "\n".join(self.unexplained[:15]), pytrace=False)
+
+
 def scenario(s: Session) -> None:
     q = "/v2/queues/demo"
     s.call("versions document, no headers", "GET", "/", headers={})

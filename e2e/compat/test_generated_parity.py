@@ -30,7 +30,7 @@ import pytest
 from conftest import TARGETS, need
 from harness import BIN, SluiceServer
 from falcon.constants import FALSE_STRINGS
-from parity import CID, exchange
+from parity import CID, Answer, Differences, exchange
 from request_cases import Case, SignedCase, draw_signed, draw_steps, tampered
 from zaqar.transport.validation import QUEUE_NAME_MAX_LEN, QUEUE_NAME_REGEX
 
@@ -40,14 +40,6 @@ CASES = int(os.environ.get("PARITY_CASES", "600"))
 SIGNED_CASES = int(os.environ.get("PARITY_SIGNED_CASES", "300"))
 UNKNOWN_ID = "5c6939a8-ef2f-4e4a-9c4a-1a1a1a1a1a1a"
 SLUICE_TARGETS = [t for t in TARGETS if t != "zaqar"] or ["memory"]
-
-
-class Answer:
-    def __init__(self, status: int, doc: object):
-        self.status, self.doc = status, doc
-
-    def __repr__(self) -> str:
-        return f"{self.status} {json.dumps(self.doc)[:240]}"
 
 
 def send(url: str, project: str, method: str, path: str, query=(), body=None, has_body=False,
@@ -402,7 +394,7 @@ def servers(request, redis_server, tmp_path_factory):
 def test_generated_requests_match_zaqar(servers):
     sluice, zaqar, target = servers
     rng = random.Random(SEED)
-    unexplained, explained = [], {}
+    found = Differences()
     for i in range(CASES):
         # Each store's run starts a Zaqar on the same database: projects
         # of their own keep the runs apart.
@@ -415,8 +407,9 @@ def test_generated_requests_match_zaqar(servers):
             z = answer(zaqar.url, project, roles_z, case)
             if case.family == "create claim" and s.status == 201:
                 held |= {"free", "free2"}
+            after = "".join(f"  after {b.describe()}\n" for b in steps[:n])
             if s.status >= 500:
-                unexplained.append((f"{i}.{n}", steps[:n], case, s, z, "sluice answered 5xx"))
+                found.add(f"{i}.{n}", "sluice answered 5xx", case, s, z, after)
                 break
             if s.status != z.status:
                 why = "status"
@@ -425,15 +418,11 @@ def test_generated_requests_match_zaqar(servers):
             elif s.status >= 400 and words(s, roles_s) != words(z, roles_z):
                 why = "error words"
             elif leaves_claimed(case, s, held):
-                explained["leaves_claimed"] = explained.get("leaves_claimed", 0) + 1
+                found.count("leaves_claimed")
                 break
             else:
                 continue
-            rule = next((r for r in KNOWN if r(case, s, z)), None)
-            if rule is None:
-                unexplained.append((f"{i}.{n}", steps[:n], case, s, z, why))
-            else:
-                explained[rule.__name__] = explained.get(rule.__name__, 0) + 1
+            found.judge(f"{i}.{n}", why, case, s, z, KNOWN, after)
             # The queues now differ as the difference made them: later
             # steps would compare that, not the servers.
             break
@@ -441,18 +430,9 @@ def test_generated_requests_match_zaqar(servers):
             # Every step agreed: so must what the queues now hold.
             s, z = (send(url, project, "GET", f"/v2/queues/{queue}/stats") for url in (sluice.url, zaqar.url))
             if counts(s) != counts(z) and not delayed_post(steps):
-                rule = next((r for r in KNOWN if r(STATS, s, z)), None)
-                if rule is None:
-                    unexplained.append((f"{i}.end", steps, STATS, s, z, "message counts"))
-                else:
-                    explained[rule.__name__] = explained.get(rule.__name__, 0) + 1
-    report = "\n".join(f"case {i} ({why}): {c.describe()}\n"
-                       + "".join(f"  after {b.describe()}\n" for b in before)
-                       + f"  sluice {s}\n  zaqar  {z}"
-                       for i, before, c, s, z, why in unexplained[:15])
-    if unexplained:
-        pytest.fail(f"seed {SEED}: {len(unexplained)} of {CASES} cases differ from Zaqar in a way "
-                    f"docs/compat.md does not list (explained: {explained})\n{report}", pytrace=False)
+                found.judge(f"{i}.end", "message counts", STATS, s, z, KNOWN,
+                            "".join(f"  after {b.describe()}\n" for b in steps))
+    found.check(SEED, CASES)
 
 
 def signed_answer(url: str, project: str, case: SignedCase) -> tuple[Case, Answer]:
@@ -477,7 +457,7 @@ def test_generated_signed_requests_match_zaqar(servers):
     alike, and leave both queues holding the same messages."""
     sluice, zaqar, target = servers
     rng = random.Random(SEED)
-    unexplained, explained = [], {}
+    found = Differences()
     for i in range(SIGNED_CASES):
         project = f"signed-{target}-{SEED}-{i}"
         case = draw_signed(rng)
@@ -498,14 +478,10 @@ def test_generated_signed_requests_match_zaqar(servers):
                     break
         if why is None:
             continue
-        rule = next((r for r in KNOWN if r(sent, s, z)), None) if why != "sluice answered 5xx" else None
-        if rule is None:
-            unexplained.append(f"case {i} ({why}): {case.describe()}\n  sent {sent.describe()}\n"
-                               f"  sluice {s}\n  zaqar  {z}")
+        sent_line = f"  sent {sent.describe()}\n"
+        if why == "sluice answered 5xx":
+            found.add(str(i), why, case, s, z, sent_line)
         else:
-            explained[rule.__name__] = explained.get(rule.__name__, 0) + 1
-    if unexplained:
-        pytest.fail(f"seed {SEED}: {len(unexplained)} of {SIGNED_CASES} signed cases differ from Zaqar in a way "
-                    f"docs/compat.md does not list (explained: {explained}):\n" + "\n".join(unexplained[:15]),
-                    pytrace=False)
-    print(f"signed cases: {SIGNED_CASES}, documented differences: {explained}")
+            found.judge(str(i), why, case, s, z, KNOWN, sent_line, subject=sent)
+    found.check(SEED, SIGNED_CASES, "signed cases")
+    print(f"signed cases: {SIGNED_CASES}, documented differences: {found.explained}")
