@@ -283,10 +283,17 @@ def zaqar_typo(case: Case, s: Answer, z: Answer) -> bool:
             or bool(m and sd == f'Invalid JSON pointer for this resource: "{m.group(1)}", e.g /metadata/key'))
 
 
+def flavor_placed(case: Case, s: Answer, z: Answer) -> bool:
+    """Pooled: a queue's `_flavor` chooses its pools, so one that does not
+    exist is refused; Zaqar without pooling keeps it as plain metadata."""
+    return (isinstance(case.body, dict) and "_flavor" in case.body and s.status == 400
+            and re.fullmatch(r"Flavor \S+ does not exist", description(s)) is not None and z.status < 300)
+
+
 KNOWN = [zaqar_fails, delay_ignored, dead_letter_name, grace_on_update, malformed_marker,
          metadata_checked, subscription_checked, null_on_update, hidden_page, big_integer,
          long_project, first_message_marker, share_methods, empty_id, not_served, signed_path_pattern,
-         zaqar_typo, boolean_integer]
+         zaqar_typo, boolean_integer, flavor_placed]
 
 
 # What purge removes when the body does not say (Zaqar's default).
@@ -378,16 +385,28 @@ def words(a: Answer, roles: dict[str, str]) -> tuple[object, str]:
     return (a.doc.get("title") if isinstance(a.doc, dict) else None), text
 
 
-@pytest.fixture(scope="module", params=SLUICE_TARGETS)
+# "pooled": sluice with a catalog and one Redis pool that every queue is
+# placed on, so the pooled driver (placement, routing) answers.
+POOLED = ["pooled"] if "redis" in SLUICE_TARGETS else []
+
+
+@pytest.fixture(scope="module", params=SLUICE_TARGETS + POOLED)
 def servers(request, redis_server, tmp_path_factory):
     from zaqar_server import ZaqarServer
 
     need((BIN / "sluice-server").is_file(), f"{BIN / 'sluice-server'} is missing (make build-server)")
-    store = "memory" if request.param == "memory" else redis_server.url(5)
-    with SluiceServer(tmp_path_factory.mktemp("sluice-gen"), store,
-                      extra_args=["--signed-url-secret", SECRET]) as sluice, \
+    store = {"memory": "memory", "redis": redis_server.url(5), "pooled": redis_server.url(7)}[request.param]
+    extra = ["--signed-url-secret", SECRET]
+    if request.param == "pooled":
+        extra += ["--catalog", redis_server.url(13)]
+    with SluiceServer(tmp_path_factory.mktemp("sluice-gen"), store, extra_args=extra) as sluice, \
             ZaqarServer(tmp_path_factory.mktemp("zaqar-gen"), redis_server.url(6),
                         extra_conf=f"\n[signed_url]\nsecret_key = {SECRET}\n") as zaqar:
+        if request.param == "pooled":
+            status, _, doc = exchange(sluice.url + "/v2/pools/gen", "PUT", {
+                "Client-ID": CID, "X-Project-ID": "admin", "X-Roles": "admin", "Content-Type": "application/json"},
+                json.dumps({"weight": 100, "uri": redis_server.url(14)}).encode())
+            assert status == 201, (status, doc)
         yield sluice, zaqar, request.param
 
 
