@@ -142,6 +142,13 @@ def capabilities_checked(call: Call, s: Answer, z: Answer) -> bool:
     return not isinstance(caps, dict) and s.status == 400 and z.status < 300
 
 
+def unknown_field(call: Call, s: Answer, z: Answer) -> bool:
+    """A PATCH with a field neither body has: Zaqar checks only the fields
+    it knows on a PATCH, sluice refuses the unknown one."""
+    return (call.method == "PATCH" and s.status == 400 and z.status < 300
+            and str(s.doc).find("Unknown field") >= 0)
+
+
 def missing_first(call: Call, s: Answer, z: Answer) -> bool:
     """A PATCH of a pool or flavor that does not exist, with a body one of
     them refuses: both refuse, in another order. Zaqar checks a pool's body
@@ -164,8 +171,8 @@ def listing_page(call: Call, s: Answer, z: Answer) -> bool:
     return call.method == "GET" and call.path.startswith(("/v2/pools?", "/v2/flavors?")) and s.status == z.status
 
 
-KNOWN = [zaqar_fails, flavor_checked, empty_pool_list, null_is_absent, capabilities_checked, missing_first,
-         duplicate_pools, listing_page]
+KNOWN = [zaqar_fails, flavor_checked, empty_pool_list, null_is_absent, capabilities_checked, unknown_field,
+         missing_first, duplicate_pools, listing_page]
 
 
 def shown(call: Call, a: Answer) -> object:
