@@ -35,7 +35,7 @@ func (a *admin) showFlavor(ctx context.Context, f catalog.Flavor, caps bool) fla
 		if len(f.Pools) > 0 {
 			if uri, ok := a.cat.PoolURI(ctx, f.Pools[0]); ok {
 				list = redisCapabilities
-				if strings.HasPrefix(uri, "mongodb://") {
+				if strings.HasPrefix(uri, "mongodb") { // mongodb:// and mongodb+srv://
 					list = mongoCapabilities
 				}
 			}

@@ -11,9 +11,7 @@ import (
 // encoding/json itself applies.
 const maxCheckDepth = 10000
 
-var (
-	errNumberRange = badBody("JSON contains a number that is too large.")
-)
+var errNumberRange = badBody("JSON contains a number that is too large.")
 
 // errUnknownKey names the key a body of what (a pool, a flavor) does not
 // take, and the keys it does.
