@@ -313,6 +313,7 @@ def reconcile(cfg: Config, body: dict[str, Any], patch: Any, logger: Any = log) 
 
     queue_crs = [q for q in kube.list_objects("Queue", ns) if q.get("spec", {}).get("pool") == name]
     leaving, staying = _leaving(body, status, entries, wanted)
+    failure: tuple[str, str] | None = None
     with server.api(cfg, ns) as api:
         out = Drain([], migration.latest(body, status) if leaving else status.get("migration"))
         # Queues move only to the shards that stay, answer and are registered.
@@ -324,7 +325,8 @@ def reconcile(cfg: Config, body: dict[str, Any], patch: Any, logger: Any = log) 
             conds = cond.set_condition(conds, "Registered", *registered(entries, wanted, name), gen)
         except (Unavailable, ServerError) as exc:
             detail_ok = False
-            conds = cond.set_condition(conds, "Registered", False, "ServerUnavailable", str(exc)[:400], gen)
+            failure = registration_failure(exc)
+            conds = cond.set_condition(conds, "Registered", False, *failure, gen)
         entries += [staying[i] for i in sorted(staying)]
         reported = bool(cond.get_condition(conds, "ScaledDown"))
         scaled = scaled_down(out.blocked, bool(staying), bool(leaving), reported, wanted, out.reason)
@@ -361,8 +363,17 @@ def reconcile(cfg: Config, body: dict[str, Any], patch: Any, logger: Any = log) 
     )
     metrics.POOL_READY.labels(ns, name).set(1 if r.is_ready else 0)
     metrics.POOL_SHARDS_READY.labels(ns, name).set(r.ready)
-    if not detail_ok:
-        metrics.ERRORS.labels("Pool", "ServerUnavailable").inc()
+    if failure:
+        metrics.ERRORS.labels("Pool", failure[0]).inc()
+
+
+def registration_failure(exc: Exception) -> tuple[str, str]:
+    """registration_failure is the Registered condition's reason and message when the server
+    could not register the shards: unreachable (retried), or refusing them (a 4xx, such as a
+    shard URI another pool already uses), which only a change to the Pool or its Secret mends."""
+    if isinstance(exc, ServerError):
+        return "ServerRefused", f"{exc.title}: {exc.description}"[:400]
+    return "ServerUnavailable", str(exc)[:400]
 
 
 def delete(cfg: Config, body: dict[str, Any], patch: Any, retry: int, logger: Any = log) -> None:

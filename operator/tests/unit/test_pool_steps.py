@@ -12,6 +12,7 @@ from kubernetes.client.exceptions import ApiException
 
 from sluice_operator import kube
 from sluice_operator.handlers import pool, provisioning
+from sluice_operator.serverapi import ServerError, Unavailable
 
 from .conftest import make_pool
 
@@ -26,6 +27,15 @@ def test_provisioned_and_registered_conditions() -> None:
     # A leaving shard still registered does not make the wanted ones registered.
     assert pool.registered([{"registered": False}, {"registered": True}], 1, "web")[0] is False
     assert pool.registered([], 0, "web")[0] is False
+
+
+def test_registration_failure_says_whether_the_server_refused() -> None:
+    refused = ServerError(409, "Conflict", "pool web-0 already uses redis://r:6379/0: a pool is a storage of its own")
+    assert pool.registration_failure(refused) == (
+        "ServerRefused",
+        "Conflict: pool web-0 already uses redis://r:6379/0: a pool is a storage of its own",
+    )
+    assert pool.registration_failure(Unavailable("connection refused")) == ("ServerUnavailable", "connection refused")
 
 
 def test_scaled_down_condition() -> None:
