@@ -99,34 +99,35 @@ func checkKeys(body []byte, what string, v any) *apiError {
 	}
 	t := reflect.TypeOf(v).Elem()
 	for key := range doc {
-		known := false
-		for i := 0; i < t.NumField(); i++ {
-			if jsonName(t.Field(i)) == key {
-				known = true
-				break
-			}
-		}
-		if !known {
+		if _, ok := jsonField(t, key); !ok {
 			return errUnknownKey(key, what, t)
 		}
 	}
 	return nil
 }
 
+// jsonField is the field of struct type t read from key.
+func jsonField(t reflect.Type, key string) (reflect.StructField, bool) {
+	for i := 0; i < t.NumField(); i++ {
+		if f := t.Field(i); jsonName(f) == key {
+			return f, true
+		}
+	}
+	return reflect.StructField{}, false
+}
+
 // fieldKind is how a type error names the JSON type of v's field key: the
 // decoder reports an array item's type under the array's key.
 func fieldKind(v any, key string) string {
-	t := reflect.TypeOf(v).Elem()
-	for i := 0; i < t.NumField(); i++ {
-		if f := t.Field(i); jsonName(f) == key {
-			ft := f.Type
-			if ft.Kind() == reflect.Pointer {
-				ft = ft.Elem()
-			}
-			return jsonKind(ft.String())
-		}
+	f, ok := jsonField(reflect.TypeOf(v).Elem(), key)
+	if !ok {
+		return "object"
 	}
-	return "object"
+	ft := f.Type
+	if ft.Kind() == reflect.Pointer {
+		ft = ft.Elem()
+	}
+	return jsonKind(ft.String())
 }
 
 // isNull reports whether a raw JSON value is the literal null.
