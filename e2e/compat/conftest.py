@@ -1,9 +1,10 @@
 """Fixtures: a real sluice-server per store (memory, redis) on a free loopback
 port, and clients from the unchanged python-zaqarclient.
 
-COMPAT_TARGETS (default "memory,redis") picks the servers; "zaqar" runs the
-same suite against the real Zaqar 23.0.1 (uwsgi + Redis) to see which of its
-behaviours the suite relies on. Under CI=true a missing dependency fails the
+COMPAT_TARGETS (default "memory,redis") picks the servers; "mongo" adds
+sluice on FerretDB (the MongoDB driver); "zaqar" runs the same suite against
+the real Zaqar 23.0.1 (uwsgi + Redis) to see which of its behaviours the
+suite relies on. Under CI=true a missing dependency fails the
 run instead of skipping it.
 """
 
@@ -22,7 +23,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "testsupport"))
 sys.path.insert(0, str(HERE.parent / "zaqar"))
 
-from harness import BIN, RedisServer, SluiceServer, need  # noqa: E402
+from harness import BIN, FerretDB, RedisServer, SluiceServer, ferretdb_binary, need  # noqa: E402
 
 TARGETS = [t.strip() for t in os.environ.get("COMPAT_TARGETS", "memory,redis").split(",")
            if t.strip()]
@@ -32,6 +33,16 @@ TARGETS = [t.strip() for t in os.environ.get("COMPAT_TARGETS", "memory,redis").s
 def redis_server(tmp_path_factory):
     need(shutil.which("redis-server"), "redis-server is not installed (make deps-apt)")
     server = RedisServer(tmp_path_factory.mktemp("redis"))
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def ferretdb(tmp_path_factory):
+    exe = ferretdb_binary()
+    need(exe is not None and exe.is_file(), "FerretDB is not built (make ferretdb)")
+    server = FerretDB(tmp_path_factory.mktemp("ferretdb"))
     server.start()
     yield server
     server.stop()
@@ -54,6 +65,8 @@ def server(request, tmp_path_factory):
             store = "memory"
         elif target == "redis":
             store = request.getfixturevalue("redis_server").url(1)
+        elif target == "mongo":
+            store = request.getfixturevalue("ferretdb").url("compat")
         else:
             raise ValueError(f"unknown COMPAT_TARGETS entry {target!r}")
         proc = SluiceServer(workdir, store)

@@ -395,7 +395,10 @@ def servers(request, redis_server, tmp_path_factory):
     from zaqar_server import ZaqarServer
 
     need((BIN / "sluice-server").is_file(), f"{BIN / 'sluice-server'} is missing (make build-server)")
-    store = {"memory": "memory", "redis": redis_server.url(5), "pooled": redis_server.url(7)}[request.param]
+    if request.param == "mongo":
+        store = request.getfixturevalue("ferretdb").url("generated")
+    else:
+        store = {"memory": "memory", "redis": redis_server.url(5), "pooled": redis_server.url(7)}[request.param]
     extra = ["--signed-url-secret", SECRET]
     if request.param == "pooled":
         extra += ["--catalog", redis_server.url(13)]

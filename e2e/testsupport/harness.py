@@ -234,6 +234,41 @@ class RedisCLI:
         return stats
 
 
+def ferretdb_binary() -> Path | None:
+    """FerretDB (MongoDB wire protocol over SQLite) as `make ferretdb` builds
+    it: $SLUICE_FERRETDB_BIN, else the newest build in the cache."""
+    if os.environ.get("SLUICE_FERRETDB_BIN"):
+        return Path(os.environ["SLUICE_FERRETDB_BIN"])
+    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "sluice"
+    found = sorted(cache.glob("ferretdb-*/ferretdb"))
+    return found[-1] if found else None
+
+
+class FerretDB(Process):
+    """A throwaway FerretDB on SQLite files in its workdir, the MongoDB the
+    Go suites use (server/internal/testutil/ferretdb.go)."""
+
+    name = "ferretdb"
+
+    def command(self) -> list[str]:
+        exe = ferretdb_binary()
+        if exe is None or not exe.is_file():
+            raise ProcessError("FerretDB is not built (make ferretdb, or set SLUICE_FERRETDB_BIN)")
+        data = self.workdir / "data"
+        data.mkdir(exist_ok=True)
+        # synchronous(normal): a test database need not survive power loss,
+        # and an fsync per write makes FerretDB crawl.
+        return [str(exe), f"--listen-addr=127.0.0.1:{self.port}",
+                f"--sqlite-url=file:{data}/?_pragma=synchronous(normal)", "--log-level=warn"]
+
+    def start(self) -> None:
+        self.spawn()
+        self.wait_port()
+
+    def url(self, db: str) -> str:
+        return f"mongodb://127.0.0.1:{self.port}/{db}"
+
+
 class SluiceServer(Process):
     """build/bin/sluice-server on a free port with the given --store."""
 
