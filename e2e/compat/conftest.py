@@ -1,5 +1,5 @@
-"""Fixtures: a real sluice-server per store (memory, redis) on a free loopback
-port, and clients from the unchanged python-zaqarclient.
+"""Fixtures: a real sluice-server per store (memory, redis, mongo) on a free
+loopback port, and clients from the unchanged python-zaqarclient.
 
 COMPAT_TARGETS (default "memory,redis") picks the servers; "mongo" adds
 sluice on FerretDB (the MongoDB driver); "zaqar" runs the same suite against
