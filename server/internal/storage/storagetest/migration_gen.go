@@ -3,6 +3,8 @@ package storagetest
 import (
 	"fmt"
 	"math/rand"
+	"os"
+	"strconv"
 	"time"
 
 	"sluice.dev/server/internal/storage"
@@ -32,7 +34,10 @@ func testGeneratedMoves(m *menv) {
 // replay a failure.
 func (m *menv) eachQueue(prefix string, n int, round func(rng *rand.Rand)) {
 	seed := time.Now().UnixNano()
-	m.t.Logf("seed %d", seed)
+	if s, err := strconv.ParseInt(os.Getenv("STORAGETEST_SEED"), 10, 64); err == nil {
+		seed = s
+	}
+	m.t.Logf("seed %d (STORAGETEST_SEED replays it)", seed)
 	rng := rand.New(rand.NewSource(seed))
 	for i := 0; i < n; i++ {
 		m.q = m.src.queue(fmt.Sprintf("%s%d", prefix, i))
