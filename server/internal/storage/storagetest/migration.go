@@ -259,8 +259,13 @@ const expiryEdge = time.Second
 // Messages already expired in simulated time are not on the edge: every
 // driver must hide them, whatever its wall-clock TTL says.
 func onEdge(msg storage.Message, now time.Time) bool {
-	left := msg.Created.Add(msg.TTL).Sub(now)
+	left := timeLeft(msg, now)
 	return left > 0 && left < expiryEdge
+}
+
+// timeLeft is how long msg has to live at now.
+func timeLeft(msg storage.Message, now time.Time) time.Duration {
+	return msg.Created.Add(msg.TTL).Sub(now)
 }
 
 // offEdge drops the messages on the expiry edge.
@@ -311,7 +316,7 @@ func (m *menv) sameMessages(what string, got, want []storage.Message) {
 func expiringIn(msgs []storage.Message, now time.Time) []time.Duration {
 	out := make([]time.Duration, len(msgs))
 	for i, msg := range msgs {
-		out[i] = msg.Created.Add(msg.TTL).Sub(now)
+		out[i] = timeLeft(msg, now)
 	}
 	return out
 }
