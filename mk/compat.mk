@@ -39,7 +39,7 @@ build-noop: ## the no-op Go HTTP handler used as the HTTP ceiling
 	@mkdir -p $(BIN)
 	cd e2e/bench/noop && $(GO) build -trimpath -o $(NOOP_BIN) .
 
-test-compat: deps-apt build-server venv-compat venv-keystone ## zaqarclient + zaqar-bench against sluice-server (memory and redis stores, Keystone auth)
+test-compat: deps-apt build-server venv-compat venv-keystone ferretdb ## zaqarclient + zaqar-bench against sluice-server (memory and redis stores, Keystone auth; COMPAT_TARGETS=mongo adds FerretDB)
 	SLUICE_BIN=$(BIN) KEYSTONE_VENV=$(KEYSTONE_VENV) $(COMPAT_PY) -m pytest -q -p no:cacheprovider -rfEsxX e2e/compat
 
 # BENCH_ARGS passes options to the driver, e.g. BENCH_ARGS="--duration 5"
