@@ -69,17 +69,17 @@ func (c *Catalog) checkPool(ctx context.Context, op string, p Pool, force bool) 
 	if err := validURI(p.URI); err != nil {
 		return storage.E(op, storage.Invalid, err)
 	}
-	// Two pools on one database would hold each other's queues' keys, and
-	// moving a queue between them would delete what it copies. Zaqar
-	// refuses the second too. URIs that differ as text but reach one
-	// database are caught when a queue would move (Mover.migrate).
+	// Checked here before the probe, so a taken URI is refused without
+	// connecting to it; the store checks again as it writes, which is what
+	// holds against concurrent registrations. URIs that differ as text but
+	// reach one database are caught when a queue would move (Mover.migrate).
 	pools, err := c.store.ListPools(ctx)
 	if err != nil {
 		return err
 	}
 	for _, other := range pools {
 		if other.URI == p.URI && other.Name != p.Name {
-			return storage.E(op, storage.Conflict, fmt.Sprintf("pool %s already uses %s: a pool is a storage of its own", other.Name, p.URI))
+			return uriTaken(op, other.Name, p.URI)
 		}
 	}
 	if p.Flavor != "" {

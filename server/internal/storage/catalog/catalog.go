@@ -45,7 +45,8 @@ type Flavor struct {
 
 // Store is a management store backend.
 type Store interface {
-	// PutPool creates or replaces a pool (flavor membership included).
+	// PutPool creates or replaces a pool (flavor membership included);
+	// Conflict if another pool has its URI.
 	PutPool(ctx context.Context, p Pool) (created bool, err error)
 	// GetPool returns a pool or NotFound.
 	GetPool(ctx context.Context, name string) (Pool, error)
@@ -130,6 +131,13 @@ func placementKey(q storage.QueueRef) string { return q.Project + "\n" + q.Name 
 func marshal(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
+}
+
+// uriTaken refuses a second pool on a database: the two would hold each
+// other's queues' keys, and moving a queue between them would delete what
+// it copies. Zaqar refuses it too.
+func uriTaken(op, other, uri string) error {
+	return storage.E(op, storage.Conflict, fmt.Sprintf("pool %s already uses %s: a pool is a storage of its own", other, uri))
 }
 
 func notFound(op, what, name string) error {

@@ -254,3 +254,51 @@ func TestRegistrationChecksReachability(t *testing.T) {
 		t.Errorf("probe ran %d times, want 1 (forced registrations skip it)", probed)
 	}
 }
+
+// TestConcurrentPoolsOnOneURIConflict registers pools of different names
+// on one URI at the same moment, through two replicas' catalogs: a check
+// that lists the pools before writing lets several in. Exactly one must
+// be registered, and every other told Conflict, in each round.
+func TestConcurrentPoolsOnOneURIConflict(t *testing.T) {
+	stores(t, func(t *testing.T, uri string) {
+		ctx := context.Background()
+		replicas := []*catalog.Catalog{open(t, uri), open(t, uri)}
+		const rounds, writers = 8, 6
+		for round := range rounds {
+			shared := fmt.Sprintf("redis://127.0.0.1:1/%d", round)
+			errs := make([]error, writers)
+			var wg sync.WaitGroup
+			for w := range writers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					p := catalog.Pool{Name: fmt.Sprintf("r%d-w%d", round, w), URI: shared, Weight: 1}
+					_, errs[w] = replicas[w%2].PutPool(ctx, p, true)
+				}()
+			}
+			wg.Wait()
+			registered := 0
+			for w, err := range errs {
+				switch {
+				case err == nil:
+					registered++
+				case !storage.Is(err, storage.Conflict) || !strings.Contains(err.Error(), "already uses "+shared):
+					t.Errorf("round %d writer %d: %v, want registered or Conflict naming the pool on %s", round, w, err, shared)
+				}
+			}
+			pools, err := replicas[0].Store().ListPools(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var on []string
+			for _, p := range pools {
+				if p.URI == shared {
+					on = append(on, p.Name)
+				}
+			}
+			if registered != 1 || len(on) != 1 {
+				t.Fatalf("round %d: %d registrations succeeded and pools %v hold %s, want exactly one", round, registered, on, shared)
+			}
+		}
+	})
+}

@@ -65,11 +65,39 @@ func openMongo(ctx context.Context, u *url.URL) (Store, error) {
 		_ = client.Disconnect(context.Background())
 		return nil, storage.E(op, storage.Unavailable, err)
 	}
+	// One pool per URI, kept by the server, as Zaqar keeps it: a check
+	// before the write cannot hold against concurrent registrations. A
+	// catalog that already holds two pools on one URI cannot take the index;
+	// it is served without it (the catalog's own check still refuses new
+	// ones), and gets it at the first start after one of them is removed.
+	if _, err := s.pools.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: "uri", Value: 1}},
+		Options: options.Index().SetName("pools_uri").SetUnique(true)}); err != nil && !s.sharedURIs(ctx) {
+		_ = client.Disconnect(context.Background())
+		return nil, storage.E(op, storage.Unavailable, err)
+	}
 	if s.locks, err = mongodrv.NewDocLocks(ctx, db, db.Collection("locks")); err != nil {
 		_ = client.Disconnect(context.Background())
 		return nil, err
 	}
 	return s, nil
+}
+
+// sharedURIs tells whether two pools have one URI, which is why the unique
+// index could not be built: MongoDB says so with a duplicate key error,
+// FerretDB with an internal one.
+func (s *mongoStore) sharedURIs(ctx context.Context) bool {
+	pools, err := s.ListPools(ctx)
+	if err != nil {
+		return false
+	}
+	seen := map[string]bool{}
+	for _, p := range pools {
+		if seen[p.URI] {
+			return true
+		}
+		seen[p.URI] = true
+	}
+	return false
 }
 
 func merr(op string, err error) error {
@@ -120,13 +148,25 @@ func (s *mongoStore) Version(ctx context.Context) (string, error) {
 
 func (s *mongoStore) PutPool(ctx context.Context, p Pool) (bool, error) {
 	const op = "catalog.pools.put"
-	res, err := s.pools.ReplaceOne(ctx, bson.M{"_id": p.Name},
-		poolDoc{Name: p.Name, URI: p.URI, Weight: p.Weight, Flavor: p.Flavor, Options: marshal(p.Options)},
-		options.Replace().SetUpsert(true))
-	if err != nil {
-		return false, merr(op, err)
+	doc := poolDoc{Name: p.Name, URI: p.URI, Weight: p.Weight, Flavor: p.Flavor, Options: marshal(p.Options)}
+	for tries := 1; ; tries++ {
+		res, err := s.pools.ReplaceOne(ctx, bson.M{"_id": p.Name}, doc, options.Replace().SetUpsert(true))
+		if mongo.IsDuplicateKeyError(err) {
+			// The URI index refused it, or a concurrent upsert of the same
+			// name won the insert; that one is replaced on the second try.
+			var other poolDoc
+			if e := s.pools.FindOne(ctx, bson.M{"uri": p.URI, "_id": bson.M{"$ne": p.Name}}).Decode(&other); e == nil {
+				return false, uriTaken(op, other.Name, p.URI)
+			}
+			if tries < 2 {
+				continue
+			}
+		}
+		if err != nil {
+			return false, merr(op, err)
+		}
+		return res.UpsertedCount == 1, merr(op, s.bump(ctx))
 	}
-	return res.UpsertedCount == 1, merr(op, s.bump(ctx))
 }
 
 func (d poolDoc) pool() Pool {

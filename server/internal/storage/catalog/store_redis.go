@@ -75,17 +75,30 @@ func (s *redisStore) Ping(ctx context.Context) error {
 
 func (s *redisStore) Close() error { return s.c.Close() }
 
+// putPoolScript: ARGV = name, pool JSON, flavor, URI. Replies the name of
+// another pool on the URI, if there is one, instead of writing: the check
+// and the write are one step, so concurrent registrations cannot both
+// pass it. Pools are few and registered rarely, so reading them all is
+// cheap enough.
 var putPoolScript = redis.NewScript(`
+local all = redis.call('HGETALL', KEYS[1])
+for i = 1, #all, 2 do
+  if all[i] ~= ARGV[1] and cjson.decode(all[i + 1]).uri == ARGV[4] then return all[i] end
+end
 local created = redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 if ARGV[3] == '' then redis.call('HDEL', KEYS[2], ARGV[1]) else redis.call('HSET', KEYS[2], ARGV[1], ARGV[3]) end
 redis.call('INCR', KEYS[3])
 return created`)
 
 func (s *redisStore) PutPool(ctx context.Context, p Pool) (bool, error) {
+	const op = "catalog.pools.put"
 	flavor := p.Flavor
 	p.Flavor = ""
-	n, err := putPoolScript.Run(ctx, s.c, []string{kPools, kPoolFlavor, kVersion}, p.Name, marshal(p), flavor).Int()
-	return n == 1, rerr("catalog.pools.put", err)
+	reply, err := putPoolScript.Run(ctx, s.c, []string{kPools, kPoolFlavor, kVersion}, p.Name, marshal(p), flavor, p.URI).Result()
+	if other, ok := reply.(string); ok {
+		return false, uriTaken(op, other, p.URI)
+	}
+	return reply == int64(1), rerr(op, err)
 }
 
 func (s *redisStore) GetPool(ctx context.Context, name string) (Pool, error) {
