@@ -302,3 +302,52 @@ func TestConcurrentPoolsOnOneURIConflict(t *testing.T) {
 		}
 	})
 }
+
+// TestDeletePoolRacingPlacementsLeavesNoOrphan deletes a pool while
+// another catalog client places queues on it. Either may win each race,
+// but a queue must never be left placed on a pool that is gone: its
+// messages would be out of every replica's reach.
+func TestDeletePoolRacingPlacementsLeavesNoOrphan(t *testing.T) {
+	stores(t, func(t *testing.T, uri string) {
+		ctx := context.Background()
+		a, b := open(t, uri), open(t, uri)
+		const rounds, placers = 12, 4
+		for round := range rounds {
+			pool := fmt.Sprintf("gone-%d", round)
+			mustPool(t, a, pool, 0)
+			var wg sync.WaitGroup
+			for w := range placers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := range 5 {
+						_, err := b.Store().Place(ctx, q(round*1000+w*10+i), pool)
+						if err != nil && !storage.Is(err, storage.Invalid) {
+							t.Errorf("place: %v", err)
+						}
+					}
+				}()
+			}
+			deleted := false
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				err := a.DeletePool(ctx, pool)
+				if err != nil && !storage.Is(err, storage.Conflict) {
+					t.Errorf("delete: %v", err)
+				}
+				deleted = err == nil
+			}()
+			wg.Wait()
+			n, err := a.Store().QueueCount(ctx, pool)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, gerr := a.Store().GetPool(ctx, pool)
+			exists := gerr == nil
+			if deleted == exists || (!exists && n > 0) {
+				t.Fatalf("round %d: delete succeeded %v, pool exists %v (%v), %d queues placed on it", round, deleted, exists, gerr, n)
+			}
+		}
+	})
+}

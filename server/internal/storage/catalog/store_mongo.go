@@ -211,12 +211,28 @@ func (s *mongoStore) DeletePool(ctx context.Context, name string) error {
 	if n > 0 {
 		return inUse(op, name, n)
 	}
-	res, err := s.pools.DeleteOne(ctx, bson.M{"_id": name})
-	if err != nil {
+	var doc poolDoc
+	if err := s.pools.FindOneAndDelete(ctx, bson.M{"_id": name}).Decode(&doc); errors.Is(err, mongo.ErrNoDocuments) {
+		return notFound(op, "Pool", name)
+	} else if err != nil {
 		return merr(op, err)
 	}
-	if res.DeletedCount == 0 {
-		return notFound(op, "Pool", name)
+	// A queue placed since the count: Place writes its placement and then
+	// looks for the pool, this deleted the pool and now looks for
+	// placements, so at least one of the two sees the other. Place
+	// withdraws; here the pool is put back, and the version bumped for a
+	// replica that read the catalog in between.
+	if n, err = s.QueueCount(ctx, name); err != nil || n > 0 {
+		if _, e := s.pools.InsertOne(ctx, doc); e != nil {
+			return merr(op, e)
+		}
+		if e := s.bump(ctx); e != nil {
+			return merr(op, e)
+		}
+		if err != nil {
+			return err
+		}
+		return inUse(op, name, n)
 	}
 	return merr(op, s.bump(ctx))
 }
