@@ -299,6 +299,23 @@ func TestConcurrentPoolsOnOneURIConflict(t *testing.T) {
 			if registered != 1 || len(on) != 1 {
 				t.Fatalf("round %d: %d registrations succeeded and pools %v hold %s, want exactly one", round, registered, on, shared)
 			}
+			// Two registered pools moved to one new URI at once.
+			solo := fmt.Sprintf("solo-%d", round)
+			mustPool(t, replicas[0], solo, 1)
+			moved := shared + "/moved"
+			patched := []string{on[0], solo}
+			for w, name := range patched {
+				wg.Go(func() { _, errs[w] = replicas[w].PatchPool(ctx, name, catalog.PoolPatch{URI: &moved}, true) })
+			}
+			wg.Wait()
+			if (errs[0] == nil) == (errs[1] == nil) {
+				t.Fatalf("round %d: two pools moved to one URI at once: %v, %v; want one moved and one Conflict", round, errs[0], errs[1])
+			}
+			for w, err := range errs[:2] {
+				if err != nil && (!storage.Is(err, storage.Conflict) || !strings.Contains(err.Error(), "already uses "+moved)) {
+					t.Errorf("round %d: patch of %s: %v, want Conflict", round, patched[w], err)
+				}
+			}
 		}
 	})
 }

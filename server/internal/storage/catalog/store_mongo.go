@@ -129,7 +129,7 @@ func (s *mongoStore) Close() error { return s.client.Disconnect(context.Backgrou
 // concurrent increment, a fresh token cannot be lost that way.
 func (s *mongoStore) bump(ctx context.Context) error {
 	_, err := s.meta.UpdateOne(ctx, bson.M{"_id": "version"}, bson.M{"$set": bson.M{"v": uuid.NewString()}}, options.UpdateOne().SetUpsert(true))
-	if mongo.IsDuplicateKeyError(err) {
+	if mongodrv.IsDuplicateKey(err) {
 		_, err = s.meta.UpdateOne(ctx, bson.M{"_id": "version"}, bson.M{"$set": bson.M{"v": uuid.NewString()}})
 	}
 	return err
@@ -151,7 +151,7 @@ func (s *mongoStore) PutPool(ctx context.Context, p Pool) (bool, error) {
 	doc := poolDoc{Name: p.Name, URI: p.URI, Weight: p.Weight, Flavor: p.Flavor, Options: marshal(p.Options)}
 	for tries := 1; ; tries++ {
 		res, err := s.pools.ReplaceOne(ctx, bson.M{"_id": p.Name}, doc, options.Replace().SetUpsert(true))
-		if mongo.IsDuplicateKeyError(err) {
+		if mongodrv.IsDuplicateKey(err) {
 			// The URI index refused it, or a concurrent upsert of the same
 			// name won the insert; that one is replaced on the second try.
 			var other poolDoc
@@ -333,7 +333,7 @@ func (s *mongoStore) Place(ctx context.Context, q storage.QueueRef, pool string)
 	const op = "catalog.place"
 	key := placementKey(q)
 	_, err := s.placements.InsertOne(ctx, placementDoc{Key: key, Pool: pool})
-	if mongo.IsDuplicateKeyError(err) {
+	if mongodrv.IsDuplicateKey(err) {
 		got, err := s.Lookup(ctx, q)
 		return got, merr(op, err)
 	}

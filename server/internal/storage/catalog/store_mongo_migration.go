@@ -10,6 +10,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"sluice.dev/server/internal/storage"
+	mongodrv "sluice.dev/server/internal/storage/mongo"
 )
 
 // migrationDoc is a queue's latest move, _id the placement key; times in
@@ -98,7 +99,7 @@ func (s *mongoStore) StartMigration(ctx context.Context, m Migration) (Migration
 			doc, options.Replace().SetUpsert(true))
 		return err
 	})
-	if mongo.IsDuplicateKeyError(err) {
+	if mongodrv.IsDuplicateKey(err) {
 		if prev, err := s.GetMigration(ctx, m.Queue); err == nil && prev.Active() {
 			return s.activeAnswer(op, prev, m)
 		}

@@ -102,7 +102,7 @@ func (d *Driver) upsertStats(ctx context.Context, p, q string, upd bson.D) error
 // or to a new one. Its callers hold the queue's counters lock.
 func (d *Driver) upsertStatsDoc(ctx context.Context, filter, upd bson.D) error {
 	_, err := d.dstats.UpdateOne(ctx, filter, upd, options.UpdateOne().SetUpsert(true))
-	if mongo.IsDuplicateKeyError(err) {
+	if IsDuplicateKey(err) {
 		// An upsert race, or a filter narrower than the queue missed its
 		// document, and the upsert met it on the unique (p, q).
 		_, err = d.dstats.UpdateOne(ctx, filter, upd)

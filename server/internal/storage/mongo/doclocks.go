@@ -73,7 +73,7 @@ func (l DocLocks) Alone(ctx context.Context, id string, fields bson.D, write fun
 		if err == nil {
 			break
 		}
-		if !mongo.IsDuplicateKeyError(err) {
+		if !IsDuplicateKey(err) {
 			return err
 		}
 		if err := l.takeOver(ctx, id, fields, now); err != nil {
@@ -117,7 +117,7 @@ func (l DocLocks) takeOver(ctx context.Context, id string, fields bson.D, now ti
 	}
 	claim := id + "~" + held.H
 	_, err = l.coll.InsertOne(ctx, append(bson.D{{Key: "_id", Value: claim}, {Key: "x", Value: now.Add(docLockLease)}}, fields...))
-	if mongo.IsDuplicateKeyError(err) {
+	if IsDuplicateKey(err) {
 		// Another writer is taking it over, or died doing so: its claim
 		// lapses like a lock.
 		_, err = l.coll.DeleteOne(ctx, bson.D{{Key: "_id", Value: claim}, {Key: "x", Value: bson.M{"$lt": now}}})

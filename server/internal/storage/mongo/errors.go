@@ -3,6 +3,7 @@ package mongo
 import (
 	"context"
 	"errors"
+	"strings"
 
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/topology"
@@ -36,6 +37,31 @@ func wrap(op string, err error) error {
 		return nil
 	}
 	return storage.E(op, kindOf(err), err)
+}
+
+// IsDuplicateKey reports a write refused by a unique index. MongoDB says so
+// with code 11000 whatever the write; FerretDB does for an insert, but an
+// update that would break a unique index comes back as an InternalError
+// carrying its SQL backend's words (SQLite's, or PostgreSQL's).
+func IsDuplicateKey(err error) bool {
+	if err == nil {
+		return false
+	}
+	if mongo.IsDuplicateKeyError(err) {
+		return true
+	}
+	var ce mongo.CommandError
+	var we mongo.WriteException
+	msg := ""
+	switch {
+	case errors.As(err, &ce):
+		msg = ce.Message
+	case errors.As(err, &we):
+		msg = we.Error()
+	default:
+		return false
+	}
+	return strings.Contains(msg, "UNIQUE constraint failed") || strings.Contains(msg, "duplicate key value violates unique constraint")
 }
 
 // isNotImplemented reports the server's NotImplemented (238) or

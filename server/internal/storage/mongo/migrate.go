@@ -41,7 +41,7 @@ func (m migrationStore) StorageID(ctx context.Context) (string, error) {
 	key := bson.D{{Key: "_id", Value: "id"}}
 	_, err := coll.UpdateOne(ctx, key, bson.D{{Key: "$setOnInsert", Value: bson.D{{Key: "v", Value: storage.NewID()}}}},
 		options.UpdateOne().SetUpsert(true))
-	if err != nil && !mongo.IsDuplicateKeyError(err) {
+	if err != nil && !IsDuplicateKey(err) {
 		return "", wrap(op, err)
 	}
 	var doc struct {
@@ -179,7 +179,7 @@ func (s migrationStore) Seal(ctx context.Context, q storage.QueueRef, target str
 		seal := moveState{MV: target, SS: seq, SE: found}
 		if !found {
 			_, err = d.queues.InsertOne(ctx, queueDoc{P: q.Project, N: q.Name, M: "{}", Move: seal})
-			if mongo.IsDuplicateKeyError(err) {
+			if IsDuplicateKey(err) {
 				continue // created meanwhile: seal what is there
 			}
 			if err != nil {

@@ -62,7 +62,7 @@ func (s migrationStore) Prepare(ctx context.Context, q storage.QueueRef, meta st
 		if err == nil {
 			return nil
 		}
-		if !mongo.IsDuplicateKeyError(err) {
+		if !IsDuplicateKey(err) {
 			return wrap(op, err)
 		}
 	}
@@ -200,5 +200,5 @@ func onlyDuplicates(err error) bool {
 		}
 		return true
 	}
-	return mongo.IsDuplicateKeyError(err)
+	return IsDuplicateKey(err)
 }

@@ -32,12 +32,12 @@ func (s queueStore) Create(ctx context.Context, q storage.QueueRef, meta storage
 	}
 	doc := queueDoc{P: q.Project, N: q.Name, M: string(b)}
 	_, err = s.d.queues.InsertOne(ctx, doc)
-	if mongo.IsDuplicateKeyError(err) {
+	if IsDuplicateKey(err) {
 		if dropped, err := s.d.dropLapsed(ctx, q); err != nil || !dropped {
 			return false, firstErr(wrap(op, err), s.d.tombstone(ctx, op, q))
 		}
 		_, err = s.d.queues.InsertOne(ctx, doc)
-		if mongo.IsDuplicateKeyError(err) {
+		if IsDuplicateKey(err) {
 			return false, nil
 		}
 	}
@@ -48,7 +48,7 @@ func (s queueStore) Create(ctx context.Context, q storage.QueueRef, meta storage
 // a post or a metadata write does.
 func (s queueStore) ensure(ctx context.Context, q storage.QueueRef) error {
 	_, err := s.d.queues.InsertOne(ctx, queueDoc{P: q.Project, N: q.Name, M: "{}"})
-	if err == nil || mongo.IsDuplicateKeyError(err) {
+	if err == nil || IsDuplicateKey(err) {
 		return nil
 	}
 	return err
@@ -155,7 +155,7 @@ func (s queueStore) SetMetadata(ctx context.Context, q storage.QueueRef, meta st
 	open := append(queueKey(q), bson.E{Key: "mv", Value: bson.M{"$exists": false}})
 	upd := bson.D{{Key: "$set", Value: bson.D{{Key: "m", Value: string(b)}}}, {Key: "$inc", Value: bson.D{{Key: "v", Value: int64(1)}}}}
 	_, err = s.d.queues.UpdateOne(ctx, open, upd, options.UpdateOne().SetUpsert(true))
-	if mongo.IsDuplicateKeyError(err) { // lost an upsert race, or the queue is moving
+	if IsDuplicateKey(err) { // lost an upsert race, or the queue is moving
 		if dropped, derr := s.d.dropLapsed(ctx, q); derr != nil {
 			return wrap(op, derr)
 		} else if dropped {

@@ -90,7 +90,7 @@ func (s subscriptionStore) Create(ctx context.Context, q storage.QueueRef, sub s
 		if err == nil {
 			return doc.ID, true, nil
 		}
-		if !mongo.IsDuplicateKeyError(err) {
+		if !IsDuplicateKey(err) {
 			return "", false, wrap(op, err)
 		}
 		// Another replica created it meanwhile: look again.
@@ -189,7 +189,7 @@ func (s subscriptionStore) Update(ctx context.Context, q storage.QueueRef, id st
 		return wrap(op, err)
 	}
 	res, err := s.set(ctx, q, id, f, set)
-	if mongo.IsDuplicateKeyError(err) {
+	if IsDuplicateKey(err) {
 		return storage.E(op, storage.Conflict, "the queue already has this subscriber")
 	}
 	if err != nil {

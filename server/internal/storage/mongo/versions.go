@@ -59,7 +59,7 @@ func (d *Driver) takeLock(ctx context.Context, l lockDoc) (bool, error) {
 		if err == nil {
 			return true, nil
 		}
-		if !mongo.IsDuplicateKeyError(err) {
+		if !IsDuplicateKey(err) {
 			return false, err
 		}
 		var held lockDoc

@@ -17,6 +17,7 @@ var subscriptionCases = []testCase{
 	{"Subscriptions/QueueDelete", testSubscriptionQueueDelete},
 	{"Subscriptions/GivenID", testSubscriptionGivenID},
 	{"Subscriptions/ConcurrentWriters", testSubscriptionConcurrentWriters},
+	{"Subscriptions/ConcurrentSameSubscriber", testSubscriptionConcurrentSameSubscriber},
 }
 
 // subscriptionRaceRounds is how many subscriptions
@@ -49,6 +50,69 @@ func testSubscriptionConcurrentWriters(e *env) {
 		}
 		if !got.Confirmed || got.TTL != ttl || got.Options["round"] != opts["round"] || got.Options["k"] != nil {
 			e.t.Fatalf("round %d: confirmed %v, ttl %v, options %v; want true, %v, %v", round, got.Confirmed, got.TTL, got.Options, ttl, opts)
+		}
+	}
+}
+
+// testSubscriptionConcurrentSameSubscriber: creates of one subscriber at
+// the same moment make one subscription (Create is idempotent per
+// subscriber, so every caller gets its id and one of them created), and
+// updates of two subscriptions to one new subscriber at the same moment
+// leave at most one of them with it, the other told Conflict.
+func testSubscriptionConcurrentSameSubscriber(e *env) {
+	q := e.queue("subsame")
+	ss := e.d.Subscriptions()
+	const rounds, writers = 10, 4
+	for round := range rounds {
+		subscriber := fmt.Sprintf("http://127.0.0.1:9/same%d", round)
+		ids, created, errs := make([]string, writers), make([]bool, writers), make([]error, writers)
+		var wg sync.WaitGroup
+		for w := range writers {
+			wg.Go(func() {
+				ids[w], created[w], errs[w] = ss.Create(e.ctx, q, storage.Subscription{Subscriber: subscriber, TTL: time.Hour, Options: storage.Metadata{}})
+			})
+		}
+		wg.Wait()
+		made := 0
+		for w := range writers {
+			if errs[w] != nil {
+				e.t.Fatalf("round %d: create: %v", round, errs[w])
+			}
+			if ids[w] != ids[0] {
+				e.t.Fatalf("round %d: one subscriber created as %v", round, ids)
+			}
+			if created[w] {
+				made++
+			}
+		}
+		if made != 1 {
+			e.t.Fatalf("round %d: %d creates say they created %s, want 1", round, made, subscriber)
+		}
+		// Two subscriptions renamed to one new subscriber at once.
+		a := e.subscribe(q, subscriber+"/a", time.Hour, false)
+		b := e.subscribe(q, subscriber+"/b", time.Hour, false)
+		target := subscriber + "/both"
+		var ea, eb error
+		wg.Go(func() { ea = ss.Update(e.ctx, q, a, storage.SubscriptionUpdate{Subscriber: &target}) })
+		wg.Go(func() { eb = ss.Update(e.ctx, q, b, storage.SubscriptionUpdate{Subscriber: &target}) })
+		wg.Wait()
+		for _, err := range []error{ea, eb} {
+			if err != nil && !storage.Is(err, storage.Conflict) {
+				e.t.Fatalf("round %d: update: %v", round, err)
+			}
+		}
+		holders := 0
+		for _, id := range []string{a, b} {
+			got, err := ss.Get(e.ctx, q, id)
+			if err != nil {
+				e.t.Fatal(err)
+			}
+			if got.Subscriber == target {
+				holders++
+			}
+		}
+		if holders != 1 || (ea == nil) == (eb == nil) {
+			e.t.Fatalf("round %d: %d subscriptions hold %s after two updates at once (errors %v, %v), want 1 and one Conflict", round, holders, target, ea, eb)
 		}
 	}
 }
