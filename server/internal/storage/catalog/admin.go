@@ -85,7 +85,7 @@ func (c *Catalog) checkPool(ctx context.Context, op string, p Pool, force bool) 
 	if p.Flavor != "" {
 		if _, err := c.store.GetFlavor(ctx, p.Flavor); err != nil {
 			if storage.Is(err, storage.NotFound) {
-				return storage.E(op, storage.Invalid, fmt.Sprintf("Flavor %s does not exist", p.Flavor))
+				return noFlavor(op, p.Flavor)
 			}
 			return err
 		}

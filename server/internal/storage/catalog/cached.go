@@ -303,7 +303,7 @@ func (c *Catalog) assign(ctx context.Context, q storage.QueueRef, flavor string)
 	c.mu.RUnlock()
 	if flavor != "" {
 		if !known {
-			return "", storage.E(op, storage.Invalid, storage.Public(fmt.Sprintf("Flavor %s does not exist", flavor)))
+			return "", noFlavor(op, flavor)
 		}
 		candidates = c.members(f)
 	}

@@ -140,6 +140,12 @@ func uriTaken(op, other, uri string) error {
 	return storage.E(op, storage.Conflict, fmt.Sprintf("pool %s already uses %s: a pool is a storage of its own", other, uri))
 }
 
+// noFlavor refuses a pool in, or a queue placed by, a flavor that does
+// not exist.
+func noFlavor(op, name string) error {
+	return storage.E(op, storage.Invalid, storage.Public(fmt.Sprintf("Flavor %s does not exist", name)))
+}
+
 func notFound(op, what, name string) error {
 	return storage.E(op, storage.NotFound, fmt.Sprintf("%s %s does not exist", what, name))
 }

@@ -368,3 +368,48 @@ func TestDeletePoolRacingPlacementsLeavesNoOrphan(t *testing.T) {
 		}
 	})
 }
+
+// TestNoPoolStaysInADeletedFlavor registers pools in a flavor while
+// another client deletes the flavor. Either may come first, but no pool
+// may be left in a flavor that is gone: re-created later, the flavor
+// would take it in unasked.
+func TestNoPoolStaysInADeletedFlavor(t *testing.T) {
+	stores(t, func(t *testing.T, uri string) {
+		ctx := context.Background()
+		a, b := open(t, uri), open(t, uri)
+		const rounds, joiners = 12, 3
+		for round := range rounds {
+			flavor := fmt.Sprintf("f%d", round)
+			if _, err := a.PutFlavor(ctx, catalog.Flavor{Name: flavor}); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.Refresh(ctx); err != nil {
+				t.Fatal(err)
+			}
+			var wg sync.WaitGroup
+			for w := range joiners {
+				wg.Go(func() {
+					p := catalog.Pool{Name: fmt.Sprintf("j%d-%d", round, w), URI: fmt.Sprintf("redis://127.0.0.1:1/%d", round*10+w), Weight: 1, Flavor: flavor}
+					if _, err := b.PutPool(ctx, p, true); err != nil && !storage.Is(err, storage.Invalid) {
+						t.Errorf("join: %v", err)
+					}
+				})
+			}
+			wg.Go(func() {
+				if err := a.DeleteFlavor(ctx, flavor); err != nil {
+					t.Errorf("delete flavor: %v", err)
+				}
+			})
+			wg.Wait()
+			pools, err := a.Store().ListPools(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range pools {
+				if p.Flavor == flavor {
+					t.Fatalf("round %d: pool %s is in flavor %s, which was deleted", round, p.Name, flavor)
+				}
+			}
+		}
+	})
+}

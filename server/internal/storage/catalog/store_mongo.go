@@ -165,8 +165,30 @@ func (s *mongoStore) PutPool(ctx context.Context, p Pool) (bool, error) {
 		if err != nil {
 			return false, merr(op, err)
 		}
+		if err := s.leaveDeletedFlavor(ctx, p); err != nil {
+			return false, err
+		}
 		return res.UpsertedCount == 1, merr(op, s.bump(ctx))
 	}
+}
+
+// leaveDeletedFlavor takes a pool just written back out of its flavor if
+// the flavor is gone. DeleteFlavor deletes the flavor and then takes its
+// pools out; a pool written in between would stay in a flavor that no
+// longer exists. Looking for the flavor after the write, at least one of
+// the two sees the other. The pool stays registered: as if it had joined
+// just before the delete, which took it out.
+func (s *mongoStore) leaveDeletedFlavor(ctx context.Context, p Pool) error {
+	const op = "catalog.pools.put"
+	if p.Flavor == "" {
+		return nil
+	}
+	n, err := s.flavors.CountDocuments(ctx, bson.M{"_id": p.Flavor})
+	if err != nil || n > 0 {
+		return merr(op, err)
+	}
+	_, err = s.pools.UpdateOne(ctx, bson.M{"_id": p.Name, "flavor": p.Flavor}, bson.M{"$set": bson.M{"flavor": ""}})
+	return merr(op, err)
 }
 
 func (d poolDoc) pool() Pool {

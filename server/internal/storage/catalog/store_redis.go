@@ -75,30 +75,36 @@ func (s *redisStore) Ping(ctx context.Context) error {
 
 func (s *redisStore) Close() error { return s.c.Close() }
 
-// putPoolScript: ARGV = name, pool JSON, flavor, URI. Replies the name of
-// another pool on the URI, if there is one, instead of writing: the check
-// and the write are one step, so concurrent registrations cannot both
-// pass it. Pools are few and registered rarely, so reading them all is
-// cheap enough.
+// putPoolScript: ARGV = name, pool JSON, flavor, URI. Replies {created}, or
+// {-1, other pool} when another pool has the URI, or {-2} when the flavor
+// does not exist, without writing: each check and the write are one step,
+// so a concurrent registration or flavor delete cannot slip between them.
+// Pools are few and registered rarely, so reading them all is cheap enough.
 var putPoolScript = redis.NewScript(`
 local all = redis.call('HGETALL', KEYS[1])
 for i = 1, #all, 2 do
-  if all[i] ~= ARGV[1] and cjson.decode(all[i + 1]).uri == ARGV[4] then return all[i] end
+  if all[i] ~= ARGV[1] and cjson.decode(all[i + 1]).uri == ARGV[4] then return {-1, all[i]} end
 end
+if ARGV[3] ~= '' and redis.call('HEXISTS', KEYS[4], ARGV[3]) == 0 then return {-2} end
 local created = redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 if ARGV[3] == '' then redis.call('HDEL', KEYS[2], ARGV[1]) else redis.call('HSET', KEYS[2], ARGV[1], ARGV[3]) end
 redis.call('INCR', KEYS[3])
-return created`)
+return {created}`)
 
 func (s *redisStore) PutPool(ctx context.Context, p Pool) (bool, error) {
 	const op = "catalog.pools.put"
 	flavor := p.Flavor
 	p.Flavor = ""
-	reply, err := putPoolScript.Run(ctx, s.c, []string{kPools, kPoolFlavor, kVersion}, p.Name, marshal(p), flavor, p.URI).Result()
-	if other, ok := reply.(string); ok {
-		return false, uriTaken(op, other, p.URI)
+	res, err := putPoolScript.Run(ctx, s.c, []string{kPools, kPoolFlavor, kVersion, kFlavors}, p.Name, marshal(p), flavor, p.URI).Slice()
+	switch {
+	case err != nil:
+		return false, rerr(op, err)
+	case res[0] == int64(-1):
+		return false, uriTaken(op, fmt.Sprint(res[1]), p.URI)
+	case res[0] == int64(-2):
+		return false, noFlavor(op, flavor)
 	}
-	return reply == int64(1), rerr(op, err)
+	return res[0] == int64(1), nil
 }
 
 func (s *redisStore) GetPool(ctx context.Context, name string) (Pool, error) {
