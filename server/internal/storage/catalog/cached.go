@@ -325,13 +325,25 @@ func (c *Catalog) assign(ctx context.Context, q storage.QueueRef, flavor string)
 	return got, nil
 }
 
-// PlaceDefault records that q lives on the default store.
-func (c *Catalog) PlaceDefault(ctx context.Context, q storage.QueueRef) (string, error) {
-	got, err := c.store.Place(ctx, q, DefaultPool)
+// PlaceOn records that q lives in pool (DefaultPool: the default store),
+// where it was found, unless it is placed already; it returns the pool q
+// is recorded in.
+func (c *Catalog) PlaceOn(ctx context.Context, q storage.QueueRef, pool string) (string, error) {
+	got, err := c.store.Place(ctx, q, pool)
 	if err == nil {
 		c.remember(q, got)
 	}
 	return got, err
+}
+
+// Proposal is the pool that Assign would choose for q without a flavor,
+// or "" when no pool accepts new queues. It records nothing.
+func (c *Catalog) Proposal(q storage.QueueRef) string {
+	c.mu.RLock()
+	candidates := c.pools
+	c.mu.RUnlock()
+	pool, _ := choose(placementKey(q), candidates)
+	return pool
 }
 
 // Forget drops q's placement after the queue was deleted from pool.

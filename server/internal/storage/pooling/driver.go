@@ -227,9 +227,12 @@ func (d *Driver) route(ctx context.Context, q storage.QueueRef, create bool, fla
 		}
 		switch {
 		case exists:
-			pool, err = d.cat.PlaceDefault(ctx, q)
+			pool, err = d.cat.PlaceOn(ctx, q, catalog.DefaultPool)
 		case !create:
-			return d.fallback, "", nil
+			if pool = d.orphan(ctx, q); pool == "" {
+				return d.fallback, "", nil
+			}
+			pool, err = d.cat.PlaceOn(ctx, q, pool)
 		default:
 			pool, err = d.cat.Assign(ctx, q, flavor)
 		}
@@ -239,4 +242,28 @@ func (d *Driver) route(ctx context.Context, q storage.QueueRef, create bool, fla
 	}
 	drv, err := d.pool(ctx, pool)
 	return drv, pool, err
+}
+
+// orphan is the pool where q exists without a placement, if it is the one
+// q would be placed in now; "" otherwise. A post through a placement
+// cached before the queue's delete can re-create the queue in its pool
+// after the delete dropped the placement. The next post places it there
+// again (placement is deterministic), so until then a call that creates
+// nothing must find it there too: answered from the default store, a
+// delete with a claim said 204 while the message stayed, and came back
+// with the next post (Concurrency/WipesRacePosts). A pool that cannot be
+// asked is passed over: the queue is answered as absent, as before.
+func (d *Driver) orphan(ctx context.Context, q storage.QueueRef) string {
+	pool := d.cat.Proposal(q)
+	if pool == "" {
+		return ""
+	}
+	drv, err := d.pool(ctx, pool)
+	if err != nil {
+		return ""
+	}
+	if exists, err := drv.Queues().Exists(ctx, q); err != nil || !exists {
+		return ""
+	}
+	return pool
 }

@@ -13,6 +13,7 @@ var concurrencyCases = []testCase{
 	{"Concurrency/ProducersAndConsumers", testProducersConsumers},
 	{"Concurrency/Pop", testConcurrentPop},
 	{"Concurrency/Mix", testConcurrentMix},
+	{"Concurrency/WipesRacePosts", testWipesRacePosts},
 }
 
 // testProducersConsumers runs producers and claim-and-delete consumers at
