@@ -244,15 +244,17 @@ func (d *Driver) route(ctx context.Context, q storage.QueueRef, create bool, fla
 	return drv, pool, err
 }
 
-// orphan is the pool where q exists without a placement, if it is the one
-// q would be placed in now; "" otherwise. A post through a placement
-// cached before the queue's delete can re-create the queue in its pool
-// after the delete dropped the placement. The next post places it there
-// again (placement is deterministic), so until then a call that creates
-// nothing must find it there too: answered from the default store, a
-// delete with a claim said 204 while the message stayed, and came back
-// with the next post (Concurrency/WipesRacePosts). A pool that cannot be
-// asked is passed over: the queue is answered as absent, as before.
+// orphan is the pool where q has messages or subscriptions without a
+// placement, if it is the one q would be placed in now; "" otherwise. A
+// post or a subscribe through a placement cached before the queue's delete
+// can re-create them in its pool after the delete dropped the placement.
+// The next post places the queue there again (placement is deterministic),
+// so until then a call that creates nothing must find them there too:
+// answered from the default store, a delete with a claim, or of a
+// subscription, said 204 while the message or subscription stayed, and it
+// came back with the next post (Concurrency/WipesRacePosts,
+// Subscriptions/RaceQueueDeletes). A pool that cannot be asked is passed
+// over: the queue is answered as absent, as before.
 func (d *Driver) orphan(ctx context.Context, q storage.QueueRef) string {
 	pool := d.cat.Proposal(q)
 	if pool == "" {
@@ -262,7 +264,14 @@ func (d *Driver) orphan(ctx context.Context, q storage.QueueRef) string {
 	if err != nil {
 		return ""
 	}
-	if exists, err := drv.Queues().Exists(ctx, q); err != nil || !exists {
+	found, err := drv.Queues().Exists(ctx, q)
+	if err == nil && !found {
+		// A subscription does not create its queue.
+		var subs []storage.Subscription
+		subs, _, err = drv.Subscriptions().List(ctx, q, storage.ListSubscriptionsOptions{Limit: 1})
+		found = len(subs) > 0
+	}
+	if err != nil || !found {
 		return ""
 	}
 	return pool

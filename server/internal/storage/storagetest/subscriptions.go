@@ -18,6 +18,7 @@ var subscriptionCases = []testCase{
 	{"Subscriptions/GivenID", testSubscriptionGivenID},
 	{"Subscriptions/ConcurrentWriters", testSubscriptionConcurrentWriters},
 	{"Subscriptions/ConcurrentSameSubscriber", testSubscriptionConcurrentSameSubscriber},
+	{"Subscriptions/RaceQueueDeletes", testSubscriptionsRaceQueueDeletes},
 }
 
 // subscriptionRaceRounds is how many subscriptions
