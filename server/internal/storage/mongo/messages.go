@@ -251,33 +251,49 @@ func (s messageStore) GetMany(ctx context.Context, q storage.QueueRef, ids []str
 // Delete removes one message, honouring a live claim on it.
 func (s messageStore) Delete(ctx context.Context, q storage.QueueRef, id, claimID string) error {
 	const op = storage.OpMessageDelete
+	// A delete that met nothing because the message changed since it was
+	// read (a claim took it, or released it) decides again on the message
+	// as it is now: acknowledged, the delete of a message whose claim was
+	// released meanwhile left the message in the queue (Claims/EndsRace).
+	for range 3 {
+		done, err := s.deleteOnce(ctx, op, q, id, claimID)
+		if done || err != nil {
+			return err
+		}
+	}
+	return storage.E(op, storage.Unavailable, fmt.Errorf("message %s kept changing", id))
+}
+
+// deleteOnce is one try of Delete; done is false when the message changed
+// between the read and the delete, and nothing was decided.
+func (s messageStore) deleteOnce(ctx context.Context, op string, q storage.QueueRef, id, claimID string) (done bool, err error) {
 	now := s.d.now()
 	var doc msgDoc
-	err := s.d.messages.FindOne(ctx, append(queueFilter(q), bson.E{Key: "_id", Value: id}, alive(now))).Decode(&doc)
+	err = s.d.messages.FindOne(ctx, append(queueFilter(q), bson.E{Key: "_id", Value: id}, alive(now))).Decode(&doc)
 	if errors.Is(err, mongo.ErrNoDocuments) {
 		// Gone, or moved: then the target deletes it.
-		return s.d.moveRedirect(ctx, op, q, []string{id}, nil)
+		return true, s.d.moveRedirect(ctx, op, q, []string{id}, nil)
 	}
 	if err != nil {
-		return wrap(op, err)
+		return true, wrap(op, err)
 	}
 	f := append(queueFilter(q), bson.E{Key: "_id", Value: id})
 	held := doc.CL != "" && doc.CE > now
 	switch {
 	case held && claimID == "":
-		return storage.E(op, storage.Forbidden, storage.ErrClaimed)
+		return true, storage.E(op, storage.Forbidden, storage.ErrClaimed)
 	case claimID != "" && !held:
-		return storage.E(op, storage.Invalid, storage.ErrNotClaimed)
+		return true, storage.E(op, storage.Invalid, storage.ErrNotClaimed)
 	case claimID != "" && claimID != doc.CL:
 		// Another live claim's id: the message is someone else's (403).
 		n, err := s.d.claims.CountDocuments(ctx, append(queueFilter(q), bson.E{Key: "_id", Value: claimID}, alive(now)))
 		if err != nil {
-			return wrap(op, err)
+			return true, wrap(op, err)
 		}
 		if n > 0 {
-			return storage.E(op, storage.Forbidden, storage.ErrClaimed)
+			return true, storage.E(op, storage.Forbidden, storage.ErrClaimed)
 		}
-		return storage.E(op, storage.Invalid, storage.ErrNotHolder)
+		return true, storage.E(op, storage.Invalid, storage.ErrNotHolder)
 	case held:
 		f = append(f, bson.E{Key: "cl", Value: claimID})
 	default:
@@ -285,15 +301,15 @@ func (s messageStore) Delete(ctx context.Context, q storage.QueueRef, id, claimI
 	}
 	res, err := s.d.messages.DeleteOne(ctx, f)
 	if err != nil {
-		return wrap(op, err)
+		return true, wrap(op, err)
 	}
 	if res.DeletedCount == 0 {
 		// It changed since the read: a Take may have put it in transit,
 		// and a delete that met nothing must not be acknowledged for a
-		// message that moves on.
-		return s.d.moveRedirect(ctx, op, q, []string{id}, nil)
+		// message that moves on; otherwise, decide again.
+		return false, s.d.moveRedirect(ctx, op, q, []string{id}, nil)
 	}
-	return wrap(op, s.d.dropLocks(ctx, []string{id}))
+	return true, wrap(op, s.d.dropLocks(ctx, []string{id}))
 }
 
 // DeleteMany removes the listed messages that are free or held by claimID.

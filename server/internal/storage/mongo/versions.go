@@ -3,6 +3,7 @@ package mongo
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -171,8 +172,18 @@ func (d *Driver) eachFree(ctx context.Context, q storage.QueueRef, limit int, ta
 	return nil
 }
 
+// heldWait bounds how long eachHeld waits for another writer of a
+// message to finish before it gives up with Unavailable (the caller's
+// write, a renew or a release, is idempotent: a retry completes it).
+const heldWait = 2 * time.Second
+
 // eachHeld applies change to every live message held by claim cid,
-// re-reading a message whose version moved under it.
+// re-reading a message whose version moved under it. A version that has
+// not moved is held by another writer that has not written yet (FerretDB's
+// version locks): it waits for that write rather than try again at once.
+// It never gives up silently: a release that skipped a message renewed
+// meanwhile left it held by a claim that no longer existed
+// (Claims/EndsRace).
 func (d *Driver) eachHeld(ctx context.Context, q storage.QueueRef, cid string, change func(doc *msgDoc, now int64) bson.D) error {
 	now := d.now()
 	held := append(queueFilter(q), bson.E{Key: "cl", Value: cid}, bson.E{Key: "ce", Value: bson.M{"$gt": now}}, alive(now))
@@ -182,7 +193,8 @@ func (d *Driver) eachHeld(ctx context.Context, q storage.QueueRef, cid string, c
 	}
 	for i := range docs {
 		doc := &docs[i]
-		for attempt := 0; attempt < 5; attempt++ {
+		giveUp, pause := time.Now().Add(heldWait), time.Millisecond
+		for {
 			ok, err := d.writeVersion(ctx, doc, change(doc, now))
 			if err != nil {
 				return err
@@ -197,6 +209,17 @@ func (d *Driver) eachHeld(ctx context.Context, q storage.QueueRef, cid string, c
 			}
 			if err != nil {
 				return err
+			}
+			if fresh.V == doc.V {
+				if time.Now().After(giveUp) {
+					return fmt.Errorf("message %s: %w", doc.ID, ErrLockBusy)
+				}
+				select {
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-time.After(pause):
+				}
+				pause = min(2*pause, 16*time.Millisecond)
 			}
 			*doc = fresh
 		}

@@ -14,6 +14,7 @@ var claimCases = []testCase{
 	{"Claims/GetUpdateDelete", testClaimGetUpdateDelete},
 	{"Claims/ExpiryFreesMessages", testClaimExpiry},
 	{"Claims/ConcurrentClaimers", testConcurrentClaimers},
+	{"Claims/EndsRace", testClaimEndsRace},
 }
 
 func testClaimCreate(e *env) {
