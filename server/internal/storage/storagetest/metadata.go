@@ -12,6 +12,7 @@ var metadataCases = []testCase{
 	{"Metadata/ConcurrentUpdates", testConcurrentMetadataUpdates},
 	{"Metadata/UpdateSemantics", testMetadataUpdateSemantics},
 	{"Metadata/ReplaceRacesUpdate", testMetadataReplaceRacesUpdate},
+	{"Metadata/RacesQueueDeletes", testMetadataRacesQueueDeletes},
 }
 
 // metadataRaceRounds is how many times testMetadataReplaceRacesUpdate
