@@ -186,20 +186,9 @@ func (h *mixHistory) check(fail func(string, ...any)) {
 // checkMixEnd compares the queue's final listing with the history.
 func checkMixEnd(t testing.TB, ctx context.Context, d storage.Driver, q storage.QueueRef, h *mixHistory, seed uint64) {
 	t.Helper()
-	listed := map[string]int{}
-	marker := ""
-	for range 1000 {
-		msgs, next, err := d.Messages().List(ctx, q, storage.ListMessagesOptions{Marker: marker, Limit: 20, Echo: true, IncludeClaimed: true, IncludeDelayed: true})
-		if err != nil {
-			t.Fatalf("seed %d: list: %v", seed, err)
-		}
-		for _, m := range msgs {
-			listed[m.ID]++
-		}
-		if next == "" || len(msgs) == 0 {
-			break
-		}
-		marker = next
+	listed, err := listEvery(ctx, d, q)
+	if err != nil {
+		t.Fatalf("seed %d: list: %v", seed, err)
 	}
 	posted := map[string]bool{}
 	for _, id := range h.posted {

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"sluice.dev/server/internal/storage"
@@ -24,8 +23,7 @@ const wipeRounds = 8
 //     way, but not be half kept: then stats and the listing disagree).
 func testWipesRacePosts(e *env) {
 	q := e.queue("wiped")
-	var clock atomic.Int64
-	tick := func() int64 { return clock.Add(1) }
+	var r wipeRace
 	type post struct {
 		ids        []string
 		start, end int64
@@ -34,20 +32,17 @@ func testWipesRacePosts(e *env) {
 		mu       sync.Mutex
 		posts    []post
 		consumed = map[string]string{} // id -> when the consumer claimed and deleted it
-		wipes    [][2]int64
-		stop     atomic.Bool
-		wg       sync.WaitGroup
 	)
 	for p := range 3 {
-		wg.Go(func() {
-			for n := 0; !stop.Load() && n < 2000; n++ {
+		r.wg.Go(func() {
+			for n := 0; r.running() && n < 2000; n++ {
 				msgs := make([]storage.NewMessage, 1+n%3)
 				for i := range msgs {
 					msgs[i] = storage.NewMessage{TTL: time.Hour, Body: json.RawMessage(fmt.Sprintf(`"p%d-%d-%d"`, p, n, i))}
 				}
-				start := tick()
+				start := r.tick()
 				ids, err := e.d.Messages().Post(e.ctx, q, "producer", msgs)
-				end := tick()
+				end := r.tick()
 				if err != nil || len(ids) != len(msgs) {
 					e.t.Errorf("post: %v, %d ids", err, len(ids))
 					return
@@ -58,21 +53,21 @@ func testWipesRacePosts(e *env) {
 			}
 		})
 	}
-	wg.Go(func() {
-		for n := 0; !stop.Load() && n < 2000; n++ {
-			cs := tick()
+	r.wg.Go(func() {
+		for n := 0; r.running() && n < 2000; n++ {
+			cs := r.tick()
 			c, err := e.d.Claims().Create(e.ctx, q, storage.ClaimOptions{TTL: time.Hour, Grace: time.Minute, Limit: 3})
-			ce := tick()
+			ce := r.tick()
 			if err != nil && !storage.Is(err, storage.NotFound) {
 				e.t.Errorf("claim: %v", err)
 				return
 			}
 			for _, m := range c.Messages {
 				// The message may have been wiped since the claim.
-				ds := tick()
+				ds := r.tick()
 				if err := e.d.Messages().Delete(e.ctx, q, m.ID, c.ID); err == nil {
 					mu.Lock()
-					consumed[m.ID] = fmt.Sprintf("claimed %d-%d, deleted %d-%d", cs, ce, ds, tick())
+					consumed[m.ID] = fmt.Sprintf("claimed %d-%d, deleted %d-%d", cs, ce, ds, r.tick())
 					mu.Unlock()
 				} else if !storage.Is(err, storage.NotFound) && !storage.Is(err, storage.Conflict) {
 					e.t.Errorf("delete %s with claim %s: %v", m.ID, c.ID, err)
@@ -80,41 +75,19 @@ func testWipesRacePosts(e *env) {
 			}
 		}
 	})
-	for round := range wipeRounds {
-		time.Sleep(15 * time.Millisecond)
-		start := tick()
-		var err error
+	wipes := r.wipe(e, wipeRounds, 15*time.Millisecond, func(round int) error {
 		if round%2 == 0 {
-			err = e.d.Queues().Purge(e.ctx, q)
-		} else {
-			err = e.d.Queues().Delete(e.ctx, q)
+			return e.d.Queues().Purge(e.ctx, q)
 		}
-		if err != nil {
-			e.t.Fatalf("wipe %d: %v", round, err)
-		}
-		wipes = append(wipes, [2]int64{start, tick()})
-	}
-	time.Sleep(15 * time.Millisecond)
-	stop.Store(true)
-	wg.Wait()
+		return e.d.Queues().Delete(e.ctx, q)
+	})
 	if e.t.Failed() {
 		return
 	}
 
-	listed := map[string]int{}
-	marker := ""
-	for range 10000 {
-		msgs, next, err := e.d.Messages().List(e.ctx, q, storage.ListMessagesOptions{Marker: marker, Limit: 20, Echo: true, IncludeClaimed: true, IncludeDelayed: true})
-		if err != nil && !storage.Is(err, storage.NotFound) {
-			e.t.Fatalf("list: %v", err)
-		}
-		for _, m := range msgs {
-			listed[m.ID]++
-		}
-		if next == "" || len(msgs) == 0 {
-			break
-		}
-		marker = next
+	listed, err := listEvery(e.ctx, e.d, q)
+	if err != nil {
+		e.t.Fatalf("list: %v", err)
 	}
 	lastWipe := wipes[len(wipes)-1]
 	for _, p := range posts {

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"sluice.dev/server/internal/storage"
@@ -20,24 +19,20 @@ import (
 func testMetadataRacesQueueDeletes(e *env) {
 	q := e.queue("metawiped")
 	qs := e.d.Queues()
-	var clock atomic.Int64
-	tick := func() int64 { return clock.Add(1) }
+	var r wipeRace
 	type set struct {
 		n          int
 		start, end int64
 	}
 	var (
-		mu      sync.Mutex
-		sets    []set
-		deletes [][2]int64
-		stop    atomic.Bool
-		wg      sync.WaitGroup
+		mu   sync.Mutex
+		sets []set
 	)
-	wg.Go(func() {
-		for n := 1; !stop.Load() && n < 1_000_000; n++ {
-			start := tick()
+	r.wg.Go(func() {
+		for n := 1; r.running() && n < 1_000_000; n++ {
+			start := r.tick()
 			err := qs.SetMetadata(e.ctx, q, storage.Metadata{"n": json.Number(fmt.Sprint(n))})
-			end := tick()
+			end := r.tick()
 			if err != nil {
 				e.t.Errorf("set metadata %d: %v", n, err)
 				return
@@ -47,17 +42,7 @@ func testMetadataRacesQueueDeletes(e *env) {
 			mu.Unlock()
 		}
 	})
-	for range 6 {
-		time.Sleep(10 * time.Millisecond)
-		start := tick()
-		if err := qs.Delete(e.ctx, q); err != nil {
-			e.t.Fatalf("delete queue: %v", err)
-		}
-		deletes = append(deletes, [2]int64{start, tick()})
-	}
-	time.Sleep(10 * time.Millisecond)
-	stop.Store(true)
-	wg.Wait()
+	deletes := r.wipe(e, 6, 10*time.Millisecond, func(int) error { return qs.Delete(e.ctx, q) })
 	if e.t.Failed() {
 		return
 	}

@@ -3,7 +3,6 @@ package storagetest
 import (
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"sluice.dev/server/internal/storage"
@@ -19,26 +18,22 @@ import (
 func testSubscriptionsRaceQueueDeletes(e *env) {
 	q := e.queue("subwiped")
 	ss := e.d.Subscriptions()
-	var clock atomic.Int64
-	tick := func() int64 { return clock.Add(1) }
+	var r wipeRace
 	type made struct {
 		id         string
 		start, end int64
 		removed    bool
 	}
 	var (
-		mu      sync.Mutex
-		subs    []*made
-		deletes [][2]int64
-		stop    atomic.Bool
-		wg      sync.WaitGroup
+		mu   sync.Mutex
+		subs []*made
 	)
 	for w := range 3 {
-		wg.Go(func() {
-			for n := 0; !stop.Load() && n < 500; n++ {
-				start := tick()
+		r.wg.Go(func() {
+			for n := 0; r.running() && n < 500; n++ {
+				start := r.tick()
 				id, created, err := ss.Create(e.ctx, q, storage.Subscription{Subscriber: fmt.Sprintf("http://127.0.0.1:9/w%d-%d", w, n), TTL: time.Hour, Options: storage.Metadata{}})
-				end := tick()
+				end := r.tick()
 				if err != nil || !created {
 					e.t.Errorf("subscribe: created %v, %v", created, err)
 					return
@@ -57,17 +52,7 @@ func testSubscriptionsRaceQueueDeletes(e *env) {
 			}
 		})
 	}
-	for range 6 {
-		time.Sleep(15 * time.Millisecond)
-		start := tick()
-		if err := e.d.Queues().Delete(e.ctx, q); err != nil {
-			e.t.Fatalf("delete queue: %v", err)
-		}
-		deletes = append(deletes, [2]int64{start, tick()})
-	}
-	time.Sleep(15 * time.Millisecond)
-	stop.Store(true)
-	wg.Wait()
+	deletes := r.wipe(e, 6, 15*time.Millisecond, func(int) error { return e.d.Queues().Delete(e.ctx, q) })
 	if e.t.Failed() {
 		return
 	}
