@@ -245,7 +245,8 @@ func (s *mongoStore) DeletePool(ctx context.Context, name string) error {
 	// withdraws; here the pool is put back, and the version bumped for a
 	// replica that read the catalog in between.
 	if n, err = s.QueueCount(ctx, name); err != nil || n > 0 {
-		if _, e := s.pools.InsertOne(ctx, doc); e != nil {
+		// A duplicate: the pool was registered again meanwhile.
+		if _, e := s.pools.InsertOne(ctx, doc); e != nil && !mongodrv.IsDuplicateKey(e) {
 			return merr(op, e)
 		}
 		if e := s.bump(ctx); e != nil {
