@@ -11,6 +11,7 @@ var deadLetterCases = []testCase{
 	{"DeadLetter/KeptWithoutQueue", testDeadLetterKeep},
 	{"DeadLetter/IntoItself", testDeadLetterSelf},
 	{"DeadLetter/ManyExhaustedAhead", testDeadLetterManyAhead},
+	{"DeadLetter/ConcurrentClaimers", testDeadLetterConcurrentClaimers},
 }
 
 // testDeadLetterManyAhead: however many exhausted messages sit ahead of a
