@@ -53,7 +53,7 @@ func (c *Catalog) PatchPool(ctx context.Context, name string, patch PoolPatch, f
 	if err := c.checkPool(ctx, op, p, force || !probeURI); err != nil {
 		return Pool{}, err
 	}
-	if _, err := c.store.PutPool(ctx, p); err != nil {
+	if err := c.store.ReplacePool(ctx, p); err != nil {
 		return Pool{}, err
 	}
 	return p, c.Refresh(ctx)

@@ -48,6 +48,10 @@ type Store interface {
 	// PutPool creates or replaces a pool (flavor membership included);
 	// Conflict if another pool has its URI.
 	PutPool(ctx context.Context, p Pool) (created bool, err error)
+	// ReplacePool is PutPool for a pool that must exist: NotFound, and
+	// nothing written, when it does not (a patch must not bring back a
+	// pool deleted since it was read).
+	ReplacePool(ctx context.Context, p Pool) error
 	// GetPool returns a pool or NotFound.
 	GetPool(ctx context.Context, name string) (Pool, error)
 	// ListPools returns every pool sorted by name.

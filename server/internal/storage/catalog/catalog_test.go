@@ -413,3 +413,33 @@ func TestNoPoolStaysInADeletedFlavor(t *testing.T) {
 		}
 	})
 }
+
+// TestPatchRacingDeleteDoesNotRevivePool patches a pool while another
+// client deletes it. Either may come first, but when both succeed the
+// pool must be gone: a patch that read the pool before the delete must not
+// write it back (it would be a 404 after the delete).
+func TestPatchRacingDeleteDoesNotRevivePool(t *testing.T) {
+	stores(t, func(t *testing.T, uri string) {
+		ctx := context.Background()
+		a, b := open(t, uri), open(t, uri)
+		for round := range 20 {
+			name := fmt.Sprintf("doomed-%d", round)
+			mustPool(t, a, name, 10)
+			weight := 20
+			var perr, derr error
+			var wg sync.WaitGroup
+			wg.Go(func() { _, perr = b.PatchPool(ctx, name, catalog.PoolPatch{Weight: &weight}, true) })
+			wg.Go(func() { derr = a.DeletePool(ctx, name) })
+			wg.Wait()
+			if derr != nil {
+				t.Fatalf("round %d: delete: %v", round, derr)
+			}
+			if perr != nil && !storage.Is(perr, storage.NotFound) {
+				t.Fatalf("round %d: patch: %v", round, perr)
+			}
+			if p, err := a.Store().GetPool(ctx, name); !storage.Is(err, storage.NotFound) {
+				t.Fatalf("round %d: pool %+v (%v) is there after its delete succeeded (patch: %v)", round, p, err, perr)
+			}
+		}
+	})
+}

@@ -147,10 +147,18 @@ func (s *mongoStore) Version(ctx context.Context) (string, error) {
 }
 
 func (s *mongoStore) PutPool(ctx context.Context, p Pool) (bool, error) {
-	const op = "catalog.pools.put"
+	return s.putPool(ctx, "catalog.pools.put", p, false)
+}
+
+func (s *mongoStore) ReplacePool(ctx context.Context, p Pool) error {
+	_, err := s.putPool(ctx, "catalog.pools.patch", p, true)
+	return err
+}
+
+func (s *mongoStore) putPool(ctx context.Context, op string, p Pool, mustExist bool) (bool, error) {
 	doc := poolDoc{Name: p.Name, URI: p.URI, Weight: p.Weight, Flavor: p.Flavor, Options: marshal(p.Options)}
 	for tries := 1; ; tries++ {
-		res, err := s.pools.ReplaceOne(ctx, bson.M{"_id": p.Name}, doc, options.Replace().SetUpsert(true))
+		res, err := s.pools.ReplaceOne(ctx, bson.M{"_id": p.Name}, doc, options.Replace().SetUpsert(!mustExist))
 		if mongodrv.IsDuplicateKey(err) {
 			// The URI index refused it, or a concurrent upsert of the same
 			// name won the insert; that one is replaced on the second try.
@@ -164,6 +172,9 @@ func (s *mongoStore) PutPool(ctx context.Context, p Pool) (bool, error) {
 		}
 		if err != nil {
 			return false, merr(op, err)
+		}
+		if mustExist && res.MatchedCount == 0 {
+			return false, notFound(op, "Pool", p.Name)
 		}
 		if err := s.leaveDeletedFlavor(ctx, p); err != nil {
 			return false, err

@@ -75,12 +75,15 @@ func (s *redisStore) Ping(ctx context.Context) error {
 
 func (s *redisStore) Close() error { return s.c.Close() }
 
-// putPoolScript: ARGV = name, pool JSON, flavor, URI. Replies {created}, or
-// {-1, other pool} when another pool has the URI, or {-2} when the flavor
-// does not exist, without writing: each check and the write are one step,
-// so a concurrent registration or flavor delete cannot slip between them.
-// Pools are few and registered rarely, so reading them all is cheap enough.
+// putPoolScript: ARGV = name, pool JSON, flavor, URI, "1" if the pool must
+// exist. Replies {created}, or {-1, other pool} when another pool has the
+// URI, {-2} when the flavor does not exist, {-3} when the pool must exist
+// and does not, without writing: each check and the write are one step, so
+// a concurrent registration, delete or flavor delete cannot slip between
+// them. Pools are few and registered rarely, so reading them all is cheap
+// enough.
 var putPoolScript = redis.NewScript(`
+if ARGV[5] == '1' and redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then return {-3} end
 local all = redis.call('HGETALL', KEYS[1])
 for i = 1, #all, 2 do
   if all[i] ~= ARGV[1] and cjson.decode(all[i + 1]).uri == ARGV[4] then return {-1, all[i]} end
@@ -92,10 +95,22 @@ redis.call('INCR', KEYS[3])
 return {created}`)
 
 func (s *redisStore) PutPool(ctx context.Context, p Pool) (bool, error) {
-	const op = "catalog.pools.put"
+	return s.putPool(ctx, "catalog.pools.put", p, false)
+}
+
+func (s *redisStore) ReplacePool(ctx context.Context, p Pool) error {
+	_, err := s.putPool(ctx, "catalog.pools.patch", p, true)
+	return err
+}
+
+func (s *redisStore) putPool(ctx context.Context, op string, p Pool, mustExist bool) (bool, error) {
 	flavor := p.Flavor
 	p.Flavor = ""
-	res, err := putPoolScript.Run(ctx, s.c, []string{kPools, kPoolFlavor, kVersion, kFlavors}, p.Name, marshal(p), flavor, p.URI).Slice()
+	existing := "0"
+	if mustExist {
+		existing = "1"
+	}
+	res, err := putPoolScript.Run(ctx, s.c, []string{kPools, kPoolFlavor, kVersion, kFlavors}, p.Name, marshal(p), flavor, p.URI, existing).Slice()
 	switch {
 	case err != nil:
 		return false, rerr(op, err)
@@ -103,6 +118,8 @@ func (s *redisStore) PutPool(ctx context.Context, p Pool) (bool, error) {
 		return false, uriTaken(op, fmt.Sprint(res[1]), p.URI)
 	case res[0] == int64(-2):
 		return false, noFlavor(op, flavor)
+	case res[0] == int64(-3):
+		return false, notFound(op, "Pool", p.Name)
 	}
 	return res[0] == int64(1), nil
 }
