@@ -138,8 +138,8 @@ func (a *admin) patchFlavor(w http.ResponseWriter, r *http.Request, c *Call) {
 	if b.Capabilities != nil {
 		f.Capabilities = *b.Capabilities
 	}
-	if _, err := a.cat.PutFlavor(c.ctx, f); err != nil {
-		a.fail(w, err, "Flavor could not be updated.", "")
+	if err := a.cat.ReplaceFlavor(c.ctx, f); err != nil {
+		a.fail(w, err, "Flavor could not be updated.", "Flavor "+name+" does not exist")
 		return
 	}
 	WriteJSON(w, http.StatusOK, a.showFlavor(c.ctx, f, true))

@@ -108,25 +108,44 @@ func (c *Catalog) DeletePool(ctx context.Context, name string) error {
 
 // PutFlavor creates or replaces a flavor whose pools are exactly f.Pools.
 func (c *Catalog) PutFlavor(ctx context.Context, f Flavor) (bool, error) {
-	const op = "catalog.flavors.put"
-	if !ValidName(f.Name) {
-		return false, storage.E(op, storage.Invalid, fmt.Sprintf("flavor name %q: use 1-64 letters, digits, '_' or '-'", f.Name))
-	}
-	seen := map[string]bool{}
-	for _, p := range f.Pools {
-		if seen[p] {
-			return false, storage.E(op, storage.Invalid, fmt.Sprintf("pool %s is listed twice", p))
-		}
-		seen[p] = true
-	}
-	if f.Pools == nil {
-		f.Pools = []string{}
+	if err := checkFlavor("catalog.flavors.put", &f); err != nil {
+		return false, err
 	}
 	created, err := c.store.PutFlavor(ctx, f)
 	if err != nil {
 		return false, err
 	}
 	return created, c.Refresh(ctx)
+}
+
+// ReplaceFlavor is a patch's write: f replaces a flavor that must still
+// exist (NotFound otherwise), so a patch racing the flavor's delete cannot
+// bring it back.
+func (c *Catalog) ReplaceFlavor(ctx context.Context, f Flavor) error {
+	if err := checkFlavor("catalog.flavors.patch", &f); err != nil {
+		return err
+	}
+	if err := c.store.ReplaceFlavor(ctx, f); err != nil {
+		return err
+	}
+	return c.Refresh(ctx)
+}
+
+func checkFlavor(op string, f *Flavor) error {
+	if !ValidName(f.Name) {
+		return storage.E(op, storage.Invalid, fmt.Sprintf("flavor name %q: use 1-64 letters, digits, '_' or '-'", f.Name))
+	}
+	seen := map[string]bool{}
+	for _, p := range f.Pools {
+		if seen[p] {
+			return storage.E(op, storage.Invalid, fmt.Sprintf("pool %s is listed twice", p))
+		}
+		seen[p] = true
+	}
+	if f.Pools == nil {
+		f.Pools = []string{}
+	}
+	return nil
 }
 
 // DeleteFlavor removes a flavor; its pools stay registered.

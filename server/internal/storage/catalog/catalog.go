@@ -61,6 +61,9 @@ type Store interface {
 	// PutFlavor creates or replaces a flavor and makes exactly f.Pools its
 	// members; every listed pool must exist (else Invalid).
 	PutFlavor(ctx context.Context, f Flavor) (created bool, err error)
+	// ReplaceFlavor is PutFlavor for a flavor that must exist: NotFound,
+	// and nothing written, when it does not.
+	ReplaceFlavor(ctx context.Context, f Flavor) error
 	// GetFlavor returns a flavor with its pool list, or NotFound.
 	GetFlavor(ctx context.Context, name string) (Flavor, error)
 	// ListFlavors returns every flavor sorted by name.

@@ -443,3 +443,36 @@ func TestPatchRacingDeleteDoesNotRevivePool(t *testing.T) {
 		}
 	})
 }
+
+// TestFlavorPatchRacingDeleteDoesNotReviveFlavor: the same for flavors,
+// whose patch (a new pool list) used to be a put of the flavor it read.
+func TestFlavorPatchRacingDeleteDoesNotReviveFlavor(t *testing.T) {
+	stores(t, func(t *testing.T, uri string) {
+		ctx := context.Background()
+		a, b := open(t, uri), open(t, uri)
+		mustPool(t, a, "member", 10)
+		for round := range 20 {
+			name := fmt.Sprintf("fleeting-%d", round)
+			if _, err := a.PutFlavor(ctx, catalog.Flavor{Name: name}); err != nil {
+				t.Fatal(err)
+			}
+			var perr, derr error
+			var wg sync.WaitGroup
+			wg.Go(func() { perr = b.ReplaceFlavor(ctx, catalog.Flavor{Name: name, Pools: []string{"member"}}) })
+			wg.Go(func() { derr = a.DeleteFlavor(ctx, name) })
+			wg.Wait()
+			if derr != nil {
+				t.Fatalf("round %d: delete: %v", round, derr)
+			}
+			if perr != nil && !storage.Is(perr, storage.NotFound) {
+				t.Fatalf("round %d: patch: %v", round, perr)
+			}
+			if f, err := a.Store().GetFlavor(ctx, name); !storage.Is(err, storage.NotFound) {
+				t.Fatalf("round %d: flavor %+v (%v) is there after its delete succeeded (patch: %v)", round, f, err, perr)
+			}
+			if p, err := a.Store().GetPool(ctx, "member"); err != nil || p.Flavor != "" {
+				t.Fatalf("round %d: pool member is in flavor %q (%v) after the flavor's delete", round, p.Flavor, err)
+			}
+		}
+	})
+}

@@ -272,12 +272,38 @@ func (s *mongoStore) DeletePool(ctx context.Context, name string) error {
 }
 
 func (s *mongoStore) PutFlavor(ctx context.Context, f Flavor) (bool, error) {
-	const op = "catalog.flavors.put"
+	return s.putFlavor(ctx, "catalog.flavors.put", f, false)
+}
+
+// ReplaceFlavor writes the flavor's own document first, only if it exists,
+// so a flavor deleted since its patch read it is not written at all. A
+// delete between that write and the pools' deletes the flavor and then
+// takes its pools out; the pools written after that are taken out here:
+// looking for the flavor after writing them, at least one of the two sees
+// the other. Then the patch counts as made just before the delete.
+func (s *mongoStore) ReplaceFlavor(ctx context.Context, f Flavor) error {
+	_, err := s.putFlavor(ctx, "catalog.flavors.patch", f, true)
+	return err
+}
+
+func (s *mongoStore) putFlavor(ctx context.Context, op string, f Flavor, mustExist bool) (bool, error) {
 	for _, p := range f.Pools {
 		if n, err := s.pools.CountDocuments(ctx, bson.M{"_id": p}); err != nil {
 			return false, merr(op, err)
 		} else if n == 0 {
 			return false, storage.E(op, storage.Invalid, fmt.Sprintf("Flavor %s could not be created: pool %s does not exist", f.Name, p))
+		}
+	}
+	replace := func() (*mongo.UpdateResult, error) {
+		return s.flavors.ReplaceOne(ctx, bson.M{"_id": f.Name}, flavorDoc{Name: f.Name, Caps: marshal(f.Capabilities)}, options.Replace().SetUpsert(!mustExist))
+	}
+	if mustExist {
+		res, err := replace()
+		if err != nil {
+			return false, merr(op, err)
+		}
+		if res.MatchedCount == 0 {
+			return false, notFound(op, "Flavor", f.Name)
 		}
 	}
 	if _, err := s.pools.UpdateMany(ctx, bson.M{"flavor": f.Name, "_id": bson.M{"$nin": f.Pools}}, bson.M{"$set": bson.M{"flavor": ""}}); err != nil {
@@ -288,7 +314,17 @@ func (s *mongoStore) PutFlavor(ctx context.Context, f Flavor) (bool, error) {
 			return false, merr(op, err)
 		}
 	}
-	res, err := s.flavors.ReplaceOne(ctx, bson.M{"_id": f.Name}, flavorDoc{Name: f.Name, Caps: marshal(f.Capabilities)}, options.Replace().SetUpsert(true))
+	if mustExist {
+		n, err := s.flavors.CountDocuments(ctx, bson.M{"_id": f.Name})
+		if err == nil && n == 0 {
+			_, err = s.pools.UpdateMany(ctx, bson.M{"flavor": f.Name}, bson.M{"$set": bson.M{"flavor": ""}})
+		}
+		if err != nil {
+			return false, merr(op, err)
+		}
+		return false, merr(op, s.bump(ctx))
+	}
+	res, err := replace()
 	if err != nil {
 		return false, merr(op, err)
 	}

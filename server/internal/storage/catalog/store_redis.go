@@ -188,26 +188,41 @@ func (s *redisStore) DeletePool(ctx context.Context, name string) error {
 	return nil
 }
 
-// putFlavorScript: ARGV = name, capabilities JSON, pool names...
+// putFlavorScript: ARGV = name, capabilities JSON, "1" if the flavor must
+// exist (a patch), pool names...
 var putFlavorScript = redis.NewScript(`
-for i = 3, #ARGV do
+if ARGV[3] == '1' and redis.call('HEXISTS', KEYS[3], ARGV[1]) == 0 then return {-3, ''} end
+for i = 4, #ARGV do
   if redis.call('HEXISTS', KEYS[1], ARGV[i]) == 0 then return {-1, ARGV[i]} end
 end
 local members = redis.call('HGETALL', KEYS[2])
 for i = 1, #members, 2 do
   if members[i+1] == ARGV[1] then redis.call('HDEL', KEYS[2], members[i]) end
 end
-for i = 3, #ARGV do redis.call('HSET', KEYS[2], ARGV[i], ARGV[1]) end
+for i = 4, #ARGV do redis.call('HSET', KEYS[2], ARGV[i], ARGV[1]) end
 local created = redis.call('HSET', KEYS[3], ARGV[1], ARGV[2])
 redis.call('INCR', KEYS[4])
 return {created, ''}`)
 
 func (s *redisStore) PutFlavor(ctx context.Context, f Flavor) (bool, error) {
-	const op = "catalog.flavors.put"
-	args := append([]any{f.Name, marshal(f.Capabilities)}, toAny(f.Pools)...)
+	return s.putFlavor(ctx, "catalog.flavors.put", f, "0")
+}
+
+func (s *redisStore) ReplaceFlavor(ctx context.Context, f Flavor) error {
+	_, err := s.putFlavor(ctx, "catalog.flavors.patch", f, "1")
+	return err
+}
+
+// putFlavor runs putFlavorScript; mustExist is "1" when the flavor must
+// exist already.
+func (s *redisStore) putFlavor(ctx context.Context, op string, f Flavor, mustExist string) (bool, error) {
+	args := append([]any{f.Name, marshal(f.Capabilities), mustExist}, toAny(f.Pools)...)
 	res, err := putFlavorScript.Run(ctx, s.c, []string{kPools, kPoolFlavor, kFlavors, kVersion}, args...).Slice()
 	if err != nil {
 		return false, rerr(op, err)
+	}
+	if res[0].(int64) == -3 {
+		return false, notFound(op, "Flavor", f.Name)
 	}
 	if res[0].(int64) == -1 {
 		return false, storage.E(op, storage.Invalid, fmt.Sprintf("Flavor %s could not be created: pool %v does not exist", f.Name, res[1]))
