@@ -3,6 +3,7 @@ package api
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -108,4 +109,24 @@ func TestServerWrittenErrorsAreZaqar(t *testing.T) {
 	}
 	// The server still serves after all that.
 	ts.must(204, "GET", "/v2/ping", std(), "")
+}
+
+// TestProjectNotUTF8Refused: an X-Project-ID of bytes that are not UTF-8
+// (Go's own client would re-encode them, so the request is written by
+// hand) is refused as Zaqar refuses a bad project id, for every store. A
+// MongoDB pool cannot store such a project: a post there answered 503
+// "try again" for ever, and a queue of any store can move to one.
+func TestProjectNotUTF8Refused(t *testing.T) {
+	forEachStore(t, func(t *testing.T, store func(*config.Options)) {
+		ts := startServer(t, store)
+		body := `{"messages":[{"body":1}]}`
+		for _, project := range []string{"p\xff\xfe", "pro\xc3", "\xed\xa0\x80"} {
+			res, got := rawExchange(t, ts, "POST /v2/queues/demo/messages HTTP/1.1\r\nHost: x\r\nClient-ID: "+testClient+
+				"\r\nX-Project-ID: "+project+"\r\nContent-Type: application/json\r\nContent-Length: "+fmt.Sprint(len(body))+"\r\n\r\n"+body, 10*time.Second)
+			m := zaqarBody(t, res, got)
+			if res.StatusCode != http.StatusBadRequest || m["title"] != "Invalid queue identification" {
+				t.Errorf("project %q: %d %s", project, res.StatusCode, got)
+			}
+		}
+	})
 }

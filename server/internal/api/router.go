@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"sort"
 	"strings"
+	"unicode/utf8"
 
 	"sluice.dev/server/internal/metrics"
 	"sluice.dev/server/internal/storage"
@@ -229,7 +230,9 @@ func (s *Server) checkHeaders(r *http.Request, c *Call, access Access, signed bo
 	if e != nil {
 		return e
 	}
-	if len(c.Project) > maxProjectLen || storage.ReservedProject(c.Project) {
+	// Bytes that are not UTF-8 are refused for every store: a MongoDB pool
+	// cannot store them, and a queue of any store can move to one.
+	if len(c.Project) > maxProjectLen || storage.ReservedProject(c.Project) || !utf8.ValidString(c.Project) {
 		return errBadQueue
 	}
 	if access == Admin && !c.Admin {
