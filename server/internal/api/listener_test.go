@@ -112,8 +112,8 @@ func TestServerWrittenErrorsAreZaqar(t *testing.T) {
 }
 
 // TestProjectNotUTF8Refused: an X-Project-ID of bytes that are not UTF-8
-// (Go's own client would re-encode them, so the request is written by
-// hand) is refused as Zaqar refuses a bad project id, for every store. A
+// (the request is written byte for byte) is refused as a bad project id
+// is, for every store. A
 // MongoDB pool cannot store such a project: a post there answered 503
 // "try again" for ever, and a queue of any store can move to one.
 func TestProjectNotUTF8Refused(t *testing.T) {
