@@ -426,17 +426,9 @@ func TestPatchRacingDeleteDoesNotRevivePool(t *testing.T) {
 			name := fmt.Sprintf("doomed-%d", round)
 			mustPool(t, a, name, 10)
 			weight := 20
-			var perr, derr error
-			var wg sync.WaitGroup
-			wg.Go(func() { _, perr = b.PatchPool(ctx, name, catalog.PoolPatch{Weight: &weight}, true) })
-			wg.Go(func() { derr = a.DeletePool(ctx, name) })
-			wg.Wait()
-			if derr != nil {
-				t.Fatalf("round %d: delete: %v", round, derr)
-			}
-			if perr != nil && !storage.Is(perr, storage.NotFound) {
-				t.Fatalf("round %d: patch: %v", round, perr)
-			}
+			perr := patchRacingDelete(t, round,
+				func() error { _, err := b.PatchPool(ctx, name, catalog.PoolPatch{Weight: &weight}, true); return err },
+				func() error { return a.DeletePool(ctx, name) })
 			if p, err := a.Store().GetPool(ctx, name); !storage.Is(err, storage.NotFound) {
 				t.Fatalf("round %d: pool %+v (%v) is there after its delete succeeded (patch: %v)", round, p, err, perr)
 			}
@@ -456,17 +448,9 @@ func TestFlavorPatchRacingDeleteDoesNotReviveFlavor(t *testing.T) {
 			if _, err := a.PutFlavor(ctx, catalog.Flavor{Name: name}); err != nil {
 				t.Fatal(err)
 			}
-			var perr, derr error
-			var wg sync.WaitGroup
-			wg.Go(func() { perr = b.ReplaceFlavor(ctx, catalog.Flavor{Name: name, Pools: []string{"member"}}) })
-			wg.Go(func() { derr = a.DeleteFlavor(ctx, name) })
-			wg.Wait()
-			if derr != nil {
-				t.Fatalf("round %d: delete: %v", round, derr)
-			}
-			if perr != nil && !storage.Is(perr, storage.NotFound) {
-				t.Fatalf("round %d: patch: %v", round, perr)
-			}
+			perr := patchRacingDelete(t, round,
+				func() error { return b.ReplaceFlavor(ctx, catalog.Flavor{Name: name, Pools: []string{"member"}}) },
+				func() error { return a.DeleteFlavor(ctx, name) })
 			if f, err := a.Store().GetFlavor(ctx, name); !storage.Is(err, storage.NotFound) {
 				t.Fatalf("round %d: flavor %+v (%v) is there after its delete succeeded (patch: %v)", round, f, err, perr)
 			}
@@ -475,4 +459,23 @@ func TestFlavorPatchRacingDeleteDoesNotReviveFlavor(t *testing.T) {
 			}
 		}
 	})
+}
+
+// patchRacingDelete runs patch and remove at the same moment. The delete
+// must succeed; the patch may come first, or find nothing (NotFound),
+// which it returns.
+func patchRacingDelete(t *testing.T, round int, patch, remove func() error) error {
+	t.Helper()
+	var perr, derr error
+	var wg sync.WaitGroup
+	wg.Go(func() { perr = patch() })
+	wg.Go(func() { derr = remove() })
+	wg.Wait()
+	if derr != nil {
+		t.Fatalf("round %d: delete: %v", round, derr)
+	}
+	if perr != nil && !storage.Is(perr, storage.NotFound) {
+		t.Fatalf("round %d: patch: %v", round, perr)
+	}
+	return perr
 }
