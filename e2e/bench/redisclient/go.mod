@@ -3,7 +3,7 @@ module sluice.dev/e2e/redisclient
 go 1.26
 
 require (
-	github.com/redis/go-redis/v9 v9.17.0
+	github.com/redis/go-redis/v9 v9.17.3
 	github.com/redis/rueidis v1.0.79
 )
 
