@@ -176,7 +176,7 @@ func (s *mongoStore) putPool(ctx context.Context, op string, p Pool, mustExist b
 		if mustExist && res.MatchedCount == 0 {
 			return false, notFound(op, "Pool", p.Name)
 		}
-		if err := s.leaveDeletedFlavor(ctx, p); err != nil {
+		if err := s.leaveDeletedFlavor(ctx, op, p); err != nil {
 			return false, err
 		}
 		return res.UpsertedCount == 1, merr(op, s.bump(ctx))
@@ -189,8 +189,7 @@ func (s *mongoStore) putPool(ctx context.Context, op string, p Pool, mustExist b
 // longer exists. Looking for the flavor after the write, at least one of
 // the two sees the other. The pool stays registered: as if it had joined
 // just before the delete, which took it out.
-func (s *mongoStore) leaveDeletedFlavor(ctx context.Context, p Pool) error {
-	const op = "catalog.pools.put"
+func (s *mongoStore) leaveDeletedFlavor(ctx context.Context, op string, p Pool) error {
 	if p.Flavor == "" {
 		return nil
 	}

@@ -103,14 +103,18 @@ func (s *redisStore) ReplacePool(ctx context.Context, p Pool) error {
 	return err
 }
 
+// scriptFlag is how the scripts take a boolean argument.
+func scriptFlag(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}
+
 func (s *redisStore) putPool(ctx context.Context, op string, p Pool, mustExist bool) (bool, error) {
 	flavor := p.Flavor
 	p.Flavor = ""
-	existing := "0"
-	if mustExist {
-		existing = "1"
-	}
-	res, err := putPoolScript.Run(ctx, s.c, []string{kPools, kPoolFlavor, kVersion, kFlavors}, p.Name, marshal(p), flavor, p.URI, existing).Slice()
+	res, err := putPoolScript.Run(ctx, s.c, []string{kPools, kPoolFlavor, kVersion, kFlavors}, p.Name, marshal(p), flavor, p.URI, scriptFlag(mustExist)).Slice()
 	switch {
 	case err != nil:
 		return false, rerr(op, err)
@@ -205,18 +209,17 @@ redis.call('INCR', KEYS[4])
 return {created, ''}`)
 
 func (s *redisStore) PutFlavor(ctx context.Context, f Flavor) (bool, error) {
-	return s.putFlavor(ctx, "catalog.flavors.put", f, "0")
+	return s.putFlavor(ctx, "catalog.flavors.put", f, false)
 }
 
 func (s *redisStore) ReplaceFlavor(ctx context.Context, f Flavor) error {
-	_, err := s.putFlavor(ctx, "catalog.flavors.patch", f, "1")
+	_, err := s.putFlavor(ctx, "catalog.flavors.patch", f, true)
 	return err
 }
 
-// putFlavor runs putFlavorScript; mustExist is "1" when the flavor must
-// exist already.
-func (s *redisStore) putFlavor(ctx context.Context, op string, f Flavor, mustExist string) (bool, error) {
-	args := append([]any{f.Name, marshal(f.Capabilities), mustExist}, toAny(f.Pools)...)
+// putFlavor runs putFlavorScript; mustExist: the flavor must exist already.
+func (s *redisStore) putFlavor(ctx context.Context, op string, f Flavor, mustExist bool) (bool, error) {
+	args := append([]any{f.Name, marshal(f.Capabilities), scriptFlag(mustExist)}, toAny(f.Pools)...)
 	res, err := putFlavorScript.Run(ctx, s.c, []string{kPools, kPoolFlavor, kFlavors, kVersion}, args...).Slice()
 	if err != nil {
 		return false, rerr(op, err)
