@@ -44,13 +44,15 @@ end
 -- added after the last, one ZADD per index, and the latest end is kept in
 -- horizon for one keepalive: nothing in between reads those indexes.
 local horizon, held, claimed = 0, {}, {}
-local function claim(cid, ttl, grace, limit, maxcc, dlttl, out)
+local function claim(b, cid, ttl, grace, limit, maxcc, dlttl, out)
   -- A dead-letter queue that is moving away (sealed, or a tombstone) takes
   -- no message here, where it would be stranded: the policy waits until the
   -- queue lives on one backend again.
   if maxcc > 0 and redis.call('HEXISTS', KEYS[2] .. ':q', 'g') == 1 then maxcc = 0 end
   local cexp = now + ttl
   local mexp = cexp + grace
+  -- Numbers go to Redis as strings, each written once (lib.lua's digits).
+  local cexps, mexps = digits(cexp), nil
   local taken, dead = {}, 0
   local moves = {}
   while #taken < limit do
@@ -71,28 +73,28 @@ local function claim(cid, ttl, grace, limit, maxcc, dlttl, out)
         moves[#moves + 1] = {id, {h[1], h[2], h[3], h[5]}}
       else
         count = count + 1
-        local e = tonumber(h[3])
-        if e < mexp then
-          e = mexp
-          redis.call('HSET', mk, 'k', cid, 'x', cexp, 'n', count, 'e', e)
-          redis.call('ZADD', EXP, e, id)
-          redis.call('PEXPIRE', mk, e - now)
+        local ns, es = digits(count), h[3]
+        if tonumber(es) < mexp then
+          mexps = mexps or digits(mexp)
+          es = mexps
+          redis.call('HSET', mk, 'k', cid, 'x', cexps, 'n', ns, 'e', es)
+          redis.call('ZADD', EXP, es, id)
+          redis.call('PEXPIRE', mk, digits(mexp - now))
         else
-          redis.call('HSET', mk, 'k', cid, 'x', cexp, 'n', count)
+          redis.call('HSET', mk, 'k', cid, 'x', cexps, 'n', ns)
         end
-        held[#held + 1] = cexp
+        held[#held + 1] = cexps
         held[#held + 1] = id
         taken[#taken + 1] = id
-        out[#out + 1] = {id, h[1], h[2], string.format('%.0f', e), h[4] or '0', h[5] or '', cid,
-          string.format('%.0f', cexp), tostring(count)}
+        out[#out + 1] = {id, h[1], h[2], es, h[4] or '0', h[5] or '', cid, cexps, ns}
       end
     end
   end
   if #taken > 0 then
     local ck = ckey(cid)
-    redis.call('HSET', ck, 't', ttl, 'g', grace, 'c', now, 'e', cexp, 'i', table.concat(taken, ' '))
-    redis.call('PEXPIRE', ck, ttl)
-    claimed[#claimed + 1] = cexp
+    redis.call('HSET', ck, 't', ARGV[b + 1], 'g', ARGV[b + 2], 'c', ARGV[1], 'e', cexps, 'i', table.concat(taken, ' '))
+    redis.call('PEXPIRE', ck, ARGV[b + 1])
+    claimed[#claimed + 1] = cexps
     claimed[#claimed + 1] = cid
     if mexp > horizon then horizon = mexp end
   end
@@ -106,7 +108,7 @@ for i = 0, nclaims - 1 do
   local b = 4 + i * 6
   local first = 0
   if i == 0 then first = lapsed end
-  replies[i + 1] = claim(ARGV[b], tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]),
+  replies[i + 1] = claim(b, ARGV[b], tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]),
     tonumber(ARGV[b + 4]), tonumber(ARGV[b + 5]), {first, 0})
 end
 if horizon > 0 then

@@ -37,6 +37,17 @@ local BUDGET = 500
 -- renew the TTLs.
 local SLACK = 600000
 
+-- digits writes a whole number as a command argument. Redis 7.0 formats
+-- every number argument of redis.call with snprintf("%.17g"), which costs
+-- about as much as a small command (docs/benchmarks.md, "Numbers passed
+-- to Redis as strings"); so the hot scripts pass ARGV's own strings on
+-- where they can and write each number they compute once. tostring
+-- (Lua's "%.14g") is exact below 1e14; "%.0f" beyond.
+local function digits(n)
+  if n < 1e14 and n > -1e14 then return tostring(n) end
+  return string.format('%.0f', n)
+end
+
 local function mkey(id) return P .. ':m:' .. id end
 local function ckey(id) return P .. ':c:' .. id end
 

@@ -71,21 +71,24 @@ while r <= #ARGV do
     local id, ttl, delay, body = ARGV[b], tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2]), ARGV[b + 3]
     seq = seq + 1
     local e = now + ttl
+    -- Each number written once, as the strings every command takes.
+    local ss, es = digits(seq), digits(e)
     local mk = mkey(id)
     if delay > 0 then
-      redis.call('HSET', mk, 'b', body, 'c', now, 'e', e, 's', seq, 'u', client, 'd', now + delay)
-      dly[#dly + 1] = now + delay
+      local ds = digits(now + delay)
+      redis.call('HSET', mk, 'b', body, 'c', ARGV[1], 'e', es, 's', ss, 'u', client, 'd', ds)
+      dly[#dly + 1] = ds
       dly[#dly + 1] = id
     else
-      redis.call('HSET', mk, 'b', body, 'c', now, 'e', e, 's', seq, 'u', client)
-      rdy[#rdy + 1] = seq
+      redis.call('HSET', mk, 'b', body, 'c', ARGV[1], 'e', es, 's', ss, 'u', client)
+      rdy[#rdy + 1] = ss
       rdy[#rdy + 1] = id
     end
-    redis.call('PEXPIRE', mk, ttl)
+    redis.call('PEXPIRE', mk, ARGV[b + 1])
     if #subs > 0 then record_deliveries(subs, now, id, ttl, body, e) end
-    ids[#ids + 1] = seq
+    ids[#ids + 1] = ss
     ids[#ids + 1] = id
-    exps[#exps + 1] = e
+    exps[#exps + 1] = es
     exps[#exps + 1] = id
   end
   r = r + 2 + count * 4
