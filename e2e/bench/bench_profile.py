@@ -191,7 +191,8 @@ def noop_phase(work: Path, args) -> dict:
 
 def profile(args) -> dict:
     results = {"machine": machine(), "redis_config": args.redis_config, "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-               "binary": str(args.server), "phase_s": args.phase, "conns": args.conns,
+               "binary": str(args.server), "server_gomaxprocs": args.server_gomaxprocs,
+               "phase_s": args.phase, "conns": args.conns,
                "pace_ms": args.pace_ms, "msg_size": args.msg_size, "loadavg_start": os.getloadavg(),
                "phases": {}}
     with tempfile.TemporaryDirectory(prefix="bench-profile-") as tmp:
@@ -202,7 +203,8 @@ def profile(args) -> dict:
                 cli("CONFIG", "SET", *kv.split("=", 1))
             pprof_port = free_port()
             server = SluiceServer(work / "server", redis.url(1), binary=args.server,
-                                  extra_args=["--pprof-addr", f"127.0.0.1:{pprof_port}"])
+                                  extra_args=["--pprof-addr", f"127.0.0.1:{pprof_port}"],
+                                  gomaxprocs=args.server_gomaxprocs)
             server.start()
             try:
                 pprof = f"http://127.0.0.1:{pprof_port}"
@@ -255,6 +257,12 @@ def cell(phase: dict | None, field: str, fmt: str | None) -> str:
     return fmt.format(phase[field])
 
 
+def procs(results: dict) -> str:
+    """The server's GOMAXPROCS as the run set it (runs before the option: Go's choice)."""
+    n = results.get("server_gomaxprocs") or 0
+    return f"GOMAXPROCS={n}, as the operator deploys it" if n > 0 else "Go's own GOMAXPROCS"
+
+
 def render(results: dict, baseline: dict | None) -> str:
     cols = ["post", "claim"]
     head = "| per phase |"
@@ -272,7 +280,7 @@ def render(results: dict, baseline: dict | None) -> str:
              + (f", started {results['started']}" if results.get("started") else "") + ").",
              f"Machine: {results['machine']}; load average {fmt_load(results['loadavg_start'])} at the "
              f"start, {fmt_load(results['loadavg_end'])} at the end. One redis-server and one sluice-server "
-             f"on 127.0.0.1; each phase runs wrk for {results['phase_s']:g} s on {results['conns']} "
+             f"({procs(results)}) on 127.0.0.1; each phase runs wrk for {results['phase_s']:g} s on {results['conns']} "
              f"connections, each waiting {results['pace_ms']} ms between requests (a fixed offered rate, "
              "not saturation), so CPU per request, not throughput, is the figure to compare: it moves "
              "little with the load of other work. CPU is utime+stime from /proc; Redis figures are "
@@ -334,6 +342,9 @@ def main() -> int:
     ap.add_argument("--queue", default="profile", help="queue name")
     ap.add_argument("--redis-config", action="append", default=[], metavar="NAME=VALUE",
                     help="CONFIG SET on the redis-server before measuring (repeatable)")
+    ap.add_argument("--server-gomaxprocs", type=int, default=1,
+                    help="GOMAXPROCS of sluice-server, as the operator deploys it (its default CPU "
+                         "request, 100m, rounded up); 0: Go's own choice")
     ap.add_argument("--noop", action="store_true",
                     help="also measure the no-op HTTP server (make build-noop) under the same POST load")
     ap.add_argument("--top", type=int, default=15, help="lines of each pprof top")

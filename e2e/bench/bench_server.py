@@ -84,9 +84,13 @@ class Target:
     queues: bool = True
 
 
+# GOMAXPROCS of every sluice-server the benchmark starts (--server-gomaxprocs).
+SERVER_GOMAXPROCS: int | None = None
+
+
 def _start_sluice(store_of: Callable[[RedisServer], str]):
     def start(workdir: Path, redis: RedisServer) -> Process:
-        server = SluiceServer(workdir, store_of(redis))
+        server = SluiceServer(workdir, store_of(redis), gomaxprocs=SERVER_GOMAXPROCS)
         server.start()
         return server
     return start
@@ -323,6 +327,9 @@ def main() -> int:
                     help="measure every target this many times; report each cell's best round")
     ap.add_argument("--msg-size", type=int, default=1024, help="bytes per message JSON")
     ap.add_argument("--json", type=Path, help="also write raw results here")
+    ap.add_argument("--server-gomaxprocs", type=int, default=1,
+                    help="GOMAXPROCS of sluice-server, as the operator deploys it (its default CPU "
+                         "request, 100m, rounded up); 0: Go's own choice")
     ap.add_argument("--write-doc", type=Path, help="replace this file's sluice-vs-Zaqar section")
     ap.add_argument("--render", type=Path, help="measure nothing: redraw from a --json file")
     args = ap.parse_args()
@@ -332,6 +339,8 @@ def main() -> int:
         if args.write_doc:
             write_doc_section(args.write_doc, render_markdown(results))
         return 0
+    global SERVER_GOMAXPROCS
+    SERVER_GOMAXPROCS = args.server_gomaxprocs
     names = [t.strip() for t in args.targets.split(",") if t.strip()]
     unknown = [n for n in names if n not in TARGETS]
     if unknown:
@@ -344,7 +353,7 @@ def main() -> int:
         print(msg, file=sys.stderr, flush=True)
 
     results = {"machine": machine(), "duration_s": args.duration, "msg_size": args.msg_size,
-               "rounds": args.rounds,
+               "rounds": args.rounds, "server_gomaxprocs": args.server_gomaxprocs,
                "command": make_command(sys.argv[1:]),
                "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "targets": {}}
     start_load = os.getloadavg()

@@ -106,6 +106,15 @@ def load(results: dict, when: str) -> str:
     return "/".join(f"{x:.1f}" for x in results["loadavg"][when])
 
 
+def gomaxprocs_note(results: dict) -> str:
+    """How the run set sluice-server's GOMAXPROCS (runs before the option: Go's choice)."""
+    n = results.get("server_gomaxprocs") or 0
+    if n <= 0:
+        return "sluice-server runs with Go's own GOMAXPROCS (every core). "
+    return (f"sluice-server runs with GOMAXPROCS={n}, as the operator deploys it (its CPU "
+            "request rounded up; the chart's default request is 100m). ")
+
+
 def render_markdown(results: dict) -> str:
     head, rows = table(results)
     out = [SECTION + " (`make bench-server`)", "",
@@ -141,7 +150,8 @@ def render_markdown(results: dict) -> str:
             "2 processes, its Redis message store and an SQLite management store, with "
             "`--add-header \"Connection: close\"` (uwsgi's http-socket drops keep-alive "
             "connections otherwise), so every Zaqar request pays a TCP connect; that is "
-            "how it can be served at all, and it is part of what is measured. The no-op "
+            "how it can be served at all, and it is part of what is measured. "
+            + gomaxprocs_note(results) + "The no-op "
             "column is `e2e/bench/noop` (net/http, fixed 201, no storage): the HTTP "
             "ceiling of this machine. Raw numbers: `--json FILE`; "
             "`--render FILE` redraws this section from them.", "",

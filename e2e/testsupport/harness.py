@@ -275,11 +275,20 @@ class SluiceServer(Process):
     name = "sluice-server"
 
     def __init__(self, workdir: Path, store: str, binary: Path | None = None,
-                 extra_args: list[str] | None = None):
+                 extra_args: list[str] | None = None, gomaxprocs: int | None = None):
         super().__init__(workdir)
         self.store = store
         self.binary = Path(binary or BIN / "sluice-server")
         self.extra_args = extra_args or []
+        # GOMAXPROCS as the operator sets it in a pod (its CPU request,
+        # rounded up); None or 0: Go's own choice.
+        self.gomaxprocs = gomaxprocs
+
+    def env(self) -> dict[str, str]:
+        env = super().env()
+        if self.gomaxprocs:
+            env["GOMAXPROCS"] = str(self.gomaxprocs)
+        return env
 
     def command(self) -> list[str]:
         if not self.binary.is_file():

@@ -123,6 +123,12 @@ class Config:
     # server's defaults (docs/server.md).
     migrate_batch: int | None = None
     migrate_rate: int | None = None
+    # GOMAXPROCS of each sluice-server: None: the CPUs its container requests,
+    # rounded up (the kubelet resolves it; a server given more Ps than the
+    # CPU it gets spends the difference waking and stealing between them,
+    # docs/benchmarks.md); 0: Go's own choice (the CPU limit, else every core
+    # of the node); N: N.
+    server_gomaxprocs: int | None = None
     # Key of pre-signed URLs (sluice-server --signed-url-secret), as
     # "secret-name/key" of a Secret in each namespace with a Pool; empty: /share is off.
     signed_url_secret: str = ""
@@ -226,6 +232,7 @@ class Config:
             signed_url_secret=refs["SIGNED_URL_SECRET"],
             migrate_batch=_opt_int(e, p + "MIGRATE_BATCH", 1, 10000),
             migrate_rate=_opt_int(e, p + "MIGRATE_RATE", 0, 10_000_000),
+            server_gomaxprocs=_opt_int(e, p + "SERVER_GOMAXPROCS", 0, 1024),
             network_policies=netpol,
             network_policy_cidrs=split(e.get(p + "NETWORK_POLICY_CIDRS", "")),
             server_tls=_bool(e, p + "SERVER_TLS", d.server_tls),

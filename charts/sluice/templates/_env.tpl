@@ -79,6 +79,8 @@ reads SLUICE_OPERATOR_*). JSON-valued variables carry structured values as-is.
   value: {{ if kindIs "invalid" .Values.server.migration.batch }}""{{ else }}{{ .Values.server.migration.batch | int | toString | quote }}{{ end }}
 - name: SLUICE_OPERATOR_MIGRATE_RATE
   value: {{ if kindIs "invalid" .Values.server.migration.rate }}""{{ else }}{{ .Values.server.migration.rate | int | toString | quote }}{{ end }}
+- name: SLUICE_OPERATOR_SERVER_GOMAXPROCS
+  value: {{ if kindIs "invalid" .Values.server.gomaxprocs }}""{{ else }}{{ .Values.server.gomaxprocs | int | toString | quote }}{{ end }}
 - name: SLUICE_OPERATOR_SIGNED_URL_SECRET
   value: {{ with .Values.notifications.signedUrlSecret }}{{ if .name }}{{ printf "%s/%s" .name .key | quote }}{{ else }}""{{ end }}{{ end }}
 {{- end -}}

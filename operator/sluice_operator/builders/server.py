@@ -99,6 +99,22 @@ def migration_env(cfg: Config) -> list[dict[str, Any]]:
     return env
 
 
+def gomaxprocs_env(cfg: Config) -> list[dict[str, Any]]:
+    """gomaxprocs_env sets the server's GOMAXPROCS: by default the CPUs its
+    container requests, rounded up, which the kubelet resolves (divisor 1
+    rounds up); nothing when the container names no CPU or when the
+    operator is told to leave it to Go (0)."""
+    n = cfg.server_gomaxprocs
+    if n == 0:
+        return []
+    if n is not None:
+        return [{"name": "GOMAXPROCS", "value": str(n)}]
+    res = cfg.server_resources or {}
+    if not any("cpu" in (res.get(kind) or {}) for kind in ("requests", "limits")):
+        return []
+    return [{"name": "GOMAXPROCS", "valueFrom": {"resourceFieldRef": {"resource": "requests.cpu", "divisor": "1"}}}]
+
+
 def catalog_secret(cfg: Config, ns: str, password: str, owners: list[dict[str, Any]]) -> dict[str, Any]:
     """catalog_secret holds the builtin catalog Redis's password, shared by it and the server."""
     secret = common.password_secret(cfg, common.CATALOG_SECRET, ns, "catalog", password)
@@ -122,7 +138,7 @@ def deployment(cfg: Config, ns: str, owners: list[dict[str, Any]]) -> dict[str, 
             "valueFrom": {"secretKeyRef": {"name": common.ADMIN_SECRET, "key": "token"}},
         },
     ]
-    env += notification_env(cfg) + migration_env(cfg)
+    env += notification_env(cfg) + migration_env(cfg) + gomaxprocs_env(cfg)
     container: dict[str, Any] = {
         "name": "sluice-server",
         "image": cfg.server_image,

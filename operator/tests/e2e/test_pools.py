@@ -7,8 +7,10 @@ duplicates."""
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import time
+import urllib.request
 from typing import Any
 
 from sluice_operator.builders.shard_settings import REDIS_SHARD_SETTINGS
@@ -93,6 +95,17 @@ def test_pool_queue_and_client(ns: str) -> None:
     shard = q["status"]["shard"]
     assert shard in ("web-0", "web-1")
     assert admin_get(ns, f"/v2/pools/{shard}?detailed=true")["queues"] == 1
+    # The kubelet resolves the server's GOMAXPROCS from its CPU request,
+    # rounded up, and the Go runtime applies it (its own gauge says so).
+    dep = get("deployment", ns, "sluice-server")
+    assert dep
+    box = dep["spec"]["template"]["spec"]["containers"][0]
+    cpu = box["resources"]["requests"]["cpu"]
+    want = math.ceil(int(cpu[:-1]) / 1000) if cpu.endswith("m") else math.ceil(float(cpu))
+    with urllib.request.urlopen(server_url(ns) + "/metrics", timeout=10) as resp:
+        scrape = resp.read().decode()
+    got = [ln.split()[1] for ln in scrape.splitlines() if ln.startswith("go_sched_gomaxprocs_threads ")]
+    assert got == [str(want)], (cpu, got)
 
 
 def test_pool_holding_queues_refuses_deletion(ns: str) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from sluice_operator.builders import builtin, common, server, thirdparty
-from sluice_operator.config import Config
+from sluice_operator.config import Config, ConfigError
 
 from .conftest import make_pool
 
@@ -213,3 +213,37 @@ def test_notification_settings_reach_the_server_deployment() -> None:
     assert ref["SLUICE_SMTP_URL"] == {"secretKeyRef": {"name": "smtp-relay", "key": "url", "optional": True}}
     assert ref["SLUICE_SIGNED_URL_SECRET"] == {"secretKeyRef": {"name": "share", "key": "key", "optional": True}}
     assert "SLUICE_SIGNED_URL_SECRET" not in plain
+
+
+@pytest.mark.parametrize(
+    "given, passed",
+    [
+        ({}, None),  # no CPU named: Go's own choice
+        (
+            {"SLUICE_OPERATOR_SERVER_RESOURCES": '{"requests": {"cpu": "100m"}}'},
+            {"resourceFieldRef": {"resource": "requests.cpu", "divisor": "1"}},
+        ),  # the CPUs requested, rounded up by the kubelet: 1
+        (
+            {"SLUICE_OPERATOR_SERVER_RESOURCES": '{"limits": {"cpu": "3"}}'},
+            {"resourceFieldRef": {"resource": "requests.cpu", "divisor": "1"}},
+        ),  # a limit alone is the request too (API defaulting)
+        (
+            {
+                "SLUICE_OPERATOR_SERVER_RESOURCES": '{"requests": {"cpu": "2"}}',
+                "SLUICE_OPERATOR_SERVER_GOMAXPROCS": "0",
+            },
+            None,
+        ),  # 0: left to Go
+        ({"SLUICE_OPERATOR_SERVER_GOMAXPROCS": "4"}, "4"),
+    ],
+)
+def test_server_gomaxprocs_follows_its_cpu_request(given: dict[str, str], passed: Any) -> None:
+    c = server.deployment(Config.from_env(given), "shop", [])["spec"]["template"]["spec"]["containers"][0]
+    got = [e.get("value", e.get("valueFrom")) for e in c["env"] if e["name"] == "GOMAXPROCS"]
+    assert got == ([] if passed is None else [passed])
+
+
+@pytest.mark.parametrize("bad", ["-1", "1025", "two", "1.5"])
+def test_server_gomaxprocs_out_of_range_is_refused(bad: str) -> None:
+    with pytest.raises(ConfigError, match="SERVER_GOMAXPROCS"):
+        Config.from_env({"SLUICE_OPERATOR_SERVER_GOMAXPROCS": bad})
