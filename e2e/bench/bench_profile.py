@@ -42,7 +42,7 @@ sys.path.insert(0, str(HERE))
 
 from harness import BIN, RedisCLI, RedisServer, SluiceServer, free_port, rss_kib  # noqa: E402
 from bench_server import NoopServer, api, machine, run_wrk  # noqa: E402
-from report import write_doc_section  # noqa: E402
+from report import add_server_gomaxprocs, gomaxprocs_words, write_doc_section  # noqa: E402
 
 SECTION = "## Where a request's CPU goes (`make bench-profile`)"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -257,12 +257,6 @@ def cell(phase: dict | None, field: str, fmt: str | None) -> str:
     return fmt.format(phase[field])
 
 
-def procs(results: dict) -> str:
-    """The server's GOMAXPROCS as the run set it (runs before the option: Go's choice)."""
-    n = results.get("server_gomaxprocs") or 0
-    return f"GOMAXPROCS={n}, as the operator deploys it" if n > 0 else "Go's own GOMAXPROCS"
-
-
 def render(results: dict, baseline: dict | None) -> str:
     cols = ["post", "claim"]
     head = "| per phase |"
@@ -280,7 +274,8 @@ def render(results: dict, baseline: dict | None) -> str:
              + (f", started {results['started']}" if results.get("started") else "") + ").",
              f"Machine: {results['machine']}; load average {fmt_load(results['loadavg_start'])} at the "
              f"start, {fmt_load(results['loadavg_end'])} at the end. One redis-server and one sluice-server "
-             f"({procs(results)}) on 127.0.0.1; each phase runs wrk for {results['phase_s']:g} s on {results['conns']} "
+             f"on 127.0.0.1, the server with {gomaxprocs_words(results)}. Each phase runs wrk for "
+             f"{results['phase_s']:g} s on {results['conns']} "
              f"connections, each waiting {results['pace_ms']} ms between requests (a fixed offered rate, "
              "not saturation), so CPU per request, not throughput, is the figure to compare: it moves "
              "little with the load of other work. CPU is utime+stime from /proc; Redis figures are "
@@ -342,9 +337,7 @@ def main() -> int:
     ap.add_argument("--queue", default="profile", help="queue name")
     ap.add_argument("--redis-config", action="append", default=[], metavar="NAME=VALUE",
                     help="CONFIG SET on the redis-server before measuring (repeatable)")
-    ap.add_argument("--server-gomaxprocs", type=int, default=1,
-                    help="GOMAXPROCS of sluice-server, as the operator deploys it (its default CPU "
-                         "request, 100m, rounded up); 0: Go's own choice")
+    add_server_gomaxprocs(ap)
     ap.add_argument("--noop", action="store_true",
                     help="also measure the no-op HTTP server (make build-noop) under the same POST load")
     ap.add_argument("--top", type=int, default=15, help="lines of each pprof top")

@@ -47,7 +47,7 @@ sys.path.insert(0, str(HERE.parent / "testsupport"))
 sys.path.insert(0, str(HERE.parent / "zaqar"))
 
 from harness import BIN, Process, ProcessError, RedisServer, SluiceServer, process_tree, rss_kib  # noqa: E402
-from report import render_markdown, render_text, write_doc_section  # noqa: E402
+from report import add_server_gomaxprocs, render_markdown, render_text, write_doc_section  # noqa: E402
 
 WRK_DIR = HERE / "wrk"
 HEADERS = {"Client-ID": "3381af92-2b9e-11e3-b191-71861300734c", "X-Project-ID": "bench",
@@ -327,9 +327,7 @@ def main() -> int:
                     help="measure every target this many times; report each cell's best round")
     ap.add_argument("--msg-size", type=int, default=1024, help="bytes per message JSON")
     ap.add_argument("--json", type=Path, help="also write raw results here")
-    ap.add_argument("--server-gomaxprocs", type=int, default=1,
-                    help="GOMAXPROCS of sluice-server, as the operator deploys it (its default CPU "
-                         "request, 100m, rounded up); 0: Go's own choice")
+    add_server_gomaxprocs(ap)
     ap.add_argument("--write-doc", type=Path, help="replace this file's sluice-vs-Zaqar section")
     ap.add_argument("--render", type=Path, help="measure nothing: redraw from a --json file")
     args = ap.parse_args()

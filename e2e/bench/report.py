@@ -106,13 +106,19 @@ def load(results: dict, when: str) -> str:
     return "/".join(f"{x:.1f}" for x in results["loadavg"][when])
 
 
-def gomaxprocs_note(results: dict) -> str:
+def add_server_gomaxprocs(ap) -> None:
+    """The --server-gomaxprocs option of every benchmark that starts sluice-server."""
+    ap.add_argument("--server-gomaxprocs", type=int, default=1,
+                    help="GOMAXPROCS of sluice-server, as the operator deploys it (its default CPU "
+                         "request, 100m, rounded up); 0: Go's own choice")
+
+
+def gomaxprocs_words(results: dict) -> str:
     """How the run set sluice-server's GOMAXPROCS (runs before the option: Go's choice)."""
     n = results.get("server_gomaxprocs") or 0
     if n <= 0:
-        return "sluice-server runs with Go's own GOMAXPROCS (every core). "
-    return (f"sluice-server runs with GOMAXPROCS={n}, as the operator deploys it (its CPU "
-            "request rounded up; the chart's default request is 100m). ")
+        return "Go's own GOMAXPROCS"
+    return f"GOMAXPROCS={n}, as the operator deploys it (its CPU request rounded up; the chart's default is 100m)"
 
 
 def render_markdown(results: dict) -> str:
@@ -151,7 +157,7 @@ def render_markdown(results: dict) -> str:
             "`--add-header \"Connection: close\"` (uwsgi's http-socket drops keep-alive "
             "connections otherwise), so every Zaqar request pays a TCP connect; that is "
             "how it can be served at all, and it is part of what is measured. "
-            + gomaxprocs_note(results) + "The no-op "
+            + f"sluice-server runs with {gomaxprocs_words(results)}. The no-op "
             "column is `e2e/bench/noop` (net/http, fixed 201, no storage): the HTTP "
             "ceiling of this machine. Raw numbers: `--json FILE`; "
             "`--render FILE` redraws this section from them.", "",

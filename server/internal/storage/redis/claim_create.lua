@@ -43,8 +43,12 @@ end
 -- claims made (held: message -> claim end, claimed: claim -> its end) are
 -- added after the last, one ZADD per index, and the latest end is kept in
 -- horizon for one keepalive: nothing in between reads those indexes.
+-- b is where the claim's arguments start in ARGV; the strings among them
+-- go to Redis as they came.
 local horizon, held, claimed = 0, {}, {}
-local function claim(b, cid, ttl, grace, limit, maxcc, dlttl, out)
+local function claim(b, out)
+  local cid, ttl, grace = ARGV[b], tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2])
+  local limit, maxcc, dlttl = tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4]), tonumber(ARGV[b + 5])
   -- A dead-letter queue that is moving away (sealed, or a tombstone) takes
   -- no message here, where it would be stranded: the policy waits until the
   -- queue lives on one backend again.
@@ -108,8 +112,7 @@ for i = 0, nclaims - 1 do
   local b = 4 + i * 6
   local first = 0
   if i == 0 then first = lapsed end
-  replies[i + 1] = claim(b, ARGV[b], tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]),
-    tonumber(ARGV[b + 4]), tonumber(ARGV[b + 5]), {first, 0})
+  replies[i + 1] = claim(b, {first, 0})
 end
 if horizon > 0 then
   redis.call('ZADD', HELD, unpack(held))

@@ -1,6 +1,7 @@
 package storagetest
 
 import (
+	"fmt"
 	"sync"
 	"time"
 
@@ -22,15 +23,35 @@ func testDeadLetterConcurrentClaimers(e *env) {
 		claimed = map[string]int{}
 		wg      sync.WaitGroup
 	)
+	// step claims up to limit messages, counts them and releases the
+	// claim; it reports how many it got.
+	step := func(limit int) (int, error) {
+		c, err := e.d.Claims().Create(e.ctx, q, storage.ClaimOptions{TTL: time.Hour, Grace: time.Minute, Limit: limit, DeadLetter: dl})
+		if err != nil {
+			return 0, fmt.Errorf("claim: %w", err)
+		}
+		if len(c.Messages) == 0 {
+			return 0, nil
+		}
+		mu.Lock()
+		for _, m := range c.Messages {
+			claimed[m.ID]++
+		}
+		mu.Unlock()
+		if err := e.d.Claims().Delete(e.ctx, q, c.ID); err != nil {
+			return 0, fmt.Errorf("release: %w", err)
+		}
+		return len(c.Messages), nil
+	}
 	for range 4 {
 		wg.Go(func() {
 			for range 200 {
-				c, err := e.d.Claims().Create(e.ctx, q, storage.ClaimOptions{TTL: time.Hour, Grace: time.Minute, Limit: 3, DeadLetter: dl})
+				n, err := step(3)
 				if err != nil {
-					e.t.Errorf("claim: %v", err)
+					e.t.Error(err)
 					return
 				}
-				if len(c.Messages) == 0 {
+				if n == 0 {
 					st, err := e.d.Queues().Stats(e.ctx, q)
 					if err != nil {
 						e.t.Errorf("stats: %v", err)
@@ -39,16 +60,7 @@ func testDeadLetterConcurrentClaimers(e *env) {
 					if st.Total == 0 {
 						return
 					}
-					continue // the rest are held by other claimers for now
-				}
-				mu.Lock()
-				for _, m := range c.Messages {
-					claimed[m.ID]++
-				}
-				mu.Unlock()
-				if err := e.d.Claims().Delete(e.ctx, q, c.ID); err != nil {
-					e.t.Errorf("release: %v", err)
-					return
+					// The rest are held by other claimers for now.
 				}
 			}
 		})
@@ -60,18 +72,12 @@ func testDeadLetterConcurrentClaimers(e *env) {
 	// Under load the claimers may stop early; one claimer finishes the
 	// work, so the end state does not depend on timing.
 	for range 100 {
-		c, err := e.d.Claims().Create(e.ctx, q, storage.ClaimOptions{TTL: time.Hour, Grace: time.Minute, Limit: 10, DeadLetter: dl})
+		n, err := step(10)
 		if err != nil {
 			e.t.Fatal(err)
 		}
-		if len(c.Messages) == 0 {
+		if n == 0 {
 			break
-		}
-		for _, m := range c.Messages {
-			claimed[m.ID]++
-		}
-		if err := e.d.Claims().Delete(e.ctx, q, c.ID); err != nil {
-			e.t.Fatal(err)
 		}
 	}
 	for id, n := range claimed {
