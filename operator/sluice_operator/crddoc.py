@@ -81,6 +81,14 @@ def render(crd_dir: pathlib.Path) -> str:
             + ".",
             "",
         ]
+        # What the name may be: the CRD's own limits on metadata.name, and the rules on the
+        # whole object (the only place a rule can see the name).
+        naming = [f"- {rule['message']}" for rule in schema.get("x-kubernetes-validations") or []]
+        name_node = ((schema["properties"].get("metadata") or {}).get("properties") or {}).get("name")
+        if name_node:
+            naming.insert(0, f"- `metadata.name`: {_rules(name_node)}")
+        if naming:
+            out += ["### metadata.name", "", *naming, ""]
         for part in ("spec", "status"):
             node = schema["properties"][part]
             out += [f"### {part}", ""]

@@ -252,6 +252,16 @@ def parameters(cfg: Config, body: dict[str, Any], run: int, start_at: str, image
     }
 
 
+def report(cfg: Config, body: dict[str, Any], run: int, payload: dict[str, Any]) -> dict[str, Any]:
+    """report is the ConfigMap holding a run's report; payload is its data and binaryData."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": _meta(cfg, body, report_name(body["metadata"]["name"], run), run),
+        **payload,
+    }
+
+
 def job(cfg: Config, body: dict[str, Any], run: int, start_at: str, start_delay: int) -> dict[str, Any]:
     """job is the indexed Job of one run: `parallelism` pods, all started at `start_at`,
     none retried (a retried pod would distort the merged result)."""

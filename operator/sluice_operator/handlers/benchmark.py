@@ -327,13 +327,8 @@ def report(cfg: Config, body: dict[str, Any], patch: Any, logger: Any = log) -> 
         conds = cond.set_condition(status.get("conditions"), "ReportReady", False, "RenderFailed", str(exc)[:300], gen)
         cond.write_status(patch, status, {"conditions": conds, "reportAttempts": tries + 1})
         return
-    cm_name = bb.report_name(name, run)
-    cm = {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": bb._meta(cfg, body, cm_name, run),
-        **brep.configmap_payload(files),
-    }
+    cm = bb.report(cfg, body, run, brep.configmap_payload(files))
+    cm_name = cm["metadata"]["name"]
     kube.apply(cm)
     note = f"; left out to fit: {', '.join(dropped)}" if dropped else ""
     conds = cond.set_condition(

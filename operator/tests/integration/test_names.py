@@ -1,0 +1,267 @@
+"""Generated names: a name the apiserver accepts is one the operator can build from.
+
+Kubernetes accepts any DNS subdomain of up to 253 characters as a custom resource's
+name, while what the operator makes from it has tighter limits: a label value holds 63
+characters, a queue name 64. A name that passes `kubectl apply` and then fails inside the
+operator leaves the object stuck with the reason only in the operator's log, so each
+name must be refused at apply (with the CRD's message) or work.
+
+For each generated name (seeded by SLUICE_NAMES_SEED, else at random, and named in every
+failure), a Benchmark, a Queue and a Pool are applied with a server-side dry run. For an
+accepted Benchmark, the objects the operator builds for a run (the parameters and report
+ConfigMaps, the Job, and each pod the Job controller makes from it, named and labelled as
+that controller does) must pass a server-side dry run too, and its queues must be
+accepted by a real sluice-server; for an accepted Queue, its queue name must be; for an
+accepted Pool, its last shard's builtin StatefulSet and Services, and the last pod that
+StatefulSet makes, must pass the dry run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import random
+import re
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import requests
+
+from sluice_operator.builders import benchmark as bb
+from sluice_operator.builders import builtin
+from sluice_operator.config import Config
+from sluice_operator.handlers import queue as queue_handler
+
+from ..support import QUICK_STOP, SERVER, Processes, free_port, need_file, wait_port
+from .conftest import drop_namespace, kc, make_namespace
+
+SEED = int(os.environ.get("SLUICE_NAMES_SEED") or random.randrange(1 << 32))
+NAMES = 24  # per test; each costs about four kubectl calls
+# Lengths where a limit lies (Job names 52, label values 63, queue names 64, names 253),
+# so every run crosses each one; the rest are drawn at random.
+EDGES = (1, 39, 40, 41, 51, 52, 53, 62, 63, 64, 65, 253)
+SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+def subdomain(rng: random.Random, length: int) -> str:
+    """subdomain is a random DNS-1123 subdomain of exactly length characters (what
+    Kubernetes accepts as a custom resource's name): half of them plain labels that start
+    with a letter (what most users write), the rest with digits first, dots and dashes."""
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    alnum = letters + "0123456789"
+    plain = rng.random() < 0.5
+    inner = alnum + "-" * 4 + ("" if plain else "." * 2)
+    for _ in range(100):
+        chars = [rng.choice(inner) for _ in range(length)]
+        chars[0], chars[-1] = rng.choice(letters if plain else alnum), rng.choice(alnum)
+        name = "".join(chars)
+        if SUBDOMAIN.match(name):
+            return name
+    return "".join(rng.choice(letters) for _ in range(length))
+
+
+def names(salt: int) -> list[str]:
+    rng = random.Random(SEED * 1009 + salt)
+    lengths = list(EDGES) + [rng.randint(1, 253) for _ in range(NAMES - len(EDGES))]
+    return [subdomain(rng, n) for n in lengths]
+
+
+def dry_run(docs: list[dict[str, Any]]) -> tuple[bool, str, list[dict[str, Any]]]:
+    """dry_run applies docs with a server-side dry run: (all accepted, stderr, objects as
+    the apiserver would store them, defaults applied)."""
+    # JSON: in YAML, kubectl would read a name such as "n" or "y" as a boolean.
+    doc = {"apiVersion": "v1", "kind": "List", "items": docs}
+    out = kc("apply", "--dry-run=server", "-o", "json", "-f", "-", stdin=json.dumps(doc), check=False)
+    if out.returncode != 0:
+        return False, out.stderr, []
+    got = json.loads(out.stdout)
+    return True, "", got.get("items", [got])
+
+
+def job_pods(job: dict[str, Any]) -> list[dict[str, Any]]:
+    """job_pods are the pods the Job controller makes for an Indexed Job: named
+    <job>-<index>-<5 random>, with the job-name, controller-uid and completion-index
+    labels and annotation, and hostname <job>-<index>."""
+    name, spec = job["metadata"]["name"], job["spec"]
+    template, uid = spec["template"], str(uuid.uuid4())
+    pods = []
+    for i in range(int(spec["completions"])):
+        labels = {
+            **template["metadata"].get("labels", {}),
+            "batch.kubernetes.io/job-name": name,
+            "job-name": name,
+            "batch.kubernetes.io/controller-uid": uid,
+            "controller-uid": uid,
+        }
+        index = {"batch.kubernetes.io/job-completion-index": str(i)}
+        annotations = {**template["metadata"].get("annotations", {}), **index}
+        labels.update(index)
+        pods.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {
+                    "name": f"{name}-{i}-{uuid.uuid4().hex[:5]}",
+                    "namespace": job["metadata"]["namespace"],
+                    "labels": labels,
+                    "annotations": annotations,
+                },
+                "spec": {**template["spec"], "hostname": f"{name}-{i}"},
+            }
+        )
+    return pods
+
+
+def statefulset_pod(sts: dict[str, Any], ordinal: int) -> dict[str, Any]:
+    """statefulset_pod is pod `ordinal` as the StatefulSet controller makes it: named
+    <set>-<ordinal>, labelled with its name, index and the revision (<set>-<10 characters>),
+    host name its own name under the governing Service, each claim template mounted as
+    its claim <template>-<pod>."""
+    name, spec = sts["metadata"]["name"], sts["spec"]
+    template, pod = spec["template"], f"{name}-{ordinal}"
+    claims = [
+        {"name": c["metadata"]["name"], "persistentVolumeClaim": {"claimName": f"{c['metadata']['name']}-{pod}"}}
+        for c in spec.get("volumeClaimTemplates", [])
+    ]
+    labels = {
+        **template["metadata"].get("labels", {}),
+        "controller-revision-hash": f"{name}-{uuid.uuid4().hex[:10]}",
+        "statefulset.kubernetes.io/pod-name": pod,
+        "apps.kubernetes.io/pod-index": str(ordinal),
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": pod, "namespace": sts["metadata"]["namespace"], "labels": labels},
+        "spec": {
+            **template["spec"],
+            "hostname": pod,
+            "subdomain": spec["serviceName"],
+            "volumes": [*template["spec"].get("volumes", []), *claims],
+        },
+    }
+
+
+@pytest.fixture(scope="module")
+def names_ns(cluster: None) -> Iterator[str]:
+    ns = make_namespace("names")
+    try:
+        yield ns
+    finally:
+        drop_namespace(ns)
+
+
+@pytest.fixture(scope="module")
+def zaqar(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """zaqar is the base URL of a real sluice-server (memory store): the judge of queue names."""
+    server = need_file(SERVER, "make build-server")
+    tmp: pathlib.Path = tmp_path_factory.mktemp("names")
+    procs = Processes()
+    port = free_port()
+    try:
+        procs.start([server, "--listen", f"127.0.0.1:{port}", "--store", "memory", *QUICK_STOP], log=tmp / "server.log")
+        if not wait_port(port, 30):
+            raise RuntimeError(f"sluice-server did not start (see {tmp / 'server.log'})")
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        procs.stop()
+
+
+def queue_refused(base: str, project: str, name: str) -> str | None:
+    """queue_refused is the server's answer to creating queue name, or None when it was made."""
+    r = requests.put(
+        f"{base}/v2/queues/{name}",
+        json={},
+        headers={"Client-ID": str(uuid.uuid4()), "X-Project-ID": project},
+        timeout=10,
+    )
+    return None if r.status_code in (201, 204) else f"{r.status_code} {r.text}"
+
+
+def test_benchmark_names(names_ns: str, zaqar: str) -> None:
+    cfg = Config()
+    rng = random.Random(SEED)
+    accepted = refused = 0
+    for name in names(1):
+        doc = {
+            "apiVersion": "sluice.dev/v1alpha1",
+            "kind": "Benchmark",
+            "metadata": {"name": name, "namespace": names_ns},
+            "spec": {"scenario": "flood", "parallelism": rng.randint(1, 3), "pool": "web"},
+        }
+        ok, err, got = dry_run([doc])
+        if not ok:
+            refused += 1
+            assert "at most 63 lowercase letters, digits and" in err, f"seed {SEED}: {name!r}: {err}"
+            continue
+        accepted += 1
+        body = {**got[0], "metadata": {**got[0]["metadata"], "uid": str(uuid.uuid4())}}
+        run = rng.choice([1, 7, 123456])
+        job = bb.job(cfg, body, run, "2026-01-01T00:00:00Z", 5)
+        built = [
+            bb.parameters(cfg, body, run, "2026-01-01T00:00:00Z", cfg.bench_image),
+            bb.report(cfg, body, run, {"data": {"report.html": "<html></html>"}}),
+            job,
+            *job_pods(job),
+        ]
+        ok, err, _ = dry_run(built)
+        assert ok, f"seed {SEED}: Benchmark {name!r} was accepted, what the operator builds for run {run} is not: {err}"
+        for q in bb.queue_names(body, run):
+            answer = queue_refused(zaqar, bb.project(body), q)
+            assert answer is None, f"seed {SEED}: Benchmark {name!r} run {run}: queue {q!r} refused: {answer}"
+    # Both sides of the limit were tried (EDGES holds names of 63 and 64 characters).
+    assert accepted and refused, (accepted, refused)
+
+
+def test_queue_names(names_ns: str, zaqar: str) -> None:
+    accepted = refused = 0
+    for name in names(2):
+        doc = {
+            "apiVersion": "sluice.dev/v1alpha1",
+            "kind": "Queue",
+            "metadata": {"name": name, "namespace": names_ns},
+            "spec": {"pool": "web"},
+        }
+        ok, err, got = dry_run([doc])
+        if not ok:
+            refused += 1
+            assert "a queue name has at most 64 characters" in err, f"seed {SEED}: {name!r}: {err}"
+            continue
+        accepted += 1
+        project, qname = queue_handler.identity(got[0])
+        answer = queue_refused(zaqar, project, qname)
+        assert answer is None, f"seed {SEED}: Queue {name!r} was accepted, its queue name is refused: {answer}"
+    assert accepted and refused, (accepted, refused)
+
+
+def test_pool_names(names_ns: str) -> None:
+    cfg = Config()
+    rng = random.Random(SEED + 3)
+    accepted = refused = 0
+    for name in names(3):
+        backend = rng.choice(["redis", "mongodb"])
+        spec: dict[str, Any] = {
+            "backend": backend,
+            "provisioner": "builtin",
+            "shards": rng.choice([1, 64]),
+            "replicas": rng.choice([1, 7]),
+        }
+        if backend == "mongodb":
+            spec["image"] = "mongo:7"
+        doc = {"apiVersion": "sluice.dev/v1alpha1", "kind": "Pool", "metadata": {"name": name, "namespace": names_ns}}
+        ok, err, got = dry_run([{**doc, "spec": spec}])
+        if not ok:
+            refused += 1
+            assert "metadata.name" in err, f"seed {SEED}: {name!r}: {err}"
+            continue
+        accepted += 1
+        body = {**got[0], "metadata": {**got[0]["metadata"], "uid": str(uuid.uuid4())}}
+        last = int(body["spec"]["shards"]) - 1
+        sts = builtin.statefulset(cfg, body, last)
+        built = [sts, *builtin.services(cfg, body, last), statefulset_pod(sts, int(sts["spec"]["replicas"]) - 1)]
+        ok, err, _ = dry_run(built)
+        assert ok, f"seed {SEED}: Pool {name!r} ({spec}) was accepted, its shard {last}'s objects are not: {err}"
+    assert accepted and refused, (accepted, refused)
