@@ -265,3 +265,37 @@ def test_pool_names(names_ns: str) -> None:
         ok, err, _ = dry_run(built)
         assert ok, f"seed {SEED}: Pool {name!r} ({spec}) was accepted, its shard {last}'s objects are not: {err}"
     assert accepted and refused, (accepted, refused)
+
+
+def hostile(rng: random.Random) -> str:
+    """hostile is a string a user might put where a Kubernetes name or key goes: a valid
+    name, or one with capitals, underscores, spaces, slashes or other punctuation."""
+    if rng.random() < 0.4:
+        return subdomain(rng, rng.randint(1, 70))
+    return "".join(rng.choice("abcXYZ019-._ /:@") for _ in range(rng.randint(1, 30)))
+
+
+def test_benchmark_secret_refs(names_ns: str) -> None:
+    """A Secret reference the apiserver accepts in a Benchmark is one the run's Job can
+    carry: its name a Secret's name, its key a Secret's key."""
+    cfg = Config()
+    rng = random.Random(SEED + 4)
+    accepted = refused = 0
+    for i in range(NAMES):
+        ref = {"name": hostile(rng), "key": hostile(rng)}
+        doc = {
+            "apiVersion": "sluice.dev/v1alpha1",
+            "kind": "Benchmark",
+            "metadata": {"name": f"refs-{i}", "namespace": names_ns},
+            "spec": {"scenario": "flood", "target": {"tokenSecretRef": ref}},
+        }
+        ok, err, got = dry_run([doc])
+        if not ok:
+            refused += 1
+            assert "spec.target.tokenSecretRef" in err, f"seed {SEED}: {ref}: {err}"
+            continue
+        accepted += 1
+        body = {**got[0], "metadata": {**got[0]["metadata"], "uid": str(uuid.uuid4())}}
+        ok, err, _ = dry_run([bb.job(cfg, body, 1, "2026-01-01T00:00:00Z", 5)])
+        assert ok, f"seed {SEED}: tokenSecretRef {ref} was accepted, the run's Job is not: {err}"
+    assert accepted and refused, (accepted, refused)
