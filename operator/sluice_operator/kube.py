@@ -181,10 +181,30 @@ def merge_owners(existing: list[dict[str, Any]], wanted: list[dict[str, Any]]) -
     return list(existing) + [o for o in wanted if o.get("uid") not in seen]
 
 
+class Refused(Exception):
+    """Refused: the apiserver refused an object as invalid (HTTP 422). Retrying cannot help
+    and a spec change can, so the caller reports it; the message is the apiserver's own,
+    which names the object and the field."""
+
+
 def apply(obj: dict[str, Any]) -> tuple[dict[str, Any], str]:
     """apply creates obj if absent, else patches the fields the operator owns when the
     desired object changed. Returns the live object and "created", "updated" or "unchanged".
-    Owner references are merged, never dropped: a namespace's server has many Pool owners."""
+    Owner references are merged, never dropped: a namespace's server has many Pool owners.
+    Raises Refused when the apiserver refuses the object as invalid."""
+    try:
+        return _apply(obj)
+    except ApiException as exc:
+        if exc.status != 422:
+            raise
+        try:
+            message = json.loads(exc.body or "{}").get("message")
+        except ValueError:
+            message = None
+        raise Refused(message or f"{obj['kind']} {obj['metadata']['name']}: {exc.status} {exc.reason}") from exc
+
+
+def _apply(obj: dict[str, Any]) -> tuple[dict[str, Any], str]:
     kind, meta = obj["kind"], obj["metadata"]
     ns, name = meta["namespace"], meta["name"]
     digest = object_hash(obj)

@@ -162,14 +162,22 @@ def start_run(cfg: Config, st: Settings, body: dict[str, Any], patch: Any, logge
     params = bb.parameters(cfg, body, gen, start_at, image)
     job = bb.job(cfg, body, gen, start_at, st.start_delay)
     if kube.get("Job", ns, job["metadata"]["name"]) is None:
-        kube.apply(params)
         try:
-            kube.apply(job)
-        except ApiException as exc:
-            # Created meanwhile (a restarted operator): a Job's template is immutable, keep the live one.
-            if kube.get("Job", ns, job["metadata"]["name"]) is None:
-                raise
-            logger.info("Job %s already exists (%s)", job["metadata"]["name"], exc.status)
+            kube.apply(params)
+            try:
+                kube.apply(job)
+            except ApiException as exc:
+                # Created meanwhile (a restarted operator): a Job's template is immutable, keep the live one.
+                if kube.get("Job", ns, job["metadata"]["name"]) is None:
+                    raise
+                logger.info("Job %s already exists (%s)", job["metadata"]["name"], exc.status)
+        except kube.Refused as exc:
+            # Fields the CRD passes through as Kubernetes' own types (tolerations): this run
+            # cannot start, and the next spec generation starts a new one.
+            why = str(exc)[:400]
+            done = {"completionTime": _ts(_now()), "verdict": "Fail", "verdictReasons": [why]}
+            _write(patch, body, status, {"phase": "Failed", "reason": "Invalid", "message": why, **done})
+            return
         logger.info("Benchmark %s/%s: run %d starts at %s", ns, name, gen, start_at)
     _write(
         patch,

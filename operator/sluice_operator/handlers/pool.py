@@ -186,7 +186,7 @@ def _apply_shards(
             entries.append(entry)
             if uri:
                 uris[entry["name"]] = uri
-    except provisioning.NotProvisionable as exc:
+    except (provisioning.NotProvisionable, kube.Refused) as exc:
         prov_error = str(exc)
     return entries, uris, prov_error
 

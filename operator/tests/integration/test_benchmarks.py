@@ -315,3 +315,16 @@ def test_results_verdict_report_comparison_and_history(bench_ns: tuple[str, str]
     assert st["verdict"] == "Pass" and st["runGeneration"] == 2
     # Running may fall between two checks here (the test completes pods at once); killed's test sees it.
     assert {"Pending", "Succeeded"} <= set(events_of(ns, "strict"))
+
+
+def test_a_spec_the_job_cannot_carry_fails_the_run_with_the_apiservers_words(bench_ns: tuple[str, str]) -> None:
+    """Tolerations pass through to the pods unchecked by the CRD (they are Kubernetes'
+    own type): one the apiserver refuses in the Job fails the run at once, with the
+    apiserver's message, instead of a retry loop that only the operator's log explains."""
+    ns, _ = bench_ns
+    bad = {"key": "it.sluice.dev/x", "operator": "Sometimes", "effect": "NoSchedule"}
+    apply(benchmark(ns, "badtol", placement={"nodeClass": "any", "tolerations": [bad]}))
+    st = wait_phase(ns, "badtol", "Failed", timeout=30)
+    assert st["reason"] == "Invalid", st
+    assert "tolerations[0].operator" in st["message"] and "Sometimes" in st["message"], st
+    assert st["verdict"] == "Fail" and st["verdictReasons"] == [st["message"]], st

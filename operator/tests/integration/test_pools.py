@@ -142,3 +142,21 @@ def test_killed_mid_reconcile_converges_without_duplicates(metal_ns: tuple[str, 
     names = sorted(i["metadata"]["name"] for i in json.loads(out.stdout)["items"])
     assert names == sorted([f"crash-{i}" for i in range(3)] * 2 + [f"crash-{i}-headless" for i in range(3)]), names
     assert [s["name"] for s in obj["status"]["shards"]] == ["crash-0", "crash-1", "crash-2"]
+
+
+def test_a_spec_the_shards_cannot_carry_is_reported(metal_ns: tuple[str, Operator]) -> None:
+    """A toleration the apiserver refuses in the StatefulSet (the CRD passes them through
+    unchecked, as Kubernetes' own type) leaves Provisioned False with the apiserver's words."""
+    ns, _ = metal_ns
+    bad = {"key": "it.sluice.dev/x", "operator": "Sometimes", "effect": "NoSchedule"}
+    apply(pool(ns, "badtol", shards=1, replicas=1, placement={"nodeClass": "any", "tolerations": [bad]}))
+    obj = wait_for(
+        "Provisioned=False with the apiserver's message",
+        lambda: (o := get("pool", ns, "badtol")) and condition(o, "Provisioned").get("status") == "False" and o,
+        timeout=60,
+    )
+    c = condition(obj, "Provisioned")
+    assert c["reason"] == "NotProvisionable", c
+    assert '"badtol-0" is invalid' in c["message"] and "tolerations[0].operator" in c["message"], c
+    assert obj["status"]["phase"] != "Ready", obj["status"]
+    kc("delete", "pool", "badtol", "-n", ns, "--wait=true", "--timeout=60s")
