@@ -208,6 +208,19 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 		{"server.migration.batch=20000", "batch"},
 		{"server.migration.rate=-1", "rate"},
 		{"server.migration.speed=fast", "speed"},
+		// Names, keys and label maps the operator or the chart turns into objects.
+		{"operator.nodeSelector.bad\\ key=x", "bad key"},
+		{"server.placement.nodeSelector.zone=not a label value", "nodeSelector"},
+		{"operator.podAnnotations.bad\\ key=x", "bad key"},
+		{"serviceAccount.annotations.bad\\ key=x", "bad key"},
+		{"serviceAccount.name=Not_A_Name", "serviceAccount"},
+		{"imagePullSecrets[0].name=Not_A_Name", "imagePullSecrets"},
+		{"notifications.smtpUrlSecret.name=Not_A_Name", "smtpUrlSecret"},
+		{"notifications.signedUrlSecret.key=not a key", "signedUrlSecret"},
+		{"grafanaDashboard.namespace=Not_A_Namespace", "namespace"},
+		{"fullnameOverride=9lives", "fullnameOverride"},
+		{"nameOverride=Not_A_Name", "nameOverride"},
+		{"operator.extraEnv[0].name=1 bad", "extraEnv"},
 	}
 	for _, c := range cases {
 		t.Run(c.set, func(t *testing.T) {

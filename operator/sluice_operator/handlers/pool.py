@@ -296,13 +296,15 @@ def reconcile(cfg: Config, body: dict[str, Any], patch: Any, logger: Any = log) 
     metrics.RECONCILES.labels("Pool").inc()
     try:
         prov, why = _resolve(cfg, spec, status)
-    except provisioning.NotProvisionable as exc:
+        # The namespace's server: the operator's settings (chart values such as
+        # server.placement) that the apiserver refuses leave every Pool here unready.
+        summary = server.ensure(cfg, ns, body)
+    except (provisioning.NotProvisionable, kube.Refused) as exc:
         conds = cond.set_condition(conds, "Provisioned", False, "NotProvisionable", str(exc), gen)
         conds = cond.set_condition(conds, "Ready", False, "NotProvisionable", str(exc), gen)
         cond.write_status(patch, status, {"phase": "Failed", "conditions": conds, "observedGeneration": gen})
         metrics.POOL_READY.labels(ns, name).set(0)
         return
-    summary = server.ensure(cfg, ns, body)
     logger.debug("server objects: %s", summary)
 
     wanted = int(spec.get("shards", 1))

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import pathlib
 from typing import Any
 
-from .conftest import Operator, apply, condition, get, kc, wait_for
+import pytest
+
+from .conftest import Operator, apply, condition, drop_namespace, get, kc, make_namespace, wait_for
 
 
 def pool(ns: str, name: str, **spec: Any) -> dict[str, Any]:
@@ -160,3 +163,35 @@ def test_a_spec_the_shards_cannot_carry_is_reported(metal_ns: tuple[str, Operato
     assert '"badtol-0" is invalid' in c["message"] and "tolerations[0].operator" in c["message"], c
     assert obj["status"]["phase"] != "Ready", obj["status"]
     kc("delete", "pool", "badtol", "-n", ns, "--wait=true", "--timeout=60s")
+
+
+def test_server_settings_the_apiserver_refuses_are_reported(
+    sa_kubeconfig: pathlib.Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """The server's placement comes from the operator's settings (the chart's
+    server.placement); a node selector the apiserver refuses in the server's Deployment
+    leaves each Pool Failed with the apiserver's message, not in a retry loop."""
+    ns = make_namespace("sit-badserver")
+    placement = {"nodeClass": "any", "nodeSelector": {"it.sluice.dev/zone": "not a label value"}}
+    op = Operator(
+        sa_kubeconfig,
+        ns,
+        tmp_path_factory.mktemp("op") / "operator.log",
+        {"SLUICE_OPERATOR_SERVER_PLACEMENT": json.dumps(placement)},
+    )
+    try:
+        apply(pool(ns, "web", shards=1, replicas=1))
+        obj = wait_for(
+            "Ready=False with the apiserver's message",
+            lambda: (o := get("pool", ns, "web")) and condition(o, "Ready").get("status") == "False" and o,
+            timeout=60,
+        )
+        c = condition(obj, "Provisioned")
+        assert c["status"] == "False" and c["reason"] == "NotProvisionable", c
+        assert "Deployment" in c["message"] and "nodeSelector" in c["message"], c
+        assert obj["status"]["phase"] == "Failed", obj["status"]
+    finally:
+        try:
+            drop_namespace(ns)
+        finally:
+            op.stop()
