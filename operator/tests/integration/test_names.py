@@ -284,3 +284,21 @@ def test_benchmark_secret_refs(names_ns: str) -> None:
         ok, err, _ = dry_run([bb.job(cfg, body, 1, "2026-01-01T00:00:00Z", 5)])
         assert ok, f"seed {SEED}: tokenSecretRef {ref} was accepted, the run's Job is not: {err}"
     assert tally[True] and tally[False], tally
+
+
+def test_queue_projects(names_ns: str, zaqar: str) -> None:
+    """A project the apiserver accepts in a Queue is one the operator can send the server
+    as X-Project-ID, and the server takes: no control characters, at most 256 characters."""
+    rng = random.Random(SEED + 5)
+    tally: Counter[bool] = Counter()
+    for i in range(NAMES):
+        chars = "ab Z9-_.:/@é€\t\n\r\x00\x7f"
+        project = "".join(rng.choice(chars) for _ in range(rng.choice([1, 2, 20, 256, 257])))
+        spec = {"pool": "web", "project": project}
+        body = admit("Queue", names_ns, f"proj-{i}", spec, "spec.project", repr(project))
+        tally[body is not None] += 1
+        if body is None:
+            continue
+        answer = queue_refused(zaqar, *queue_handler.identity(body))
+        assert answer is None, f"seed {SEED}: project {project!r} was accepted, the server refuses it: {answer}"
+    assert tally[True] and tally[False], tally
