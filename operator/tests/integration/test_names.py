@@ -13,7 +13,8 @@ ConfigMaps, the Job, and each pod the Job controller makes from it, named and la
 that controller does) must pass a server-side dry run too, and its queues must be
 accepted by a real sluice-server; for an accepted Queue, its queue name must be; for an
 accepted Pool, its last shard's builtin StatefulSet and Services, and the last pod that
-StatefulSet makes, must pass the dry run.
+StatefulSet makes, must pass the dry run. Hostile strings in Secret references and
+projects are held to the same rule.
 """
 
 from __future__ import annotations
@@ -41,19 +42,19 @@ from .conftest import drop_namespace, kc, make_namespace
 
 SEED = int(os.environ.get("SLUICE_NAMES_SEED") or random.randrange(1 << 32))
 NAMES = 24  # per test; each costs about four kubectl calls
-# Lengths where a limit lies (Job names 52, label values 63, queue names 64, names 253),
+# Lengths where a limit lies (Pool names 40, Job names 52, label values 63, queue names
+# 64, names 253),
 # so every run crosses each one; the rest are drawn at random.
 EDGES = (1, 39, 40, 41, 51, 52, 53, 62, 63, 64, 65, 253)
 SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
-def subdomain(rng: random.Random, length: int) -> str:
+def subdomain(rng: random.Random, length: int, plain: bool) -> str:
     """subdomain is a random DNS-1123 subdomain of exactly length characters (what
-    Kubernetes accepts as a custom resource's name): half of them plain labels that start
-    with a letter (what most users write), the rest with digits first, dots and dashes."""
+    Kubernetes accepts as a custom resource's name): plain, a label that starts with a
+    letter (what most users write), or with digits first, dots and dashes."""
     letters = "abcdefghijklmnopqrstuvwxyz"
     alnum = letters + "0123456789"
-    plain = rng.random() < 0.5
     inner = alnum + "-" * 4 + ("" if plain else "." * 2)
     for _ in range(100):
         chars = [rng.choice(inner) for _ in range(length)]
@@ -65,9 +66,12 @@ def subdomain(rng: random.Random, length: int) -> str:
 
 
 def names(salt: int) -> list[str]:
+    """names are NAMES generated names: plain ones of each EDGES length, so every run has
+    names on both sides of each limit, a short one with a dot, then names of random
+    lengths and styles."""
     rng = random.Random(SEED * 1009 + salt)
-    lengths = list(EDGES) + [rng.randint(1, 253) for _ in range(NAMES - len(EDGES))]
-    return [subdomain(rng, n) for n in lengths]
+    edges = [subdomain(rng, n, True) for n in EDGES] + [f"{subdomain(rng, 8, True)}.{subdomain(rng, 8, False)}"]
+    return edges + [subdomain(rng, rng.randint(1, 253), rng.random() < 0.5) for _ in range(NAMES - len(edges))]
 
 
 def dry_run(docs: list[dict[str, Any]]) -> tuple[bool, str, list[dict[str, Any]]]:
@@ -264,7 +268,7 @@ def hostile(rng: random.Random) -> str:
     """hostile is a string a user might put where a Kubernetes name or key goes: a valid
     name, or one with capitals, underscores, spaces, slashes or other punctuation."""
     if rng.random() < 0.4:
-        return subdomain(rng, rng.randint(1, 70))
+        return subdomain(rng, rng.randint(1, 70), rng.random() < 0.5)
     return "".join(rng.choice("abcXYZ019-._ /:@") for _ in range(rng.randint(1, 30)))
 
 
@@ -275,7 +279,12 @@ def test_benchmark_secret_refs(names_ns: str) -> None:
     rng = random.Random(SEED + 4)
     tally: Counter[bool] = Counter()
     for i in range(NAMES):
+        # The first is valid and the second not, so both sides are always tried.
         ref = {"name": hostile(rng), "key": hostile(rng)}
+        if i == 0:
+            ref = {"name": subdomain(rng, 20, True), "key": "token"}
+        elif i == 1:
+            ref["name"] = "Not_A_Secret"
         spec = {"scenario": "flood", "target": {"tokenSecretRef": ref}}
         body = admit("Benchmark", names_ns, f"refs-{i}", spec, "spec.target.tokenSecretRef", str(ref))
         tally[body is not None] += 1
@@ -291,9 +300,11 @@ def test_queue_projects(names_ns: str, zaqar: str) -> None:
     as X-Project-ID, and the server takes: no control characters, at most 256 characters."""
     rng = random.Random(SEED + 5)
     tally: Counter[bool] = Counter()
+    chars = "ab Z9-_.:/@é€\t\n\r\x00\x7f"
     for i in range(NAMES):
-        chars = "ab Z9-_.:/@é€\t\n\r\x00\x7f"
         project = "".join(rng.choice(chars) for _ in range(rng.choice([1, 2, 20, 256, 257])))
+        # The first is valid and the second not, so both sides are always tried.
+        project = {0: f"p-{i}-{rng.randrange(1000)}", 1: "line\nbreak"}.get(i, project)
         spec = {"pool": "web", "project": project}
         body = admit("Queue", names_ns, f"proj-{i}", spec, "spec.project", repr(project))
         tally[body is not None] += 1
