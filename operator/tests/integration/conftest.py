@@ -5,6 +5,7 @@ watching namespaces of its own."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pathlib
@@ -215,16 +216,29 @@ def drop_namespace(ns: str) -> None:
     wait_for(f"namespace {ns} deleted", gone, timeout=180, interval=2)
 
 
+@contextlib.contextmanager
+def operator_namespace(
+    kubeconfig: pathlib.Path, tmp_path_factory: pytest.TempPathFactory, prefix: str, env: dict[str, str]
+) -> Iterator[tuple[str, Operator]]:
+    """operator_namespace is a new namespace and an operator (under its own RBAC, with env)
+    watching it; afterwards the namespace is dropped, the operator stopped, and its log
+    checked for RBAC denials."""
+    ns = make_namespace(prefix)
+    op = Operator(kubeconfig, ns, tmp_path_factory.mktemp("op") / "operator.log", env)
+    try:
+        yield ns, op
+    finally:
+        try:
+            drop_namespace(ns)
+        finally:
+            op.stop()
+    _no_forbidden(op)
+
+
 @pytest.fixture(scope="session")
 def metal_ns(sa_kubeconfig: pathlib.Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Operator]]:
-    ns = make_namespace("sit-metal")
-    op = Operator(sa_kubeconfig, ns, tmp_path_factory.mktemp("op") / "operator.log", {})
-    yield ns, op
-    try:
-        drop_namespace(ns)
-    finally:
-        op.stop()
-    _no_forbidden(op)
+    with operator_namespace(sa_kubeconfig, tmp_path_factory, "sit-metal", {}) as (ns, op):
+        yield ns, op
 
 
 @pytest.fixture(scope="session")
@@ -232,17 +246,10 @@ def nometal_ns(
     sa_kubeconfig: pathlib.Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[str, Operator, str]]:
     """An operator whose metal label key no node carries: the cluster has no metal nodes for it."""
-    ns = make_namespace("sit-nometal")
     key = f"it.sluice.dev/class-{uuid.uuid4().hex[:6]}"
-    op = Operator(
-        sa_kubeconfig, ns, tmp_path_factory.mktemp("op") / "operator.log", {"SLUICE_OPERATOR_METAL_LABEL_KEY": key}
-    )
-    yield ns, op, key
-    try:
-        drop_namespace(ns)
-    finally:
-        op.stop()
-    _no_forbidden(op)
+    env = {"SLUICE_OPERATOR_METAL_LABEL_KEY": key}
+    with operator_namespace(sa_kubeconfig, tmp_path_factory, "sit-nometal", env) as (ns, op):
+        yield ns, op, key
 
 
 # 403s that are not RBAC denials: creating in a namespace that is being deleted,

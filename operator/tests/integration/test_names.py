@@ -30,12 +30,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import requests
 
 from sluice_operator.builders import benchmark as bb
 from sluice_operator.builders import builtin
 from sluice_operator.config import Config
 from sluice_operator.handlers import queue as queue_handler
+from sluice_operator.serverapi import ServerAPI, ServerError
 
 from ..support import QUICK_STOP, SERVER, Processes, free_port, need_file, wait_port
 from .conftest import drop_namespace, kc, make_namespace
@@ -172,8 +172,9 @@ def names_ns(cluster: None) -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def zaqar(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """zaqar is the base URL of a real sluice-server (memory store): the judge of queue names."""
+def zaqar(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerAPI]:
+    """zaqar is the operator's own client for a real sluice-server (memory store): the
+    judge of queue names and projects, sent as the operator sends them."""
     server = need_file(SERVER, "make build-server")
     tmp: pathlib.Path = tmp_path_factory.mktemp("names")
     procs = Processes()
@@ -182,23 +183,23 @@ def zaqar(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         procs.start([server, "--listen", f"127.0.0.1:{port}", "--store", "memory", *QUICK_STOP], log=tmp / "server.log")
         if not wait_port(port, 30):
             raise RuntimeError(f"sluice-server did not start (see {tmp / 'server.log'})")
-        yield f"http://127.0.0.1:{port}"
+        api = ServerAPI(f"http://127.0.0.1:{port}")
+        yield api
+        api.close()
     finally:
         procs.stop()
 
 
-def queue_refused(base: str, project: str, name: str) -> str | None:
+def queue_refused(api: ServerAPI, project: str, name: str) -> str | None:
     """queue_refused is the server's answer to creating queue name, or None when it was made."""
-    r = requests.put(
-        f"{base}/v2/queues/{name}",
-        json={},
-        headers={"Client-ID": str(uuid.uuid4()), "X-Project-ID": project},
-        timeout=10,
-    )
-    return None if r.status_code in (201, 204) else f"{r.status_code} {r.text}"
+    try:
+        api.put_queue(project, name, {})
+    except ServerError as exc:
+        return str(exc)
+    return None
 
 
-def test_benchmark_names(names_ns: str, zaqar: str) -> None:
+def test_benchmark_names(names_ns: str, zaqar: ServerAPI) -> None:
     cfg = Config()
     rng = random.Random(SEED)
     tally: Counter[bool] = Counter()
@@ -225,7 +226,7 @@ def test_benchmark_names(names_ns: str, zaqar: str) -> None:
     assert tally[True] and tally[False], tally
 
 
-def test_queue_names(names_ns: str, zaqar: str) -> None:
+def test_queue_names(names_ns: str, zaqar: ServerAPI) -> None:
     tally: Counter[bool] = Counter()
     for name in names(2):
         body = admit("Queue", names_ns, name, {"pool": "web"}, "a queue name has at most 64 characters", repr(name))
@@ -295,7 +296,7 @@ def test_benchmark_secret_refs(names_ns: str) -> None:
     assert tally[True] and tally[False], tally
 
 
-def test_queue_projects(names_ns: str, zaqar: str) -> None:
+def test_queue_projects(names_ns: str, zaqar: ServerAPI) -> None:
     """A project the apiserver accepts in a Queue is one the operator can send the server
     as X-Project-ID, and the server takes: no control characters, at most 256 characters."""
     rng = random.Random(SEED + 5)

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from .conftest import Operator, apply, condition, drop_namespace, get, kc, make_namespace, wait_for
+from .conftest import Operator, apply, condition, get, kc, operator_namespace, wait_for
 
 
 def pool(ns: str, name: str, **spec: Any) -> dict[str, Any]:
@@ -171,15 +171,9 @@ def test_server_settings_the_apiserver_refuses_are_reported(
     """The server's placement comes from the operator's settings (the chart's
     server.placement); a node selector the apiserver refuses in the server's Deployment
     leaves each Pool Failed with the apiserver's message, not in a retry loop."""
-    ns = make_namespace("sit-badserver")
     placement = {"nodeClass": "any", "nodeSelector": {"it.sluice.dev/zone": "not a label value"}}
-    op = Operator(
-        sa_kubeconfig,
-        ns,
-        tmp_path_factory.mktemp("op") / "operator.log",
-        {"SLUICE_OPERATOR_SERVER_PLACEMENT": json.dumps(placement)},
-    )
-    try:
+    env = {"SLUICE_OPERATOR_SERVER_PLACEMENT": json.dumps(placement)}
+    with operator_namespace(sa_kubeconfig, tmp_path_factory, "sit-badserver", env) as (ns, _):
         apply(pool(ns, "web", shards=1, replicas=1))
         obj = wait_for(
             "Ready=False with the apiserver's message",
@@ -190,8 +184,3 @@ def test_server_settings_the_apiserver_refuses_are_reported(
         assert c["status"] == "False" and c["reason"] == "NotProvisionable", c
         assert "Deployment" in c["message"] and "nodeSelector" in c["message"], c
         assert obj["status"]["phase"] == "Failed", obj["status"]
-    finally:
-        try:
-            drop_namespace(ns)
-        finally:
-            op.stop()
