@@ -9,6 +9,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import kopf
@@ -17,7 +18,7 @@ from .. import conditions as cond
 from .. import events, kube, metrics
 from ..config import Config
 from ..kube import namespace_terminating
-from ..serverapi import ServerError, Unavailable
+from ..serverapi import ServerAPI, ServerError, Unavailable
 from . import server, subscriptions
 
 log = logging.getLogger(__name__)
@@ -83,6 +84,38 @@ def metadata_changes(want: dict[str, Any], have: dict[str, Any]) -> dict[str, An
     return {k: v for k, v in want.items() if k != "_flavor" and have.get(k) != v}
 
 
+@dataclass
+class Synced:
+    """Synced is what the server holds for a Queue after sync_server."""
+
+    created: bool  # the queue was new
+    metadata: dict[str, Any]  # its metadata, with "_pool" the shard holding it
+    stats: dict[str, int]
+    oldest_age: float
+    subs: subscriptions.Outcome
+    deliveries: dict[str, Any] | None
+
+
+def sync_server(api: ServerAPI, body: dict[str, Any], members: list[str]) -> Synced:
+    """sync_server makes the server hold the Queue as its spec says, on the Pool's
+    registered shards (members): the flavor, the queue and its metadata, and its
+    subscriptions. ServerError and Unavailable propagate."""
+    spec = body["spec"]
+    project, qname = identity(body)
+    want = queue_metadata(spec)
+    # Flavors may be scoped by project on the server: make sure the queue's project sees it.
+    api.put_flavor(spec["pool"], members, project=project)
+    created = api.put_queue(project, qname, want)
+    have = api.get_queue(project, qname)
+    changes = metadata_changes(want, have)
+    if changes:
+        api.patch_queue(project, qname, changes, have)
+        have = api.get_queue(project, qname)
+    stats, oldest_age = api.queue_stats(project, qname)
+    subs = subscriptions.sync(api, body, project, qname)
+    return Synced(created, have, stats, oldest_age, subs, api.deliveries(project, qname))
+
+
 def _not_ready(patch: Any, status: dict[str, Any], gen: Any, reason: str, msg: str, ns: str, name: str) -> None:
     conds = cond.set_condition(status.get("conditions"), "Ready", False, reason, msg, gen)
     cond.write_status(patch, status, {"conditions": conds, "observedGeneration": gen})
@@ -112,20 +145,9 @@ def _reconcile(cfg: Config, body: dict[str, Any], patch: Any) -> None:
     if not members:
         _not_ready(patch, status, gen, "PoolNotReady", f"Pool {spec['pool']} has no registered shard yet", ns, name)
         return
-    want = queue_metadata(spec)
     with server.api(cfg, ns) as api:
         try:
-            # Flavors may be scoped by project on the server: make sure the queue's project sees it.
-            api.put_flavor(spec["pool"], members, project=project)
-            created = api.put_queue(project, qname, want)
-            have = api.get_queue(project, qname)
-            changes = metadata_changes(want, have)
-            if changes:
-                api.patch_queue(project, qname, changes, have)
-                have = api.get_queue(project, qname)
-            stats, oldest_age = api.queue_stats(project, qname)
-            subs = subscriptions.sync(api, body, project, qname)
-            deliveries = api.deliveries(project, qname)
+            got = sync_server(api, body, members)
         except Unavailable as exc:
             metrics.ERRORS.labels("Queue", "ServerUnavailable").inc()
             _not_ready(patch, status, gen, "ServerUnavailable", str(exc)[:400], ns, name)
@@ -134,25 +156,26 @@ def _reconcile(cfg: Config, body: dict[str, Any], patch: Any) -> None:
             metrics.ERRORS.labels("Queue", "Rejected").inc()
             _not_ready(patch, status, gen, "Rejected", f"{exc.title}: {exc.description}"[:400], ns, name)
             return
-    if created:
+    if got.created:
         events.info(body, reason="Created", message=f"queue {qname} created in project {project}")
     conds = cond.set_condition(conds, "Ready", True, "Ready", f"queue {qname} serves project {project}", gen)
     new: dict[str, Any] = {
         "queueName": qname,
         "project": project,
         "pool": spec["pool"],
-        "messages": stats,
+        "messages": got.stats,
         "conditions": conds,
         "observedGeneration": gen,
     }
-    new.update(subscriptions.status_fields(subs, deliveries, conds, gen, len(spec.get("subscriptions") or [])))
-    shard = have.get("_pool") or have.get("_shard")
+    declared = len(spec.get("subscriptions") or [])
+    new.update(subscriptions.status_fields(got.subs, got.deliveries, conds, gen, declared))
+    shard = got.metadata.get("_pool") or got.metadata.get("_shard")
     if isinstance(shard, str):
         new["shard"] = shard
     cond.write_status(patch, status, new, touch="lastSynced")
     metrics.QUEUE_READY.labels(ns, name).set(1)
-    metrics.QUEUE_OLDEST_AGE.labels(ns, name).set(oldest_age)
-    for state, n in stats.items():
+    metrics.QUEUE_OLDEST_AGE.labels(ns, name).set(got.oldest_age)
+    for state, n in got.stats.items():
         metrics.QUEUE_MESSAGES.labels(ns, name, state).set(n)
 
 

@@ -52,6 +52,30 @@ def apply(obj: dict[str, Any] | str, check: bool = True) -> subprocess.Completed
     return kc("apply", "-f", "-", stdin=text, check=check)
 
 
+def dry_run(docs: list[dict[str, Any]]) -> tuple[bool, str, list[dict[str, Any]]]:
+    """dry_run applies docs with a server-side dry run: (all accepted, stderr, objects as
+    the apiserver would store them, defaults applied)."""
+    # JSON: in YAML, kubectl would read a name such as "n" or "y" as a boolean.
+    doc = {"apiVersion": "v1", "kind": "List", "items": docs}
+    out = kc("apply", "--dry-run=server", "-o", "json", "-f", "-", stdin=json.dumps(doc), check=False)
+    if out.returncode != 0:
+        return False, out.stderr, []
+    got = json.loads(out.stdout)
+    return True, "", got.get("items", [got])
+
+
+def admit(kind: str, ns: str, name: str, spec: dict[str, Any], refusal: str, what: str) -> dict[str, Any] | None:
+    """admit applies a custom resource with a server-side dry run: the object as the
+    apiserver would store it (given a uid), or None when refused, with refusal in the
+    apiserver's message (what names the case, and its seed, in a failure)."""
+    doc = {"apiVersion": "sluice.dev/v1alpha1", "kind": kind, "metadata": {"name": name, "namespace": ns}, "spec": spec}
+    ok, err, got = dry_run([doc])
+    if not ok:
+        assert refusal in err, f"{kind} {what}: {err}"
+        return None
+    return {**got[0], "metadata": {**got[0]["metadata"], "uid": str(uuid.uuid4())}}
+
+
 def wait_for(what: str, fn: Callable[[], Any], timeout: float = 60, interval: float = 0.5) -> Any:
     """wait_for polls fn until it returns a truthy value; bounded in time."""
     deadline = time.monotonic() + timeout

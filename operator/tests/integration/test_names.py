@@ -19,7 +19,6 @@ projects are held to the same rule.
 
 from __future__ import annotations
 
-import json
 import os
 import pathlib
 import random
@@ -38,7 +37,7 @@ from sluice_operator.handlers import queue as queue_handler
 from sluice_operator.serverapi import ServerAPI, ServerError
 
 from ..support import QUICK_STOP, SERVER, Processes, free_port, need_file, wait_port
-from .conftest import drop_namespace, kc, make_namespace
+from .conftest import admit, drop_namespace, dry_run, make_namespace
 
 SEED = int(os.environ.get("SLUICE_NAMES_SEED") or random.randrange(1 << 32))
 NAMES = 24  # per test; each costs about four kubectl calls
@@ -72,30 +71,6 @@ def names(salt: int) -> list[str]:
     rng = random.Random(SEED * 1009 + salt)
     edges = [subdomain(rng, n, True) for n in EDGES] + [f"{subdomain(rng, 8, True)}.{subdomain(rng, 8, False)}"]
     return edges + [subdomain(rng, rng.randint(1, 253), rng.random() < 0.5) for _ in range(NAMES - len(edges))]
-
-
-def dry_run(docs: list[dict[str, Any]]) -> tuple[bool, str, list[dict[str, Any]]]:
-    """dry_run applies docs with a server-side dry run: (all accepted, stderr, objects as
-    the apiserver would store them, defaults applied)."""
-    # JSON: in YAML, kubectl would read a name such as "n" or "y" as a boolean.
-    doc = {"apiVersion": "v1", "kind": "List", "items": docs}
-    out = kc("apply", "--dry-run=server", "-o", "json", "-f", "-", stdin=json.dumps(doc), check=False)
-    if out.returncode != 0:
-        return False, out.stderr, []
-    got = json.loads(out.stdout)
-    return True, "", got.get("items", [got])
-
-
-def admit(kind: str, ns: str, name: str, spec: dict[str, Any], refusal: str, what: str) -> dict[str, Any] | None:
-    """admit applies a custom resource with a server-side dry run: the object as the
-    apiserver would store it (given a uid), or None when refused, with refusal in the
-    apiserver's message (what names the case in a failure)."""
-    doc = {"apiVersion": "sluice.dev/v1alpha1", "kind": kind, "metadata": {"name": name, "namespace": ns}, "spec": spec}
-    ok, err, got = dry_run([doc])
-    if not ok:
-        assert refusal in err, f"seed {SEED}: {kind} {what}: {err}"
-        return None
-    return {**got[0], "metadata": {**got[0]["metadata"], "uid": str(uuid.uuid4())}}
 
 
 def job_pods(job: dict[str, Any]) -> list[dict[str, Any]]:
@@ -205,7 +180,9 @@ def test_benchmark_names(names_ns: str, zaqar: ServerAPI) -> None:
     tally: Counter[bool] = Counter()
     for name in names(1):
         spec = {"scenario": "flood", "parallelism": rng.randint(1, 3), "pool": "web"}
-        body = admit("Benchmark", names_ns, name, spec, "at most 63 lowercase letters, digits and", repr(name))
+        body = admit(
+            "Benchmark", names_ns, name, spec, "at most 63 lowercase letters, digits and", f"seed {SEED}: {name!r}"
+        )
         tally[body is not None] += 1
         if body is None:
             continue
@@ -229,7 +206,9 @@ def test_benchmark_names(names_ns: str, zaqar: ServerAPI) -> None:
 def test_queue_names(names_ns: str, zaqar: ServerAPI) -> None:
     tally: Counter[bool] = Counter()
     for name in names(2):
-        body = admit("Queue", names_ns, name, {"pool": "web"}, "a queue name has at most 64 characters", repr(name))
+        body = admit(
+            "Queue", names_ns, name, {"pool": "web"}, "a queue name has at most 64 characters", f"seed {SEED}: {name!r}"
+        )
         tally[body is not None] += 1
         if body is None:
             continue
@@ -253,7 +232,7 @@ def test_pool_names(names_ns: str) -> None:
         }
         if backend == "mongodb":
             spec["image"] = "mongo:7"
-        body = admit("Pool", names_ns, name, spec, "metadata.name", repr(name))
+        body = admit("Pool", names_ns, name, spec, "metadata.name", f"seed {SEED}: {name!r}")
         tally[body is not None] += 1
         if body is None:
             continue
@@ -286,8 +265,10 @@ def test_benchmark_secret_refs(names_ns: str) -> None:
             ref = {"name": subdomain(rng, 20, True), "key": "token"}
         elif i == 1:
             ref["name"] = "Not_A_Secret"
+        elif i == 2:
+            ref = {"name": subdomain(rng, 20, True), "key": rng.choice([".", "..", "..token"])}
         spec = {"scenario": "flood", "target": {"tokenSecretRef": ref}}
-        body = admit("Benchmark", names_ns, f"refs-{i}", spec, "spec.target.tokenSecretRef", str(ref))
+        body = admit("Benchmark", names_ns, f"refs-{i}", spec, "spec.target.tokenSecretRef", f"seed {SEED}: {ref}")
         tally[body is not None] += 1
         if body is None:
             continue
@@ -307,10 +288,36 @@ def test_queue_projects(names_ns: str, zaqar: ServerAPI) -> None:
         # The first is valid and the second not, so both sides are always tried.
         project = {0: f"p-{i}-{rng.randrange(1000)}", 1: "line\nbreak"}.get(i, project)
         spec = {"pool": "web", "project": project}
-        body = admit("Queue", names_ns, f"proj-{i}", spec, "spec.project", repr(project))
+        body = admit("Queue", names_ns, f"proj-{i}", spec, "spec.project", f"seed {SEED}: {project!r}")
         tally[body is not None] += 1
         if body is None:
             continue
         answer = queue_refused(zaqar, *queue_handler.identity(body))
         assert answer is None, f"seed {SEED}: project {project!r} was accepted, the server refuses it: {answer}"
+    assert tally[True] and tally[False], tally
+
+
+def test_benchmark_pools(names_ns: str) -> None:
+    """A Benchmark's pool the apiserver accepts (without target.url) names a Pool that
+    could exist: the operator looks it up by that name and makes it the flavor."""
+    rng = random.Random(SEED + 6)
+    tally: Counter[bool] = Counter()
+    generated = names(6)
+    for i in range(NAMES):
+        # The first is valid and the second not, so both sides are always tried.
+        pool = {0: "web", 1: "../secrets/x"}.get(i) or (hostile(rng) if rng.random() < 0.5 else generated[i])
+        body = admit(
+            "Benchmark", names_ns, f"pool-{i}", {"scenario": "flood", "pool": pool}, "spec", f"seed {SEED}: {pool!r}"
+        )
+        tally[body is not None] += 1
+        if body is None:
+            continue
+        doc = {
+            "apiVersion": "sluice.dev/v1alpha1",
+            "kind": "Pool",
+            "metadata": {"name": pool, "namespace": names_ns},
+            "spec": {"backend": "redis", "provisioner": "builtin"},
+        }
+        ok, err, _ = dry_run([doc])
+        assert ok, f"seed {SEED}: Benchmark pool {pool!r} was accepted, no Pool can have that name: {err}"
     assert tally[True] and tally[False], tally

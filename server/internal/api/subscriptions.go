@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -56,15 +57,14 @@ func (s *Server) routesSubscriptions(q string) {
 // ValidSubscriber reports whether Zaqar accepts the subscriber URI: http,
 // https, trust+http, trust+https with a host, or mailto with an address.
 func ValidSubscriber(sub string) bool {
-	u, err := url.Parse(sub)
-	if err != nil {
-		return false
-	}
-	switch strings.ToLower(u.Scheme) {
+	return subscriberErr(sub) == nil
+}
+
+// webhookScheme reports whether a subscriber's scheme delivers by HTTP.
+func webhookScheme(scheme string) bool {
+	switch strings.ToLower(scheme) {
 	case "http", "https", "trust+http", "trust+https":
-		return u.Host != ""
-	case "mailto":
-		return strings.Contains(u.Opaque+u.Path, "@")
+		return true
 	}
 	return false
 }
@@ -72,18 +72,29 @@ func ValidSubscriber(sub string) bool {
 // subscriberErr words why sub cannot be a subscriber: Zaqar's message for
 // a scheme it does not serve; for a served scheme that names nobody to
 // reach (which Zaqar accepts, and then never delivers to), what is
-// missing.
+// missing; for one Go's URL parser cannot read (a bad escape, port or
+// IPv6 bracket, a control character), what it found.
 func subscriberErr(sub string) *apiError {
-	if ValidSubscriber(sub) {
-		return nil
+	u, err := url.Parse(sub)
+	if err != nil {
+		scheme, _, _ := strings.Cut(sub, ":")
+		var ue *url.Error
+		if (webhookScheme(scheme) || strings.EqualFold(scheme, "mailto")) && errors.As(err, &ue) {
+			return badRequest("The subscriber " + strconv.Quote(sub) + " is not a valid URL: " + ue.Err.Error() + ".")
+		}
+		return errSubscriberType
 	}
-	if u, err := url.Parse(sub); err == nil {
-		switch strings.ToLower(u.Scheme) {
-		case "http", "https", "trust+http", "trust+https":
+	switch {
+	case webhookScheme(u.Scheme):
+		if u.Host == "" {
 			return badRequest("The subscriber " + strconv.Quote(sub) + " names no host to deliver to.")
-		case "mailto":
+		}
+		return nil
+	case strings.EqualFold(u.Scheme, "mailto"):
+		if !strings.Contains(u.Opaque+u.Path, "@") {
 			return badRequest("The subscriber " + strconv.Quote(sub) + " names no mail address (mailto:user@host).")
 		}
+		return nil
 	}
 	return errSubscriberType
 }
