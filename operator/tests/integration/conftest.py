@@ -15,7 +15,8 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import pytest
@@ -74,6 +75,35 @@ def admit(kind: str, ns: str, name: str, spec: dict[str, Any], refusal: str, wha
         assert refusal in err, f"{kind} {what}: {err}"
         return None
     return {**got[0], "metadata": {**got[0]["metadata"], "uid": str(uuid.uuid4())}}
+
+
+def hold_generated(
+    kind: str, ns: str, cases: Iterable[tuple[str, dict[str, Any]]], check: Callable[[dict[str, Any]], str]
+) -> None:
+    """hold_generated applies each generated case (what, spec) as a `kind` with a
+    server-side dry run. A refused spec must be refused naming a spec field; for an
+    accepted one, check(object) says what is wrong ("" when nothing). Every failure is
+    reported at once, and the generator must have produced both accepted and refused
+    cases (so a test cannot pass by refusing everything)."""
+    tally: Counter[bool] = Counter()
+    failures = []
+    for i, (what, spec) in enumerate(cases):
+        body = admit(kind, ns, f"gen-{i}", spec, "spec.", what)
+        tally[body is not None] += 1
+        if body is not None and (why := check(body)):
+            failures.append(f"{what}: {why}")
+    assert not failures, "\n".join(failures)
+    assert tally[True] and tally[False], tally
+
+
+@pytest.fixture(scope="module")
+def dry_ns(cluster: None) -> Iterator[str]:
+    """dry_ns is a namespace for server-side dry runs (nothing in it runs)."""
+    ns = make_namespace("dry")
+    try:
+        yield ns
+    finally:
+        drop_namespace(ns)
 
 
 def wait_for(what: str, fn: Callable[[], Any], timeout: float = 60, interval: float = 0.5) -> Any:

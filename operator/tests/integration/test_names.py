@@ -37,7 +37,7 @@ from sluice_operator.handlers import queue as queue_handler
 from sluice_operator.serverapi import ServerAPI, ServerError
 
 from ..support import QUICK_STOP, SERVER, Processes, free_port, need_file, wait_port
-from .conftest import admit, drop_namespace, dry_run, make_namespace
+from .conftest import admit, dry_run
 
 SEED = int(os.environ.get("SLUICE_NAMES_SEED") or random.randrange(1 << 32))
 NAMES = 24  # per test; each costs about four kubectl calls
@@ -138,15 +138,6 @@ def statefulset_pod(sts: dict[str, Any], ordinal: int) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def names_ns(cluster: None) -> Iterator[str]:
-    ns = make_namespace("names")
-    try:
-        yield ns
-    finally:
-        drop_namespace(ns)
-
-
-@pytest.fixture(scope="module")
 def zaqar(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerAPI]:
     """zaqar is the operator's own client for a real sluice-server (memory store): the
     judge of queue names and projects, sent as the operator sends them."""
@@ -174,14 +165,14 @@ def queue_refused(api: ServerAPI, project: str, name: str) -> str | None:
     return None
 
 
-def test_benchmark_names(names_ns: str, zaqar: ServerAPI) -> None:
+def test_benchmark_names(dry_ns: str, zaqar: ServerAPI) -> None:
     cfg = Config()
     rng = random.Random(SEED)
     tally: Counter[bool] = Counter()
     for name in names(1):
         spec = {"scenario": "flood", "parallelism": rng.randint(1, 3), "pool": "web"}
         body = admit(
-            "Benchmark", names_ns, name, spec, "at most 63 lowercase letters, digits and", f"seed {SEED}: {name!r}"
+            "Benchmark", dry_ns, name, spec, "at most 63 lowercase letters, digits and", f"seed {SEED}: {name!r}"
         )
         tally[body is not None] += 1
         if body is None:
@@ -203,11 +194,11 @@ def test_benchmark_names(names_ns: str, zaqar: ServerAPI) -> None:
     assert tally[True] and tally[False], tally
 
 
-def test_queue_names(names_ns: str, zaqar: ServerAPI) -> None:
+def test_queue_names(dry_ns: str, zaqar: ServerAPI) -> None:
     tally: Counter[bool] = Counter()
     for name in names(2):
         body = admit(
-            "Queue", names_ns, name, {"pool": "web"}, "a queue name has at most 64 characters", f"seed {SEED}: {name!r}"
+            "Queue", dry_ns, name, {"pool": "web"}, "a queue name has at most 64 characters", f"seed {SEED}: {name!r}"
         )
         tally[body is not None] += 1
         if body is None:
@@ -218,7 +209,7 @@ def test_queue_names(names_ns: str, zaqar: ServerAPI) -> None:
     assert tally[True] and tally[False], tally
 
 
-def test_pool_names(names_ns: str) -> None:
+def test_pool_names(dry_ns: str) -> None:
     cfg = Config()
     rng = random.Random(SEED + 3)
     tally: Counter[bool] = Counter()
@@ -232,7 +223,7 @@ def test_pool_names(names_ns: str) -> None:
         }
         if backend == "mongodb":
             spec["image"] = "mongo:7"
-        body = admit("Pool", names_ns, name, spec, "metadata.name", f"seed {SEED}: {name!r}")
+        body = admit("Pool", dry_ns, name, spec, "metadata.name", f"seed {SEED}: {name!r}")
         tally[body is not None] += 1
         if body is None:
             continue
@@ -252,7 +243,7 @@ def hostile(rng: random.Random) -> str:
     return "".join(rng.choice("abcXYZ019-._ /:@") for _ in range(rng.randint(1, 30)))
 
 
-def test_benchmark_secret_refs(names_ns: str) -> None:
+def test_benchmark_secret_refs(dry_ns: str) -> None:
     """A Secret reference the apiserver accepts in a Benchmark is one the run's Job can
     carry: its name a Secret's name, its key a Secret's key."""
     cfg = Config()
@@ -268,7 +259,7 @@ def test_benchmark_secret_refs(names_ns: str) -> None:
         elif i == 2:
             ref = {"name": subdomain(rng, 20, True), "key": rng.choice([".", "..", "..token"])}
         spec = {"scenario": "flood", "target": {"tokenSecretRef": ref}}
-        body = admit("Benchmark", names_ns, f"refs-{i}", spec, "spec.target.tokenSecretRef", f"seed {SEED}: {ref}")
+        body = admit("Benchmark", dry_ns, f"refs-{i}", spec, "spec.target.tokenSecretRef", f"seed {SEED}: {ref}")
         tally[body is not None] += 1
         if body is None:
             continue
@@ -277,7 +268,7 @@ def test_benchmark_secret_refs(names_ns: str) -> None:
     assert tally[True] and tally[False], tally
 
 
-def test_queue_projects(names_ns: str, zaqar: ServerAPI) -> None:
+def test_queue_projects(dry_ns: str, zaqar: ServerAPI) -> None:
     """A project the apiserver accepts in a Queue is one the operator can send the server
     as X-Project-ID, and the server takes: no control characters, at most 256 characters."""
     rng = random.Random(SEED + 5)
@@ -288,7 +279,7 @@ def test_queue_projects(names_ns: str, zaqar: ServerAPI) -> None:
         # The first is valid and the second not, so both sides are always tried.
         project = {0: f"p-{i}-{rng.randrange(1000)}", 1: "line\nbreak"}.get(i, project)
         spec = {"pool": "web", "project": project}
-        body = admit("Queue", names_ns, f"proj-{i}", spec, "spec.project", f"seed {SEED}: {project!r}")
+        body = admit("Queue", dry_ns, f"proj-{i}", spec, "spec.project", f"seed {SEED}: {project!r}")
         tally[body is not None] += 1
         if body is None:
             continue
@@ -297,7 +288,7 @@ def test_queue_projects(names_ns: str, zaqar: ServerAPI) -> None:
     assert tally[True] and tally[False], tally
 
 
-def test_benchmark_pools(names_ns: str) -> None:
+def test_benchmark_pools(dry_ns: str) -> None:
     """A Benchmark's pool the apiserver accepts (without target.url) names a Pool that
     could exist: the operator looks it up by that name and makes it the flavor."""
     rng = random.Random(SEED + 6)
@@ -307,7 +298,7 @@ def test_benchmark_pools(names_ns: str) -> None:
         # The first is valid and the second not, so both sides are always tried.
         pool = {0: "web", 1: "../secrets/x"}.get(i) or (hostile(rng) if rng.random() < 0.5 else generated[i])
         body = admit(
-            "Benchmark", names_ns, f"pool-{i}", {"scenario": "flood", "pool": pool}, "spec", f"seed {SEED}: {pool!r}"
+            "Benchmark", dry_ns, f"pool-{i}", {"scenario": "flood", "pool": pool}, "spec", f"seed {SEED}: {pool!r}"
         )
         tally[body is not None] += 1
         if body is None:
@@ -315,7 +306,7 @@ def test_benchmark_pools(names_ns: str) -> None:
         doc = {
             "apiVersion": "sluice.dev/v1alpha1",
             "kind": "Pool",
-            "metadata": {"name": pool, "namespace": names_ns},
+            "metadata": {"name": pool, "namespace": dry_ns},
             "spec": {"backend": "redis", "provisioner": "builtin"},
         }
         ok, err, _ = dry_run([doc])

@@ -24,7 +24,6 @@ import json
 import os
 import pathlib
 import random
-from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -37,7 +36,7 @@ from sluice_operator.handlers import subscriptions
 from sluice_operator.serverapi import ServerAPI, ServerError
 
 from ..support import Processes, server_stack
-from .conftest import KUBECONFIG, admit, drop_namespace, dry_run, kc, make_namespace
+from .conftest import KUBECONFIG, dry_run, hold_generated, kc
 
 SEED = int(os.environ.get("SLUICE_SPECS_SEED") or random.randrange(1 << 32))
 CASES = 40  # each costs two or three kubectl calls and a few server calls
@@ -137,7 +136,7 @@ MUTATIONS: dict[str, Callable[[random.Random, dict[str, Any]], None]] = {
 }
 
 
-def cases() -> Iterator[tuple[int, dict[str, Any]]]:
+def cases() -> Iterator[tuple[str, dict[str, Any]]]:
     """cases are CASES generated specs, each a valid one with one to three fields
     replaced (a subscription-only case first, so the subscription path is always run)."""
     rng = random.Random(SEED)
@@ -146,20 +145,17 @@ def cases() -> Iterator[tuple[int, dict[str, Any]]]:
         fields = ["subscriptions"] if i == 0 else rng.sample(sorted(MUTATIONS), rng.randint(1, 3))
         for field in sorted(fields):
             MUTATIONS[field](rng, spec)
-        yield i, spec
+        yield f"seed {SEED} case {i}: {spec!r}", spec
 
 
 @pytest.fixture(scope="module")
-def specs_ns(cluster: None) -> Iterator[str]:
-    ns = make_namespace("specs")
-    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": SECRET, "namespace": ns}}
+def specs_ns(dry_ns: str) -> str:
+    """specs_ns holds the Secret the generated secretRefs may name; the operator's own
+    Kubernetes client reads it, as in a reconcile."""
+    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": SECRET, "namespace": dry_ns}}
     kc("apply", "-f", "-", stdin=json.dumps({**secret, "stringData": {KEY: VALUE}}))
-    # The operator's own Kubernetes client reads the Secrets, as in a reconcile.
     kube_config.load_kube_config(config_file=str(KUBECONFIG))
-    try:
-        yield ns
-    finally:
-        drop_namespace(ns)
+    return dry_ns
 
 
 @pytest.fixture(scope="module")
@@ -253,13 +249,4 @@ def held(api: ServerAPI, ns: str, body: dict[str, Any]) -> str:
 
 
 def test_accepted_queue_specs_are_held_by_the_server(specs_ns: str, pooled: ServerAPI, quiet_events: None) -> None:
-    tally: Counter[bool] = Counter()
-    failures = []
-    for i, spec in cases():
-        what = f"seed {SEED} case {i}: {spec!r}"
-        body = admit("Queue", specs_ns, f"spec-{i}", spec, "spec.", what)
-        tally[body is not None] += 1
-        if body is not None and (why := held(pooled, specs_ns, body)):
-            failures.append(f"{what}: {why}")
-    assert not failures, "\n".join(failures)
-    assert tally[True] and tally[False], tally
+    hold_generated("Queue", specs_ns, cases(), lambda body: held(pooled, specs_ns, body))
