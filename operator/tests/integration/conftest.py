@@ -9,6 +9,7 @@ import contextlib
 import json
 import os
 import pathlib
+import random
 import re
 import shutil
 import subprocess
@@ -65,12 +66,26 @@ def dry_run(docs: list[dict[str, Any]]) -> tuple[bool, str, list[dict[str, Any]]
     return True, "", got.get("items", [got])
 
 
+def custom(kind: str, ns: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
+    """custom is a sluice custom resource of kind, named name in ns."""
+    return {
+        "apiVersion": "sluice.dev/v1alpha1",
+        "kind": kind,
+        "metadata": {"name": name, "namespace": ns},
+        "spec": spec,
+    }
+
+
+def pick(rng: random.Random, *choices: Any) -> Any:
+    """pick is one of choices, for the generated tests."""
+    return rng.choice(choices)
+
+
 def admit(kind: str, ns: str, name: str, spec: dict[str, Any], refusal: str, what: str) -> dict[str, Any] | None:
     """admit applies a custom resource with a server-side dry run: the object as the
     apiserver would store it (given a uid), or None when refused, with refusal in the
     apiserver's message (what names the case, and its seed, in a failure)."""
-    doc = {"apiVersion": "sluice.dev/v1alpha1", "kind": kind, "metadata": {"name": name, "namespace": ns}, "spec": spec}
-    ok, err, got = dry_run([doc])
+    ok, err, got = dry_run([custom(kind, ns, name, spec)])
     if not ok:
         assert refusal in err, f"{kind} {what}: {err}"
         return None

@@ -22,15 +22,11 @@ from typing import Any
 from sluice_operator.builders import builtin
 from sluice_operator.config import Config
 
-from .conftest import dry_run, hold_generated
+from .conftest import dry_run, hold_generated, pick
 from .test_names import statefulset_pod
 
 SEED = int(os.environ.get("SLUICE_POOL_SPECS_SEED") or random.randrange(1 << 32))
 CASES = 40
-
-
-def pick(rng: random.Random, *choices: Any) -> Any:
-    return rng.choice(choices)
 
 
 def quantity(rng: random.Random) -> Any:

@@ -36,15 +36,11 @@ from sluice_operator.handlers import subscriptions
 from sluice_operator.serverapi import ServerAPI, ServerError
 
 from ..support import Processes, server_stack
-from .conftest import KUBECONFIG, dry_run, hold_generated, kc
+from .conftest import KUBECONFIG, custom, dry_run, hold_generated, kc, pick
 
 SEED = int(os.environ.get("SLUICE_SPECS_SEED") or random.randrange(1 << 32))
 CASES = 40  # each costs two or three kubectl calls and a few server calls
 SECRET, KEY, VALUE = "signing", "secret", "s3cret-value"
-
-
-def pick(rng: random.Random, *choices: Any) -> Any:
-    return rng.choice(choices)
 
 
 def edge(rng: random.Random, low: int, high: int) -> int:
@@ -181,33 +177,16 @@ def quiet_events(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(events, "warn", lambda *a, **k: None)
 
 
-def could_exist(ns: str, spec: dict[str, Any]) -> list[str]:
+def could_exist(ns: str, spec: dict[str, Any]) -> str:
     """could_exist is what the apiserver says against a Pool of the name the spec names
-    and a Secret of each name and key it references (empty when all could exist)."""
-    docs: list[dict[str, Any]] = [
-        {
-            "apiVersion": "sluice.dev/v1alpha1",
-            "kind": "Pool",
-            "metadata": {"name": spec["pool"], "namespace": ns},
-            "spec": {"backend": "redis", "provisioner": "builtin"},
-        }
-    ]
+    and a Secret of each name and key it references ("" when all could exist)."""
+    docs = [custom("Pool", ns, spec["pool"], {"backend": "redis", "provisioner": "builtin"})]
     for sub in spec.get("subscriptions") or []:
         if ref := sub.get("secretRef"):
-            docs.append(
-                {
-                    "apiVersion": "v1",
-                    "kind": "Secret",
-                    "metadata": {"name": ref["name"], "namespace": ns},
-                    "stringData": {ref["key"]: VALUE},
-                }
-            )
-    problems = []
-    for doc in docs:
-        ok, err, _ = dry_run([doc])
-        if not ok:
-            problems.append(err.strip())
-    return problems
+            secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": ref["name"], "namespace": ns}}
+            docs.append({**secret, "stringData": {ref["key"]: VALUE}})
+    ok, err, _ = dry_run(docs)
+    return "" if ok else err.strip()
 
 
 def held(api: ServerAPI, ns: str, body: dict[str, Any]) -> str:
