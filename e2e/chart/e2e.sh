@@ -37,7 +37,7 @@ fi
 
 say "operator/tests/e2e"
 rc=0
-(cd operator && "$root/build/venv-operator/bin/python" -m pytest -q -s -p no:cacheprovider tests/e2e \
+(cd operator && "$root/build/venv-operator/bin/python" -m pytest -q -s -p no:cacheprovider --durations=12 tests/e2e \
   ${SLUICE_E2E_PYTEST_ARGS:-}) || rc=$?
 
 if ((installed)); then
