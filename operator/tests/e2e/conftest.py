@@ -40,6 +40,9 @@ def operator() -> None:
     _need(bool(running), f"no sluice operator running in {RELEASE_NS} (make e2e installs the chart)")
 
 
+DELETION_TIMEOUT = 300.0  # a namespace still there this long after its deletion began is stuck
+
+
 @pytest.fixture(scope="session")
 def deleted_namespaces() -> Iterator[dict[str, float]]:
     """deleted_namespaces are the namespaces the modules deleted (name -> when): each
@@ -55,13 +58,11 @@ def deleted_namespaces() -> Iterator[dict[str, float]]:
             time.monotonic() - start < DELETION_TIMEOUT
         ):
             time.sleep(2)
-        print(f"\nnamespace {name}: {'still there' if there else 'gone'} {time.monotonic() - start:.0f}s after its deletion")
+        state = "still there" if there else "gone"
+        print(f"\nnamespace {name}: {state} {time.monotonic() - start:.0f}s after its deletion")
         if there:
             stuck.append(name)
     assert not stuck, f"namespace deletion did not complete in {DELETION_TIMEOUT:.0f}s: {stuck}"
-
-
-DELETION_TIMEOUT = 300.0
 
 
 @pytest.fixture(scope="module")
