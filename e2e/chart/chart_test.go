@@ -221,6 +221,10 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 		{"fullnameOverride=9lives", "fullnameOverride"},
 		{"nameOverride=Not_A_Name", "nameOverride"},
 		{"operator.extraEnv[0].name=1 bad", "extraEnv"},
+		// An image reference has no whitespace; the kubelet would refuse it only at pull.
+		{"server.image.tag=1 0", "tag"},
+		{"operator.image.repository=sluice dev/operator", "repository"},
+		{"redisOperator.image= quay.io/opstree/redis-operator", "image"},
 	}
 	for _, c := range cases {
 		t.Run(c.set, func(t *testing.T) {

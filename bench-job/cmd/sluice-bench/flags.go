@@ -39,6 +39,7 @@ type runFlags struct {
 	moveTo                          string
 	moveAfter, moveTimeout          time.Duration
 	movePoll                        time.Duration
+	check                           bool
 }
 
 // alias registers one int flag under several names (oslo.config accepts
@@ -117,6 +118,7 @@ func newRunFlags(name string) *runFlags {
 	fs.DurationVar(&f.moveAfter, "move-after", 2*time.Second, "with --move-to-pool: start the move this long into the load")
 	fs.DurationVar(&f.moveTimeout, "move-timeout", 60*time.Second, "with --move-to-pool: a move not done this long after it started fails the run")
 	fs.DurationVar(&f.movePoll, "move-poll", 100*time.Millisecond, "with --move-to-pool: interval between GET .../migrate")
+	fs.BoolVar(&f.check, "check", false, "only check the command line (what a run would refuse as a usage error) and exit 0, without contacting the server")
 	return f
 }
 

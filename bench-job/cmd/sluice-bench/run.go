@@ -36,6 +36,9 @@ func cmdRun(args []string, stdout, stderr io.Writer, compat bool) (int, error) {
 	if err != nil {
 		return exitUsage, usageError{err}
 	}
+	if f.check {
+		return exitOK, nil
+	}
 	if f.progress == "always" || f.progress == "auto" && isTerminal(os.Stderr) {
 		cfg.Progress = stderr
 	}

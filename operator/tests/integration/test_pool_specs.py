@@ -57,7 +57,9 @@ MUTATIONS: dict[str, Callable[[random.Random, dict[str, Any]], None]] = {
         storageClassName=pick(rng, "standard", "fast.ssd", "Fast", "with space", "a/b", "x" * 254, "")
     ),
     "image": lambda rng, spec: spec.update(
-        image=pick(rng, "redis:7.2", "registry.local:5000/redis@sha256:" + "a" * 64, "redis 7", "Redis", "redis:")
+        image=pick(
+            rng, "redis:7.2", "registry.local:5000/redis@sha256:" + "a" * 64, "redis 7", " redis", "Redis", "redis:"
+        )
     ),
     "resources": lambda rng, spec: spec.update(resources=resources(rng)),
     "nodeSelector": lambda rng, spec: spec.setdefault("placement", {}).update(
