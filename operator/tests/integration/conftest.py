@@ -81,6 +81,12 @@ def pick(rng: random.Random, *choices: Any) -> Any:
     return rng.choice(choices)
 
 
+def edge(rng: random.Random, low: int, high: int) -> int:
+    """edge is a number on either side of [low, high]'s ends, inside it, or 0 or -1, for
+    the generated tests."""
+    return pick(rng, low - 1, low, low + 1, high - 1, high, high + 1, rng.randint(low, high), -1, 0)
+
+
 def admit(kind: str, ns: str, name: str, spec: dict[str, Any], refusal: str, what: str) -> dict[str, Any] | None:
     """admit applies a custom resource with a server-side dry run: the object as the
     apiserver would store it (given a uid), or None when refused, with refusal in the

@@ -34,7 +34,7 @@ from sluice_operator.config import Config
 from sluice_operator.handlers import faults
 
 from ..support import BENCH, need_file
-from .conftest import custom, dry_run, hold_generated, kc, pick
+from .conftest import custom, dry_run, edge, hold_generated, kc, pick
 from .test_names import hostile, job_pods
 
 SEED = int(os.environ.get("SLUICE_BENCH_SPECS_SEED") or random.randrange(1 << 32))
@@ -42,11 +42,6 @@ CASES = 40  # each costs two kubectl calls and a sluice-bench run
 PRESETS = ("point-to-point", "task-distribution", "flood", "packing", "fairness", "http-baseline", "notifications")
 # What the kubelet puts in the variables the Job's arguments name ($(VAR)).
 POD_ENV = {bb.INDEX_ENV: "0", bb.TOKEN_ENV: "token", bb.ADMIN_TOKEN_ENV: "admin", bb.POD_IP_ENV: "10.244.0.7"}
-
-
-def edge(rng: random.Random, low: int, high: int) -> int:
-    """edge is a number on either side of [low, high]'s ends, or inside it."""
-    return pick(rng, low - 1, low, low + 1, high - 1, high, high + 1, rng.randint(low, high), 0)
 
 
 def name(rng: random.Random) -> str:

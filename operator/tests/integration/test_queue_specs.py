@@ -36,16 +36,11 @@ from sluice_operator.handlers import subscriptions
 from sluice_operator.serverapi import ServerAPI, ServerError
 
 from ..support import Processes, server_stack
-from .conftest import KUBECONFIG, custom, dry_run, hold_generated, kc, pick
+from .conftest import KUBECONFIG, custom, dry_run, edge, hold_generated, kc, pick
 
 SEED = int(os.environ.get("SLUICE_SPECS_SEED") or random.randrange(1 << 32))
 CASES = 40  # each costs two or three kubectl calls and a few server calls
 SECRET, KEY, VALUE = "signing", "secret", "s3cret-value"
-
-
-def edge(rng: random.Random, low: int, high: int) -> int:
-    """edge is a number on either side of [low, high]'s ends, or inside it."""
-    return pick(rng, low - 1, low, low + 1, high - 1, high, high + 1, rng.randint(low, high), -1, 0)
 
 
 def queue_name(rng: random.Random) -> str:
