@@ -87,6 +87,23 @@ def edge(rng: random.Random, low: int, high: int) -> int:
     return pick(rng, low - 1, low, low + 1, high - 1, high, high + 1, rng.randint(low, high), -1, 0)
 
 
+def could_exist(
+    ns: str, pools: Iterable[str] = (), benchmarks: Iterable[str] = (), secrets: Iterable[tuple[str, str]] = ()
+) -> str:
+    """could_exist is what the apiserver says, in one server-side dry run, against a Pool
+    and a Benchmark of each name and a Secret of each (name, key) a spec refers to ("" when
+    all could exist): what the operator looks up by those names could be there."""
+    docs = [custom("Pool", ns, p, {"backend": "redis", "provisioner": "builtin"}) for p in pools]
+    docs += [custom("Benchmark", ns, b, {"scenario": "flood"}) for b in benchmarks]
+    for name, key in secrets:
+        meta = {"name": name, "namespace": ns}
+        docs.append({"apiVersion": "v1", "kind": "Secret", "metadata": meta, "stringData": {key: "x"}})
+    if not docs:
+        return ""
+    ok, err, _ = dry_run(docs)
+    return "" if ok else err.strip()
+
+
 def admit(kind: str, ns: str, name: str, spec: dict[str, Any], refusal: str, what: str) -> dict[str, Any] | None:
     """admit applies a custom resource with a server-side dry run: the object as the
     apiserver would store it (given a uid), or None when refused, with refusal in the

@@ -34,7 +34,7 @@ from sluice_operator.config import Config
 from sluice_operator.handlers import faults
 
 from ..support import BENCH, need_file
-from .conftest import custom, dry_run, edge, hold_generated, kc, pick
+from .conftest import could_exist, dry_run, edge, hold_generated, kc, pick
 from .test_names import hostile, job_pods
 
 SEED = int(os.environ.get("SLUICE_BENCH_SPECS_SEED") or random.randrange(1 << 32))
@@ -161,24 +161,17 @@ def cases() -> Iterator[tuple[str, dict[str, Any]]]:
         yield f"seed {SEED} case {i}: {spec!r}", spec
 
 
-def could_exist(ns: str, spec: dict[str, Any]) -> str:
-    """could_exist is what the apiserver says against each object the spec names: the
-    Pools of its shard faults, the Benchmark of compareTo, the Secrets of its tokens
-    ("" when all could exist)."""
-    docs = []
-    for f in spec.get("faults") or []:
-        if f["target"] == "shard":
-            docs.append(custom("Pool", ns, f["pool"], {"backend": "redis", "provisioner": "builtin"}))
-    if spec.get("compareTo"):
-        docs.append(custom("Benchmark", ns, spec["compareTo"], {"scenario": "flood"}))
-    for ref in ((spec.get("target") or {}).get("tokenSecretRef"), (spec.get("move") or {}).get("adminTokenSecretRef")):
-        if ref:
-            meta = {"name": ref["name"], "namespace": ns}
-            docs.append({"apiVersion": "v1", "kind": "Secret", "metadata": meta, "stringData": {ref["key"]: "t"}})
-    if not docs:
-        return ""
-    ok, err, _ = dry_run(docs)
-    return "" if ok else err.strip()
+def named(ns: str, spec: dict[str, Any]) -> str:
+    """named is what the apiserver says against each object the spec names: the Pools of
+    its shard faults, the Benchmark of compareTo, the Secrets of its tokens."""
+    target, move = spec.get("target") or {}, spec.get("move") or {}
+    refs = [r for r in (target.get("tokenSecretRef"), move.get("adminTokenSecretRef")) if r]
+    return could_exist(
+        ns,
+        pools=[f["pool"] for f in spec.get("faults") or [] if f["target"] == "shard"],
+        benchmarks=[spec["compareTo"]] if spec.get("compareTo") else [],
+        secrets=[(r["name"], r["key"]) for r in refs],
+    )
 
 
 def bench_refuses(container: dict[str, Any]) -> str:
@@ -197,7 +190,7 @@ def test_accepted_benchmark_specs_can_run(dry_ns: str) -> None:
 
     def runnable(body: dict[str, Any]) -> str:
         spec = body["spec"]
-        if problems := could_exist(dry_ns, spec):
+        if problems := named(dry_ns, spec):
             return f"accepted, but {problems}"
         job = bb.job(cfg, body, 1, start_at, 5)
         built = [

@@ -36,7 +36,7 @@ from sluice_operator.handlers import subscriptions
 from sluice_operator.serverapi import ServerAPI, ServerError
 
 from ..support import Processes, server_stack
-from .conftest import KUBECONFIG, custom, dry_run, edge, hold_generated, kc, pick
+from .conftest import KUBECONFIG, could_exist, edge, hold_generated, kc, pick
 
 SEED = int(os.environ.get("SLUICE_SPECS_SEED") or random.randrange(1 << 32))
 CASES = 40  # each costs two or three kubectl calls and a few server calls
@@ -172,24 +172,13 @@ def quiet_events(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(events, "warn", lambda *a, **k: None)
 
 
-def could_exist(ns: str, spec: dict[str, Any]) -> str:
-    """could_exist is what the apiserver says against a Pool of the name the spec names
-    and a Secret of each name and key it references ("" when all could exist)."""
-    docs = [custom("Pool", ns, spec["pool"], {"backend": "redis", "provisioner": "builtin"})]
-    for sub in spec.get("subscriptions") or []:
-        if ref := sub.get("secretRef"):
-            secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": ref["name"], "namespace": ns}}
-            docs.append({**secret, "stringData": {ref["key"]: VALUE}})
-    ok, err, _ = dry_run(docs)
-    return "" if ok else err.strip()
-
-
 def held(api: ServerAPI, ns: str, body: dict[str, Any]) -> str:
     """held runs an accepted Queue through the operator's sync_server twice: what went
     wrong, or "" when the server took it, holds what it says, and the second sync
     changed nothing."""
     spec = body["spec"]
-    if problems := could_exist(ns, spec):
+    refs = [s["secretRef"] for s in spec.get("subscriptions") or [] if s.get("secretRef")]
+    if problems := could_exist(ns, pools=[spec["pool"]], secrets=[(r["name"], r["key"]) for r in refs]):
         return f"accepted, but {problems}"
     try:
         got = queue_handler.sync_server(api, body, ["s0"])
