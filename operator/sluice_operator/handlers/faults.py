@@ -103,6 +103,34 @@ def record(d: Due, injected: dt.datetime | None, pod: str, result: str, message:
     return out
 
 
+def not_reached(
+    faults: list[dict[str, Any]], recorded: list[dict[str, Any]], load_start: dt.datetime | None, phase: str
+) -> list[dict[str, Any]]:
+    """not_reached records each fault of an ended run that was never injected
+    (its time fell after the run ended, or the load never started), so
+    status.faults accounts for every fault asked for."""
+    done = {r.get("index") for r in recorded}
+    out = []
+    for i, f in enumerate(faults):
+        if i in done:
+            continue
+        if load_start is None:
+            out.append(
+                {
+                    "index": i,
+                    "name": fault_name(f),
+                    "pod": "",
+                    "result": "NotReached",
+                    "message": f"not injected: the run ended ({phase}) before the load started",
+                }
+            )
+            continue
+        when = f"{float(f['at']):g} s after the load started"
+        d = Due(i, f, load_start + dt.timedelta(seconds=float(f["at"])))
+        out.append(record(d, None, "", "NotReached", f"not injected: the run ended ({phase}) before its time, {when}"))
+    return out
+
+
 def _own_pod() -> tuple[str, str]:
     from ..cli import identity  # cli starts the operator, which imports the handlers
 
@@ -197,19 +225,23 @@ def restore(cfg: Config, ns: str, records: list[dict[str, Any]]) -> list[str]:
 
 def step(cfg: Config, body: dict[str, Any], status: dict[str, Any], phase: str, now: dt.datetime) -> dict[str, Any]:
     """step is the Benchmark controller's fault work on one tick of an active
-    run: inject what is due while the run is active, undo what outlives it once
-    it has ended. Returns the status fields to write."""
+    run: inject what is due while the run is active; once it has ended, undo
+    what outlives it and record the faults it never reached. Returns the status
+    fields to write."""
     spec, ns = body["spec"], body["metadata"]["namespace"]
     recorded = list(status.get("faults") or [])
     start = status.get("loadStart")
+    load_start = dt.datetime.fromisoformat(start.replace("Z", "+00:00")) if start else None
     if phase not in ("Pending", "Running"):
         done = restore(cfg, ns, recorded)
         if done:
             events.info(body, reason="FaultsUndone", message="; ".join(done)[:1000])
+        missed = not_reached(spec.get("faults") or [], recorded, load_start, phase)
+        for r in missed:
+            events.warn(body, reason="FaultNotReached", message=f"{r['name']}: {r['message']}"[:1000])
+        return {"faults": recorded + missed} if missed else {}
+    if load_start is None or not spec.get("faults"):
         return {}
-    if not start or not spec.get("faults"):
-        return {}
-    load_start = dt.datetime.fromisoformat(start.replace("Z", "+00:00"))
     for d in due(spec["faults"], recorded, load_start, now):
         r = inject(cfg, ns, d)
         recorded.append(r)

@@ -146,17 +146,24 @@ def test_shard_and_catalog_pods_killed(fault_pool: str) -> None:
             faults=[
                 {"at": 6, "action": "kill", "target": "shard", "pool": "faults", "shard": 0},
                 {"at": 28, "action": "kill", "target": "catalog"},
+                # Due long after the load: the run ends first.
+                {"at": 3600, "action": "delete", "target": "server", "name": "late"},
             ],
         ),
     )
     st = b["status"]
     assert st["phase"] == "Succeeded", (st.get("reason"), st.get("message"))
     assert st["results"]["lost"] == 0, st["results"]
-    f, cat = st["faults"]
+    f, cat, late = st["faults"]
     assert f["result"] == "Injected" and f["pod"].startswith("faults-0"), f
     assert cat["result"] == "Injected", cat
+    assert late["result"] == "NotReached" and late["index"] == 2 and "injected" not in late, late
+    assert "3600 s after the load started" in late["message"], late
+    warned = kc("get", "events", "-n", ns, "--field-selector", "reason=FaultNotReached", "-o", "name").stdout
+    assert warned.strip(), "no FaultNotReached Event"
     st = reported(ns, "f-shard")
-    f, cat = st["faults"]
+    f, cat, late = st["faults"]
+    assert late["result"] == "NotReached" and "errors" not in late, late
     errors = f.get("errors") or {}
     print(f"\nshard pod killed: {figures(f)}\ncatalog pod killed: {figures(cat)}")
     unexpected = [k for k in errors if k.startswith("http_5") and k != "http_503"]

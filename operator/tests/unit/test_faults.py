@@ -148,6 +148,53 @@ def test_step_injects_due_faults_and_undoes_them(store: tuple[Store, dict[str, l
     assert calls["events"][-1][0] == "FaultsUndone"
 
 
+def test_step_records_faults_the_run_ended_before(store: tuple[Store, dict[str, list[Any]]]) -> None:
+    """Generated fault lists and run ends: once a run ends, every fault of
+    spec.faults has a record, those never injected as NotReached with a
+    Warning Event saying why, and nothing is injected after the end."""
+    _, calls = store
+    rng = random.Random(11)
+    for _ in range(200):
+        spec = [
+            {"at": rng.choice([0, 3, 9.5, 30, 600]), "action": "kill", "target": "server"}
+            for _ in range(rng.randint(1, 6))
+        ]
+        recorded = [
+            faults.record(faults.Due(i, f, T0), T0, "p", "Injected", "pod p killed")
+            for i, f in enumerate(spec)
+            if rng.random() < 0.4
+        ]
+        started = rng.random() < 0.8
+        status: dict[str, Any] = {"faults": list(recorded)}
+        if started:
+            status["loadStart"] = "2026-11-23T12:00:00Z"
+        phase = rng.choice(["Succeeded", "Failed"])
+        calls["events"].clear()
+        calls["deleted"].clear()
+        out = faults.step(Config(), bench(spec), status, phase, T0 + dt.timedelta(seconds=700))
+        assert calls["deleted"] == []
+        got = out.get("faults", status["faults"])
+        assert got[: len(recorded)] == recorded
+        assert sorted(r["index"] for r in got) == list(range(len(spec)))
+        missed = got[len(recorded) :]
+        for r in missed:
+            assert r["result"] == "NotReached" and "injected" not in r
+            assert r["name"] == faults.fault_name(spec[r["index"]])
+            assert phase in r["message"]
+            if started:
+                due_at = T0 + dt.timedelta(seconds=int(spec[r["index"]]["at"]))
+                assert r["scheduled"] == due_at.strftime("%Y-%m-%dT%H:%M:%SZ")
+                assert f"{spec[r['index']]['at']:g} s after the load started" in r["message"]
+            else:
+                assert "scheduled" not in r and "before the load started" in r["message"]
+        assert [e for e in calls["events"] if e[0] == "FaultNotReached"] == [
+            ("FaultNotReached", f"{r['name']}: {r['message']}") for r in missed
+        ]
+        # The next tick of the ended run changes nothing.
+        status.update(out)
+        assert faults.step(Config(), bench(spec), status, phase, T0 + dt.timedelta(seconds=701)) == {}
+
+
 def test_step_without_load_start_waits(store: tuple[Store, dict[str, list[Any]]]) -> None:
     _, calls = store
     body = bench([{"at": 0, "action": "kill", "target": "server"}])
