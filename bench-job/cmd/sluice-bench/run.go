@@ -55,6 +55,11 @@ func cmdRun(args []string, stdout, stderr io.Writer, compat bool) (int, error) {
 	defer stop()
 	res, err := load.Run(ctx, cfg)
 	if err != nil {
+		if f.termLog != "" {
+			// Not a summary: the operator shows this text as the
+			// reason the run's pod failed.
+			_ = os.WriteFile(f.termLog, []byte("sluice-bench: "+err.Error()), 0o644)
+		}
 		return exitFailure, err
 	}
 	if verdict.Any() || res.Move != nil {

@@ -122,6 +122,20 @@ func (b *Bodies) pick() *template {
 	return &b.ts[len(b.ts)-1]
 }
 
+// Largest is the size of the longest request body Append can write: the
+// delivery tag's two numbers at their widest.
+func (b *Bodies) Largest() int {
+	n := 0
+	for _, t := range b.ts {
+		size := len(t.head) + len(t.mid) + len(t.tail)
+		if t.tagged {
+			size += 2 * len("-9223372036854775808")
+		}
+		n = max(n, size)
+	}
+	return n
+}
+
 // Append writes one request body into dst and reports whether it carries
 // the tag for seq.
 func (b *Bodies) Append(dst []byte, seq, nanos int64) ([]byte, bool) {

@@ -2,6 +2,8 @@ package load
 
 import (
 	"encoding/json"
+	"math"
+	"math/rand/v2"
 	"testing"
 )
 
@@ -49,6 +51,38 @@ func TestLoadDocsRejectsBadFiles(t *testing.T) {
 		}
 		if _, err := LoadDocs(p); err == nil {
 			t.Errorf("%s accepted", name)
+		}
+	}
+}
+
+// Largest bounds every body Append writes, tagged or not, and is reached by
+// the widest tag: checkPostSize relies on it to refuse only what could be
+// refused.
+func TestLargestBoundsEveryBody(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 3))
+	for i := range 200 {
+		docs := SizedDoc(1 + rng.IntN(3000))
+		if i%3 == 0 {
+			docs = append(docs, Doc{Weight: 0.5, Doc: json.RawMessage(`{"ttl": 60, "body": "plain"}`)})
+		}
+		origin := ""
+		if i%2 == 0 {
+			origin = newOrigin()
+		}
+		b, err := NewBodies(docs, origin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		longest := 0
+		for _, seq := range []int64{0, rng.Int64N(1 << 40), math.MaxInt64, math.MinInt64} {
+			body, _ := b.Append(nil, seq, math.MinInt64+rng.Int64N(2))
+			longest = max(longest, len(body))
+			if len(body) > b.Largest() {
+				t.Fatalf("case %d: body of %d bytes over Largest %d", i, len(body), b.Largest())
+			}
+		}
+		if len(b.ts) == 1 && longest != b.Largest() {
+			t.Fatalf("case %d: widest body %d, Largest %d", i, longest, b.Largest())
 		}
 	}
 }

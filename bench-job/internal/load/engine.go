@@ -2,6 +2,7 @@ package load
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/url"
 	"strconv"
@@ -133,6 +134,11 @@ func Run(ctx context.Context, cfg *Config) (*result.Result, error) {
 	if cfg.Kind != KindHTTP {
 		r.resetQueues(setup)
 	}
+	if cfg.Kind != KindHTTP && cfg.Kind != KindFlood && cfg.Kind != KindPacking && p.Producer.Total() > 0 {
+		if err := r.checkPostSize(largestPost(r.bodies, p)); err != nil {
+			return nil, err
+		}
+	}
 	var subs []string
 	if cfg.Kind == KindNotify && cfg.Notify.Subscribe {
 		r.notes = metrics.NewNotifications()
@@ -240,6 +246,42 @@ func (r *run) resetQueues(op *metrics.Op) {
 		st, err := s.Do("PUT", u, nil)
 		record(op, t0, time.Now(), st, err, 201, 204)
 	}
+}
+
+// largestPost is the longest POST body a run's producers send (fairness
+// runs also post their large messages).
+func largestPost(b *Bodies, p result.Params) int {
+	n := b.Largest()
+	if p.LargeSize > 0 {
+		if large, err := NewBodies(SizedDoc(p.LargeSize), ""); err == nil {
+			n = max(n, large.Largest())
+		}
+	}
+	return n
+}
+
+// checkPostSize stops a run whose POSTs its queues would refuse as too
+// large before the load starts: every post would be answered 400, and the
+// run would measure nothing but that. The limit is the queue's own
+// _max_messages_post_size, which Zaqar and sluice-server report with the
+// queue; a server that does not report it is not checked.
+func (r *run) checkPostSize(largest int) error {
+	if len(r.queues) == 0 {
+		return nil
+	}
+	q := r.queues[0]
+	s := r.cl.NewSession(NewUUID())
+	if st, err := s.Do("GET", r.cl.URL(zaqar.QueuePath(q.name), ""), nil); err != nil || st != 200 {
+		return nil
+	}
+	var meta struct {
+		Max *int64 `json:"_max_messages_post_size"`
+	}
+	if json.Unmarshal(s.Resp.Bytes(), &meta) != nil || meta.Max == nil || int64(largest) <= *meta.Max {
+		return nil
+	}
+	return fmt.Errorf("a POST of this run is up to %d bytes; queue %s takes at most %d (_max_messages_post_size): lower the message size",
+		largest, q.name, *meta.Max)
 }
 
 // record files one response under op: success if the status is one of ok.

@@ -118,3 +118,16 @@ def test_unmeetable_threshold_fails_and_compare_to_fills_comparison(bench_pool: 
     assert any(r.startswith("requests/s") for r in st["verdictReasons"]), st["verdictReasons"]
     comp = st["comparison"]
     assert comp["benchmark"] == "td" and {"post", "claim", "delete"} <= set(comp["operations"]), comp
+
+
+def test_message_size_the_queues_refuse_fails_before_the_load(bench_pool: str) -> None:
+    """A custom messageSize whose POSTs the namespace's server refuses (over
+    its queues' _max_messages_post_size, 262144): the run fails at once,
+    saying why, instead of posting for its whole duration into 400s."""
+    ns = bench_pool
+    custom = {"producers": {"workers": 2}, "consumers": {"workers": 2}, "observers": {"workers": 0}}
+    b = run(ns, benchmark(ns, "too-large", scenario="custom", custom={**custom, "messageSize": 300000, "queues": 1}))
+    st = b["status"]
+    assert st["phase"] == "Failed" and st["reason"] == "PodFailed", st
+    assert "_max_messages_post_size" in st["message"] and "262144" in st["message"], st["message"]
+    assert not st.get("results"), st
