@@ -2,7 +2,9 @@ package result
 
 import (
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
+	"sort"
 	"strings"
 	"testing"
 
@@ -140,6 +142,52 @@ func TestThresholdVerdict(t *testing.T) {
 		v.Check(r)
 		if v.Pass != tc.pass || !tc.pass && !strings.Contains(strings.Join(v.Failures, ""), "no post was acknowledged") {
 			t.Errorf("delivery %+v: verdict %+v", tc.d, v)
+		}
+	}
+}
+
+// Generated results: with no threshold set, the verdict fails exactly when
+// an operation sent requests and none succeeded (a run that measured only
+// its own failure: a wrong token, a message the queue refuses, a target
+// down the whole run), naming each such operation and its errors.
+func TestVerdictFailsAnOperationThatNeverSucceeded(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 13))
+	names := []string{"post", "claim", "delete", "list", "queue_setup"}
+	for c := range 300 {
+		r := &Result{Scenario: "s", Start: 0, End: 1000, Ops: map[string]*OpResult{}}
+		var dead []string
+		for _, n := range names {
+			if rng.IntN(3) == 0 {
+				continue
+			}
+			req := int64(rng.IntN(4))
+			ok := req
+			if req > 0 && rng.IntN(3) == 0 {
+				ok = int64(rng.IntN(int(req)))
+			}
+			o := &OpResult{Requests: req, OK: ok, Failed: req - ok, Errors: map[string]int64{}}
+			if req > ok {
+				o.Errors["http_400"] = req - ok
+			}
+			if req > 0 && ok == 0 {
+				dead = append(dead, n)
+			}
+			r.Ops[n] = o
+		}
+		v := &Verdict{}
+		v.Check(r)
+		if v.Pass != (len(dead) == 0) {
+			t.Fatalf("case %d: ops %v dead %v: verdict %+v", c, r.Ops, dead, v)
+		}
+		sort.Strings(dead)
+		if len(v.Failures) != len(dead) {
+			t.Fatalf("case %d: failures %q for dead %v", c, v.Failures, dead)
+		}
+		for i, n := range dead {
+			want := fmt.Sprintf("%s: none of %d requests succeeded (http_400 %d)", n, r.Ops[n].Requests, r.Ops[n].Requests)
+			if v.Failures[i] != want {
+				t.Fatalf("case %d: failure %q, want %q", c, v.Failures[i], want)
+			}
 		}
 	}
 }

@@ -1,6 +1,13 @@
 package result
 
-import "fmt"
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+)
 
 // Verdict holds the thresholds of a run and whether they were met; a
 // missed threshold makes sluice-bench exit 99. Its Failures are the one
@@ -56,6 +63,14 @@ func (v *Verdict) Check(r *Result) {
 			fail("no post was acknowledged: delivery not verified (maximum lost %d)", *v.MaxLost)
 		}
 	}
+	// An operation none of whose requests succeeded measured only its own
+	// failure (a wrong token, a message its queue refuses, a target down
+	// the whole run): the run fails whatever the thresholds.
+	for _, name := range slices.Sorted(maps.Keys(r.Ops)) {
+		if o := r.Ops[name]; o.Requests > 0 && o.OK == 0 {
+			fail("%s: none of %d requests succeeded (%s)", name, o.Requests, errorCounts(o.Errors))
+		}
+	}
 	if r.Move != nil {
 		// A move asked for is part of the run: one that did not finish
 		// fails it whatever the thresholds.
@@ -88,4 +103,17 @@ func (v *Verdict) Reasons() []string {
 		return []string{"all thresholds met"}
 	}
 	return []string{"no thresholds set"}
+}
+
+// errorCounts words an operation's failures by reason, most frequent first:
+// "http_400 3266, timeout 2".
+func errorCounts(errs map[string]int64) string {
+	reasons := slices.SortedFunc(maps.Keys(errs), func(a, b string) int {
+		return cmp.Or(cmp.Compare(errs[b], errs[a]), strings.Compare(a, b))
+	})
+	parts := make([]string, 0, len(reasons))
+	for _, k := range reasons {
+		parts = append(parts, k+" "+strconv.FormatInt(errs[k], 10))
+	}
+	return strings.Join(parts, ", ")
 }
