@@ -103,15 +103,30 @@ def pool_deleted(body: Any, patch: kopf.Patch, retry: int, logger: Any, **_: Any
     pool.delete(CONFIG, _plain(body), patch, retry, logger)
 
 
+@kopf.index(*QUEUES)
+def queue_claims(body: Any, **_: Any) -> dict[tuple[str, str, str], queue.Claim]:
+    """Every Queue's claim, by the server-side queue it names: two Queues of a
+    namespace may name the same one (queue.owner decides which acts)."""
+    plain = _plain(body)
+    return {(plain["metadata"]["namespace"], *queue.identity(plain)): queue.claim(plain)}
+
+
+def _claims(plain: dict[str, Any], kwargs: dict[str, Any]) -> list[queue.Claim]:
+    """The claims on the server-side queue plain names (Kopf passes each index as a
+    keyword argument named after its function)."""
+    index: kopf.Index[tuple[str, str, str], queue.Claim] = kwargs["queue_claims"]
+    return list(index.get((plain["metadata"]["namespace"], *queue.identity(plain)), []))
+
+
 @kopf.on.create(*QUEUES)
 @kopf.on.update(*QUEUES, field="spec")
 @kopf.on.resume(*QUEUES)
-def queue_changed(body: Any, patch: kopf.Patch, retry: int, logger: Any, **_: Any) -> None:
+def queue_changed(body: Any, patch: kopf.Patch, retry: int, logger: Any, **kw: Any) -> None:
     """A Queue appeared or changed: create or update it on the server, retrying soon until Ready."""
     plain = _plain(body)
     if _deleting(plain) is not None:
         return
-    queue.reconcile(CONFIG, plain, patch, logger)
+    queue.reconcile(CONFIG, plain, patch, logger, _claims(plain, kw))
     conds = patch.get("status", {}).get("conditions") or (plain.get("status") or {}).get("conditions") or []
     ready = next((c for c in conds if c.get("type") == "Ready"), None)
     if not ready or ready.get("status") != "True":
@@ -121,19 +136,21 @@ def queue_changed(body: Any, patch: kopf.Patch, retry: int, logger: Any, **_: An
 
 
 @kopf.timer(*QUEUES, interval=CONFIG.queue_interval, initial_delay=CONFIG.queue_interval)
-def queue_tick(body: Any, patch: kopf.Patch, logger: Any, **_: Any) -> None:
+def queue_tick(body: Any, patch: kopf.Patch, logger: Any, **kw: Any) -> None:
     """Refresh message counts (and heal a queue that disappeared from the server)."""
     plain = _plain(body)
+    claims = _claims(plain, kw)
     if _deleting(plain) is not None:
-        _finish_deletion(plain, patch, lambda retry: queue.delete(CONFIG, plain, retry, logger))
+        _finish_deletion(plain, patch, lambda retry: queue.delete(CONFIG, plain, retry, logger, claims))
         return
-    queue.reconcile(CONFIG, plain, patch, logger)
+    queue.reconcile(CONFIG, plain, patch, logger, claims)
 
 
 @kopf.on.delete(*QUEUES)
-def queue_deleted(body: Any, retry: int, logger: Any, **_: Any) -> None:
-    """A Queue is being deleted: remove it from the server unless Retain; never hang."""
-    queue.delete(CONFIG, _plain(body), retry, logger)
+def queue_deleted(body: Any, retry: int, logger: Any, **kw: Any) -> None:
+    """A Queue is being deleted: remove it from the server unless Retain or another Queue names it; never hang."""
+    plain = _plain(body)
+    queue.delete(CONFIG, plain, retry, logger, _claims(plain, kw))
 
 
 # Benchmarks are driven by one timer only: a new spec generation starts a run, an

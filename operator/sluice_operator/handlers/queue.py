@@ -61,6 +61,36 @@ def identity(body: dict[str, Any]) -> tuple[str, str]:
     return spec.get("project") or meta["namespace"], spec.get("name") or meta["name"]
 
 
+@dataclass(frozen=True)
+class Claim:
+    """Claim is one Queue's claim on its server-side queue (see identity)."""
+
+    name: str
+    uid: str
+    created: str  # creationTimestamp
+    deleting: bool
+
+
+def claim(body: dict[str, Any]) -> Claim:
+    """claim is the Queue's claim on its server-side queue."""
+    meta = body["metadata"]
+    return Claim(
+        meta["name"], meta.get("uid") or meta["name"], meta.get("creationTimestamp") or "", "deletionTimestamp" in meta
+    )
+
+
+def owner(body: dict[str, Any], claims: list[Claim]) -> Claim:
+    """owner is the Queue that owns a server-side queue several Queues of the namespace
+    name (claims: every Queue naming it, body's own claim among them or not): the
+    oldest that is not being deleted, by creation time then name. Only the owner
+    changes the queue on the server; the others wait, Ready False (Conflict)."""
+    me = claim(body)
+    live = {c.uid: c for c in claims if not c.deleting}
+    if not me.deleting:
+        live[me.uid] = me
+    return min(live.values(), key=lambda c: (c.created, c.name), default=me)
+
+
 def queue_metadata(spec: dict[str, Any]) -> dict[str, Any]:
     """queue_metadata maps a Queue spec onto Zaqar's reserved metadata keys."""
     md: dict[str, Any] = {
@@ -122,20 +152,28 @@ def _not_ready(patch: Any, status: dict[str, Any], gen: Any, reason: str, msg: s
     metrics.QUEUE_READY.labels(ns, name).set(0)
 
 
-def reconcile(cfg: Config, body: dict[str, Any], patch: Any, logger: Any = log) -> None:
-    """reconcile creates or updates the queue on the server and refreshes its status."""
+def reconcile(
+    cfg: Config, body: dict[str, Any], patch: Any, logger: Any = log, claims: list[Claim] | None = None
+) -> None:
+    """reconcile creates or updates the queue on the server and refreshes its status;
+    claims are the Queues of the namespace naming the same server-side queue."""
     with _exclusive(body) as live:
         if live:
-            _reconcile(cfg, body, patch)
+            _reconcile(cfg, body, patch, claims or [])
 
 
-def _reconcile(cfg: Config, body: dict[str, Any], patch: Any) -> None:
+def _reconcile(cfg: Config, body: dict[str, Any], patch: Any, claims: list[Claim]) -> None:
     meta, spec = body["metadata"], body["spec"]
     ns, name, gen = meta["namespace"], meta["name"], meta.get("generation")
     status = body.get("status") or {}
     conds = status.get("conditions") or []
     project, qname = identity(body)
     metrics.RECONCILES.labels("Queue").inc()
+    first = owner(body, claims)
+    if first.uid != claim(body).uid:
+        msg = f"queue {qname} of project {project} is Queue {first.name}'s; this Queue changes nothing on the server"
+        _not_ready(patch, status, gen, "Conflict", msg, ns, name)
+        return
     pool = kube.get("Pool", ns, spec["pool"])
     if pool is None:
         _not_ready(patch, status, gen, "PoolNotFound", f"Pool {spec['pool']} does not exist in {ns}", ns, name)
@@ -179,16 +217,20 @@ def _reconcile(cfg: Config, body: dict[str, Any], patch: Any) -> None:
         metrics.QUEUE_MESSAGES.labels(ns, name, state).set(n)
 
 
-def delete(cfg: Config, body: dict[str, Any], retry: int, logger: Any = log) -> None:
+def delete(cfg: Config, body: dict[str, Any], retry: int, logger: Any = log, claims: list[Claim] | None = None) -> None:
     """delete removes the server-side queue (deletionPolicy Delete), and its dead-letter
-    queue when nothing else uses it. With the Pool or the server gone, the finalizer is
-    released anyway and an event says why."""
+    queue when nothing else uses it, unless another Queue (claims) still names it. With
+    the Pool or the server gone, the finalizer is released anyway and an event says why."""
     meta, spec = body["metadata"], body["spec"]
     ns, name = meta["namespace"], meta["name"]
     project, qname = identity(body)
     metrics.forget_queue(ns, name)
     if spec.get("deletionPolicy", "Delete") == "Retain":
         events.info(body, reason="Retained", message=f"queue {qname} kept on the server (deletionPolicy Retain)")
+        return
+    heir = owner(body, claims or [])
+    if heir.uid != claim(body).uid:
+        events.info(body, reason="Retained", message=f"queue {qname} kept on the server: Queue {heir.name} names it")
         return
     if kube.get("Pool", ns, spec["pool"]) is None:
         events.warn(body, reason="PoolGone", message=f"Pool {spec['pool']} is gone; nothing to delete on a server")

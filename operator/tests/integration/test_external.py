@@ -216,6 +216,59 @@ def test_queue_subscriptions_deliver_signed_and_report_health(stack: dict) -> No
         hooks.stop()
 
 
+def test_two_queues_naming_one_server_queue(stack: dict) -> None:
+    """Two Queues that name one server-side queue (same project and name): the
+    older owns it. The other is not Ready (reason Conflict, naming the owner) and
+    changes nothing on the server; deleting either Queue while the other still
+    names the queue leaves the queue and its messages alone."""
+    ns = stack["ns"]
+
+    def declare(obj: str, ttl: int, **spec: str) -> None:
+        body = {"pool": "ext", "messageTTL": ttl, **spec}
+        apply(
+            {
+                "apiVersion": "sluice.dev/v1alpha1",
+                "kind": "Queue",
+                "metadata": {"name": obj, "namespace": ns},
+                "spec": body,
+            }
+        )
+
+    def ttl() -> int:
+        return int(zaqar(stack, "GET", "/v2/queues/invoices").json()["_default_message_ttl"])
+
+    declare("invoices", 600)
+    wait_for("invoices Ready", lambda: condition(get("queue", ns, "invoices"), "Ready").get("status") == "True")
+    r = zaqar(stack, "POST", "/v2/queues/invoices/messages", {"messages": [{"body": i} for i in range(2)]})
+    assert r.status_code == 201, r.text
+    declare("invoices-copy", 120, name="invoices")
+    copy = wait_for(
+        "Conflict",
+        lambda: (o := get("queue", ns, "invoices-copy")) and condition(o, "Ready").get("reason") == "Conflict" and o,
+        timeout=30,
+    )
+    assert "Queue invoices" in condition(copy, "Ready")["message"], condition(copy, "Ready")
+    # Two of the copy's ticks (SLUICE_OPERATOR_QUEUE_INTERVAL) go by: the owner's ttl holds.
+    time.sleep(2 * 2 + 1)
+    assert ttl() == 600
+    assert condition(get("queue", ns, "invoices"), "Ready").get("status") == "True"
+
+    def total() -> int:
+        return int(zaqar(stack, "GET", "/v2/queues/invoices/stats").json()["messages"]["total"])
+
+    kc("delete", "queue", "invoices-copy", "-n", ns, "--timeout=60s")
+    assert total() == 2
+    # The owner goes while a newer copy still names the queue: the copy takes it over.
+    declare("invoices-copy", 120, name="invoices")
+    kc("delete", "queue", "invoices", "-n", ns, "--timeout=60s")
+    wait_for("the copy owns it", lambda: ttl() == 120, timeout=30)
+    assert total() == 2
+    assert condition(get("queue", ns, "invoices-copy"), "Ready").get("status") == "True"
+    kc("delete", "queue", "invoices-copy", "-n", ns, "--timeout=60s")
+    names = [q["name"] for q in zaqar(stack, "GET", "/v2/queues?limit=100").json().get("queues", [])]
+    assert "invoices" not in names, names
+
+
 def test_scale_down_refused_while_shard_holds_queues(stack: dict) -> None:
     ns = stack["ns"]
     # Put queues on both shards: the server's weighted choice decides where each lands.

@@ -150,3 +150,54 @@ def test_tick_racing_deletion_does_not_recreate_the_queue(env: dict[str, Any]) -
     queue_handler.reconcile(Config(), q, Patch())
     assert env["api"].calls == [("put", "orders"), ("delete", "orders")]
     assert "orders" not in env["api"].queues
+
+
+def test_queues_sharing_a_server_queue_generated(env: dict[str, Any]) -> None:
+    """Generated histories of Queues that name a few server-side queues (several
+    Queues per name), created, reconciled and deleted in random order, with the
+    claims an index of every live Queue gives: the server queue is created by its
+    owner (the oldest live Queue naming it) alone, each other Queue is Ready False
+    (Conflict) naming that owner, and the queue goes only with the last Queue
+    naming it."""
+    import random
+
+    rng = random.Random(19)
+    for case in range(60):
+        api = env["api"] = FakeAPI()
+        live: list[dict[str, Any]] = []
+        made = 0
+        for _ in range(rng.randint(3, 14)):
+            if live and rng.random() < 0.35:
+                q = live.pop(rng.randrange(len(live)))
+                gone = {**q, "metadata": {**q["metadata"], "deletionTimestamp": "2026-11-29T00:00:00Z"}}
+                claims = [
+                    queue_handler.claim(o)
+                    for o in live + [gone]
+                    if queue_handler.identity(o) == queue_handler.identity(q)
+                ]
+                queue_handler.delete(Config(), gone, retry=0, claims=claims)
+                sname = queue_handler.identity(q)[1]
+                still = [o for o in live if queue_handler.identity(o)[1] == sname]
+                assert (sname in api.queues) == bool(still), (case, still, api.calls)
+                continue
+            made += 1
+            q = queue(f"q{made}", uid=f"u{case}-{made}", creationTimestamp=f"2026-11-29T00:00:{made:02d}Z")
+            q["spec"]["name"] = rng.choice(["orders", "invoices"])
+            live.append(q)
+            for o in rng.sample(live, len(live)):
+                claims = [
+                    queue_handler.claim(x) for x in live if queue_handler.identity(x) == queue_handler.identity(o)
+                ]
+                patch = Patch()
+                before = list(api.calls)
+                queue_handler.reconcile(Config(), o, patch, claims=claims)
+                first = min(
+                    (x for x in live if queue_handler.identity(x) == queue_handler.identity(o)),
+                    key=lambda x: x["metadata"]["creationTimestamp"],
+                )
+                ready = next(c for c in patch.status["conditions"] if c["type"] == "Ready")
+                if first is o:
+                    assert ready["status"] == "True", (case, ready)
+                else:
+                    assert ready["reason"] == "Conflict" and f"Queue {first['metadata']['name']}" in ready["message"]
+                    assert api.calls == before, (case, "a Queue that is not the owner reached the server")
