@@ -172,7 +172,7 @@ def test_queues_sharing_a_server_queue_generated(env: dict[str, Any]) -> None:
                 gone = {**q, "metadata": {**q["metadata"], "deletionTimestamp": "2026-11-29T00:00:00Z"}}
                 claims = [
                     queue_handler.claim(o)
-                    for o in live + [gone]
+                    for o in [*live, gone]
                     if queue_handler.identity(o) == queue_handler.identity(q)
                 ]
                 queue_handler.delete(Config(), gone, retry=0, claims=claims)
