@@ -29,7 +29,7 @@ class Due:
 
     index: int  # position in spec.faults
     fault: dict[str, Any]
-    scheduled: dt.datetime
+    scheduled: dt.datetime | None  # None: the load never started
 
 
 def fault_name(f: dict[str, Any]) -> str:
@@ -55,7 +55,7 @@ def due(
         at = load_start + dt.timedelta(seconds=float(f["at"]))
         if i not in done and at <= now:
             out.append(Due(i, f, at))
-    return sorted(out, key=lambda d: (d.scheduled, d.index))
+    return sorted(out, key=lambda d: (d.scheduled or load_start, d.index))
 
 
 def _alive(pod: dict[str, Any]) -> bool:
@@ -90,14 +90,10 @@ def _stamp(t: dt.datetime) -> str:
 
 def record(d: Due, injected: dt.datetime | None, pod: str, result: str, message: str) -> dict[str, Any]:
     """record is a fault's entry in status.faults."""
-    out = {
-        "index": d.index,
-        "name": fault_name(d.fault),
-        "scheduled": d.scheduled.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "pod": pod,
-        "result": result,
-        "message": message[:300],
-    }
+    out: dict[str, Any] = {"index": d.index, "name": fault_name(d.fault)}
+    if d.scheduled is not None:
+        out["scheduled"] = d.scheduled.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    out.update(pod=pod, result=result, message=message[:300])
     if injected is not None:
         out["injected"] = _stamp(injected)
     return out
@@ -115,19 +111,11 @@ def not_reached(
         if i in done:
             continue
         if load_start is None:
-            out.append(
-                {
-                    "index": i,
-                    "name": fault_name(f),
-                    "pod": "",
-                    "result": "NotReached",
-                    "message": f"not injected: the run ended ({phase}) before the load started",
-                }
-            )
-            continue
-        when = f"{float(f['at']):g} s after the load started"
-        d = Due(i, f, load_start + dt.timedelta(seconds=float(f["at"])))
-        out.append(record(d, None, "", "NotReached", f"not injected: the run ended ({phase}) before its time, {when}"))
+            d, when = Due(i, f, None), "before the load started"
+        else:
+            d = Due(i, f, load_start + dt.timedelta(seconds=float(f["at"])))
+            when = f"before its time, {float(f['at']):g} s after the load started"
+        out.append(record(d, None, "", "NotReached", f"not injected: the run ended ({phase}) {when}"))
     return out
 
 
