@@ -24,7 +24,7 @@ from ..serverapi import ServerError, Unavailable
 from . import benchmark_pods as bp
 from . import benchmark_report as brep
 from . import benchmark_results as br
-from . import faults, server
+from . import faults, queue, server
 
 log = logging.getLogger(__name__)
 ACTIVE = ("Pending", "Running")
@@ -135,6 +135,12 @@ def start_run(cfg: Config, st: Settings, body: dict[str, Any], patch: Any, logge
         for k, v in new.items():
             if v is None:
                 status.pop(k, None)
+    conflict = queue_conflict(body, gen)
+    if conflict:
+        events.warn(body, reason="QueueConflict", message=conflict)
+        done = {"completionTime": _ts(_now()), "verdict": "Fail", "verdictReasons": [conflict]}
+        _write(patch, body, status, {"phase": "Failed", "reason": "QueueConflict", "message": conflict, **done})
+        return
     created = bp.parse_time(status.get("runCreated")) or _now()
     problem = prepare_pool(cfg, body, gen)
     if problem:
@@ -192,6 +198,23 @@ def start_run(cfg: Config, st: Settings, body: dict[str, Any], patch: Any, logge
             "loadStart": start_at,
         },
     )
+
+
+def queue_conflict(body: dict[str, Any], run: int) -> str | None:
+    """queue_conflict names a Queue resource whose server-side queue is one of the run's:
+    sluice-bench deletes and re-creates each of those before its load, which would take
+    that Queue's messages. None for a run against a server outside the namespace."""
+    if (body["spec"].get("target") or {}).get("url"):
+        return None
+    project, names = bb.project(body), set(bb.queue_names(body, run))
+    for q in kube.list_objects("Queue", body["metadata"]["namespace"]):
+        qproject, qname = queue.identity(q)
+        if qproject == project and qname in names:
+            return (
+                f"Queue {q['metadata']['name']} names queue {qname} of project {project}, which run {run} "
+                "deletes and re-creates before its load; rename that Queue's spec.name or change this spec"
+            )
+    return None
 
 
 def prepare_pool(cfg: Config, body: dict[str, Any], run: int) -> tuple[str, str] | None:

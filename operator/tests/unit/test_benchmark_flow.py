@@ -255,3 +255,29 @@ def test_a_benchmark_being_deleted_starts_nothing(store: Store, posted: list[Any
     body = bench(gen=5)
     body["metadata"]["deletionTimestamp"] = "2026-11-22T08:00:00Z"
     assert step(body)["status"] == {} and not store.objs and not posted
+
+
+def test_a_run_whose_queues_a_queue_resource_names_fails_before_touching_them(store: Store, posted: list[Any]) -> None:
+    """sluice-bench deletes and re-creates its run's queues before the load: a Queue
+    resource naming one of them (same project) would lose its messages, so the run
+    fails at once naming it and creates nothing. A Queue of another project, or a
+    target elsewhere, is no conflict."""
+
+    def queue(obj: str, **spec: str) -> None:
+        store.apply({"kind": "Queue", "metadata": {"name": obj, "namespace": "shop"}, "spec": {"pool": "p", **spec}})
+
+    queue("elsewhere", name="bench-td-r1-p1-2", project="other")
+    queue("orders", name="bench-td-r1-p1-2")
+    st = step(bench())["status"]
+    assert (st["phase"], st["reason"], st["verdict"]) == ("Failed", "QueueConflict", "Fail"), st
+    assert "Queue orders" in st["message"] and "bench-td-r1-p1-2" in st["message"], st["message"]
+    assert not [k for k in store.objs if k[0] in ("Job", "ConfigMap")]
+    assert ("Warning", "QueueConflict", st["message"]) in posted
+    # A new spec generation runs under new names.
+    st = step(bench(gen=2, **{"target": {}}) | {"status": st})["status"]
+    assert st["phase"] == "Pending" and st["reason"] == "Starting", st
+    # The run of an outside target touches no queue of this namespace's server.
+    store.objs.pop(("Job", "shop", "td-r2"), None)
+    queue("r3", name="bench-td-r3-p0-0")
+    st = step(bench(gen=3, target={"url": "http://zaqar.example:8888"}))["status"]
+    assert st["reason"] == "Starting", st
