@@ -199,6 +199,27 @@ def test_image_pull_failure_fails_the_run_at_once(bench_ns: tuple[str, str]) -> 
     wait_for("Job deleted", lambda: get("job", ns, "nopull-r1") is None)
 
 
+def test_a_run_whose_queue_a_queue_resource_names_fails_at_once(bench_ns: tuple[str, str]) -> None:
+    """The run's queues are deleted and re-created before its load: a Queue resource
+    naming one fails the run at once, naming it, and no Job is made."""
+    ns, _ = bench_ns
+    queue = {"pool": "nosuchpool", "name": "bench-clash-r1-p0-3"}
+    apply(
+        {
+            "apiVersion": "sluice.dev/v1alpha1",
+            "kind": "Queue",
+            "metadata": {"name": "kept", "namespace": ns},
+            "spec": queue,
+        }
+    )
+    apply(benchmark(ns, "clash", placement=held(ns)))
+    st = wait_phase(ns, "clash", "Failed", timeout=30)
+    assert st["reason"] == "QueueConflict" and "Queue kept" in st["message"], st
+    assert get("job", ns, "clash-r1") is None
+    wait_for("QueueConflict Event", lambda: "QueueConflict" in events_of(ns, "clash"), timeout=30)
+    kc("delete", "queue", "kept", "-n", ns, "--timeout=60s")
+
+
 def test_a_pod_killed_mid_run_fails_the_run(bench_ns: tuple[str, str]) -> None:
     ns, node = bench_ns
     apply(benchmark(ns, "killed", placement=held(ns)))
