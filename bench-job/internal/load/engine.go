@@ -67,6 +67,7 @@ type run struct {
 	queues  []queue
 	del     *metrics.Delivery
 	bodies  *Bodies
+	large   *Bodies // fairness: the large messages
 	dropped atomic.Int64
 	budget  atomic.Int64 // remaining requests when bounded by count
 	bounded bool
@@ -128,6 +129,9 @@ func Run(ctx context.Context, cfg *Config) (*result.Result, error) {
 	if r.bodies, err = NewBodies(docs, origin); err != nil {
 		return nil, err
 	}
+	if cfg.Kind == KindFairness {
+		r.large, _ = NewBodies(SizedDoc(p.LargeSize), "") // a sized doc always parses
+	}
 
 	res := &result.Result{Scenario: cfg.Scenario, Target: cl.BaseURL(), Params: p}
 	setup := metrics.NewOp("queue_setup")
@@ -135,7 +139,7 @@ func Run(ctx context.Context, cfg *Config) (*result.Result, error) {
 		r.resetQueues(setup)
 	}
 	if cfg.Kind != KindHTTP && cfg.Kind != KindFlood && cfg.Kind != KindPacking && p.Producer.Total() > 0 {
-		if err := r.checkPostSize(largestPost(r.bodies, p)); err != nil {
+		if err := r.checkPostSize(r.largestPost()); err != nil {
 			return nil, err
 		}
 	}
@@ -250,12 +254,10 @@ func (r *run) resetQueues(op *metrics.Op) {
 
 // largestPost is the longest POST body a run's producers send (fairness
 // runs also post their large messages).
-func largestPost(b *Bodies, p result.Params) int {
-	n := b.Largest()
-	if p.LargeSize > 0 {
-		if large, err := NewBodies(SizedDoc(p.LargeSize), ""); err == nil {
-			n = max(n, large.Largest())
-		}
+func (r *run) largestPost() int {
+	n := r.bodies.Largest()
+	if r.large != nil {
+		n = max(n, r.large.Largest())
 	}
 	return n
 }

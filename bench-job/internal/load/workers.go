@@ -42,12 +42,11 @@ func (r *run) phase(ctx context.Context, o *ops, start, until time.Time) {
 		spawn("get", p.Producer.Processes, p.Producer.Workers, func(s *zaqar.Session) { r.getter(ctx, s, o.get, u, until, tickets) })
 	case KindFairness:
 		spawn("post_small", p.Producer.Processes, p.Producer.Workers, func(s *zaqar.Session) { r.producer(ctx, s, o.post, r.bodies, until, tickets) })
-		large, _ := NewBodies(SizedDoc(p.LargeSize), "")
 		smallDone := make(chan struct{})
 		go func() { wg.Wait(); close(smallDone) }()
 		var lg sync.WaitGroup
 		s := r.cl.NewSession(NewUUID())
-		lg.Go(func() { r.largeProducer(ctx, s, o.postLarge, large, smallDone) })
+		lg.Go(func() { r.largeProducer(ctx, s, o.postLarge, r.large, smallDone) })
 		<-smallDone
 		lg.Wait()
 		return
