@@ -283,6 +283,8 @@ def test_generated_spec_histories_converge(store: Store, server: ZaqarDouble, se
             assert have[u]["ttl"] == want["ttl"] and have[u]["options"] == opts, (step, action, u)
         live_apps = {u for u in have if u.startswith("http://app")}
         assert set(have) == set(spec) | live_apps and live_apps <= apps, (step, action)
+        # A reconcile that did not finish says why in its Ready condition.
+        assert "subscriptions" in body["status"], (step, action, body["status"].get("conditions"))
         assert sorted(s["subscriber"] for s in body["status"]["subscriptions"]) == sorted(spec)
         assert secret not in json.dumps(body["status"])
         server.state.requests.clear()
