@@ -1,4 +1,5 @@
-"""Shared fixtures: a Pool body as the apiserver hands it over (defaults applied)."""
+"""Shared fixtures: a Pool body as the apiserver hands it over (defaults applied), and
+a fresh operator process for every test as far as its Queue deletion memory goes."""
 
 from __future__ import annotations
 
@@ -8,8 +9,19 @@ from typing import Any
 import pytest
 
 from sluice_operator.config import Config
+from sluice_operator.handlers import queue as queue_handler
 
 from ..support import BENCH, need_file
+
+
+@pytest.fixture(autouse=True)
+def queue_deletions(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The operator remembers, per process, the uids of Queues whose server-side
+    queue it deleted, and never reconciles them again. Tests reuse uids (fixed
+    names, or addresses of freed objects), so each starts with that memory empty:
+    a deletion in one test once silenced every reconcile of the next."""
+    monkeypatch.setattr(queue_handler, "_DELETED", type(queue_handler._DELETED)())
+    monkeypatch.setattr(queue_handler, "_LOCKS", {})
 
 
 @pytest.fixture

@@ -67,7 +67,7 @@ def put_queue(store: Store, *subs: dict[str, Any]) -> None:
     old = store.get("Queue", "shop", "orders")
     store.objs[("Queue", "shop", "orders")] = {
         "kind": "Queue",
-        "metadata": {"name": "orders", "namespace": "shop", "uid": f"q-{id(store)}", "generation": 1},
+        "metadata": {"name": "orders", "namespace": "shop", "uid": "uid-orders", "generation": 1},
         "spec": {"pool": "web", "subscriptions": list(subs)},
         "status": (old or {}).get("status", {}),
     }
