@@ -12,6 +12,9 @@ status and, for a success that shows a pool or a flavor, in its values
 the difference is one docs/compat.md lists under "Pools and flavors",
 recognised here by a rule each. Error words are not compared: Zaqar's
 are jsonschema dumps. PARITY_SEED and ADMIN_CASES explore other draws.
+
+Then an operator's session through the unchanged python-zaqarclient's own
+pool and flavor calls must show the same on both servers.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import os
 import random
 
 import pytest
+from conftest import make_client
 from harness import BIN, SluiceServer, need
 from parity import CID, Answer, Differences, exchange
 
@@ -233,3 +237,66 @@ def test_generated_admin_requests_match_zaqar(servers):
             for path in [f"/v2/flavors/{f}" for f in names["flavors"] + ["nope"]] + [f"/v2/pools/{p}" for p in uris]:
                 send(url, Call("DELETE", path))
     found.check(SEED, CASES)
+
+
+def admin_client(url: str):
+    """The unchanged python-zaqarclient with the admin role, as a deployment's auth
+    middleware would add it (the client's noauth sends only a project)."""
+    c = make_client(url, "admin-client")
+    plain = c._request_and_transport
+
+    def with_role():
+        req, trans = plain()
+        req.headers["X-Roles"] = "admin"
+        return req, trans
+
+    c._request_and_transport = with_role
+    return c
+
+
+def client_admin_workflow(url: str, uris: dict[str, str]) -> list[tuple[str, object]]:
+    """An operator's pools-and-flavors session through the client's own calls:
+    what each step shows, with each server's database URIs named by pool."""
+    c = admin_client(url)
+    named = {u: k for k, u in uris.items()}
+    seen: list[tuple[str, object]] = []
+
+    def pool_view(doc: dict) -> dict:
+        return {k: named.get(v, v) if k == "uri" else v for k, v in doc.items()}
+
+    def pools() -> list[dict]:
+        return [pool_view({k: v for k, v in vars(p).items() if k != "client"})
+                for p in c.pools(detailed=True)]
+
+    p0 = c.pool("cp0", weight=10, uri=uris["cp0"], options={"a": 1})
+    p1 = c.pool("cp1", weight=20, uri=uris["cp1"])
+    seen += [("pool get", pool_view(p0.get())), ("pools", pools()),
+             ("pools, one per page", [p.name for p in c.pools(limit=1)])]
+    f = c.flavor("cf0", pool_list=["cp0"])
+    seen.append(("flavor get", f.get()))
+    f.update({"pool_list": ["cp0", "cp1"]})
+    seen += [("flavor updated", f.get()), ("pool after flavor", pool_view(p0.get())),
+             ("flavors", [{k: v for k, v in vars(x).items() if k != "client"} for x in c.flavors(detailed=True)])]
+    q = c.queue("cq", force_create=True)
+    q.metadata(new_meta={"_flavor": "cf0"})
+    q.post([{"body": {"n": 1}, "ttl": 60}])
+    seen += [("flavored queue's messages", [m.body for m in q.messages(echo=True)]),
+             ("queues", [(x.name, x._metadata) for x in c.queues(detailed=True)[0]])]
+    p0.update({"weight": 5})
+    seen.append(("pool updated", pool_view(p0.get())))
+    q.delete()
+    f.delete()
+    p1.delete()
+    p0.delete()
+    seen += [("pools at the end", pools()), ("flavors at the end", [x.name for x in c.flavors()])]
+    return seen
+
+
+def test_zaqarclient_admin_workflow_matches_zaqar(servers, redis_server):
+    """The unchanged client's pool and flavor calls (create, get, list, update,
+    delete, a queue placed by its flavor) see the same on both servers."""
+    sluice, zaqar, _ = servers
+    got = {name: client_admin_workflow(url, {"cp0": redis_server.url(20 + base), "cp1": redis_server.url(21 + base)})
+           for name, url, base in (("sluice", sluice.url, 0), ("zaqar", zaqar.url, 2))}
+    for (step, s), (_, z) in zip(got["sluice"], got["zaqar"], strict=True):
+        assert s == z, f"{step}: sluice {s!r}, zaqar {z!r}"

@@ -191,7 +191,9 @@ class RedisServer(Process):
             raise ProcessError("redis-server is not installed (make deps-apt installs it)")
         return [exe, "--port", str(self.port), "--bind", "127.0.0.1",
                 "--save", "", "--appendonly", "no", "--dir", str(self.workdir),
-                "--protected-mode", "yes", *redis_shard_settings()]
+                "--protected-mode", "yes", *redis_shard_settings(),
+                # Suites give each server and pool a database of its own; 16 ran out.
+                "--databases", "32"]
 
     def start(self) -> None:
         self.spawn()
