@@ -184,6 +184,23 @@ local function unref(mid)
   if redis.call('HINCRBY', nkey(mid), 'r', -1) <= 0 then redis.call('DEL', nkey(mid)) end
 end
 
+-- drop_pending drops up to n (nil: all) of a subscription's pending
+-- deliveries and returns how many it dropped.
+local function drop_pending(sid, n)
+  local mids = redis.call('ZRANGE', dpkey(sid), 0, n and n - 1 or -1)
+  for _, mid in ipairs(mids) do
+    redis.call('ZREM', DUE, duemember(mid, sid))
+    redis.call('HDEL', DA, mid .. '.' .. sid)
+    unref(mid)
+  end
+  if not n then
+    redis.call('DEL', dpkey(sid)) -- unpack takes a few thousand at most
+  elseif #mids > 0 then
+    redis.call('ZREM', dpkey(sid), unpack(mids))
+  end
+  return #mids
+end
+
 -- drop_sub removes a subscription with its pending deliveries.
 local function drop_sub(sid)
   local sub = redis.call('HGET', skey(sid), 's')
@@ -192,20 +209,23 @@ local function drop_sub(sid)
   redis.call('ZREM', SX, sid)
   redis.call('ZREM', SD, sid)
   redis.call('ZREM', SI, sid)
-  local mids = redis.call('ZRANGE', dpkey(sid), 0, -1)
-  for _, mid in ipairs(mids) do
-    redis.call('ZREM', DUE, duemember(mid, sid))
-    redis.call('HDEL', DA, mid .. '.' .. sid)
-    unref(mid)
-  end
-  redis.call('DEL', dpkey(sid))
+  drop_pending(sid)
   redis.call('HDEL', DS, 'd:' .. sid, 'f:' .. sid, 'e:' .. sid, 't:' .. sid)
 end
 
--- sweep_subs drops subscriptions whose ttl ran out.
+-- sweep_subs drops subscriptions whose ttl ran out, and at most BUDGET of
+-- their pending deliveries per call: a lapsed subscription with a long
+-- backlog (its subscriber down for hours) is dropped once a few calls have
+-- drained it, not inside one post. Reads skip it meanwhile.
 local function sweep_subs(now)
   local dead = redis.call('ZRANGEBYSCORE', SX, '-inf', now, 'LIMIT', 0, BUDGET)
-  for _, sid in ipairs(dead) do drop_sub(sid) end
+  local budget = BUDGET
+  for _, sid in ipairs(dead) do
+    budget = budget - drop_pending(sid, budget)
+    if redis.call('EXISTS', dpkey(sid)) == 1 then return end
+    drop_sub(sid)
+    if budget == 0 then return end
+  end
 end
 
 -- drop_all_subs removes every subscription, delivery and counter of the queue.

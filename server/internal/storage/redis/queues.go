@@ -132,6 +132,9 @@ func (s queueStore) Delete(ctx context.Context, q storage.QueueRef) error {
 	if err := s.wipeMessages(ctx, storage.OpQueueDelete, keys); err != nil {
 		return err
 	}
+	if err := s.d.wipeDeliveries(ctx, storage.OpQueueDelete, keys[0], ""); err != nil {
+		return err
+	}
 	return wrap(storage.OpQueueDelete, queueDelete.Run(ctx, s.d.fc, keys, q.Name, keys[0], "0", s.d.nowMS()).Err())
 }
 
@@ -150,11 +153,12 @@ var (
 	queueWipe    = register("queue_wipe", queueWipeSrc)
 )
 
-// wipeStep bounds the messages one script call of a wipe drops: Redis
-// serves nobody else while a script runs, and one call over a whole queue
-// held the shard about 3 s per million messages (past Redis' 5 s busy
-// threshold every other client is refused). A step of 1,000 holds it for
-// a few milliseconds (docs/benchmarks.md, "Wiping a large queue").
+// wipeStep bounds the messages, or pending deliveries, one script call of
+// a wipe drops: Redis serves nobody else while a script runs, and one call
+// over a whole queue held the shard about 3 s per million messages (past
+// Redis' 5 s busy threshold every other client is refused). A step of
+// 1,000 holds it for a few milliseconds (docs/benchmarks.md, "Wiping a
+// large queue").
 const wipeStep = 1000
 
 // wipeMessages drops the queue's messages in steps, up to the newest one

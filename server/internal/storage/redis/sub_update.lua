@@ -11,7 +11,8 @@ if ARGV[3] == '1' then
   local was = redis.call('HGET', k, 's')
   if was ~= ARGV[4] then
     local other = redis.call('HGET', SN, ARGV[4])
-    if other and redis.call('ZSCORE', SX, other) then return 2 end
+    local oe = other and redis.call('ZSCORE', SX, other)
+    if oe and tonumber(oe) > now then return 2 end
     redis.call('HDEL', SN, was)
     redis.call('HSET', SN, ARGV[4], id)
     redis.call('HSET', k, 's', ARGV[4])

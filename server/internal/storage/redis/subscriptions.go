@@ -164,9 +164,46 @@ func (s subscriptionStore) Delete(ctx context.Context, q storage.QueueRef, id st
 	if id == "" {
 		return nil
 	}
+	if err := s.d.wipeDeliveries(ctx, storage.OpSubscriptionDelete, scope(q), id); err != nil {
+		return err
+	}
 	return wrap(storage.OpSubscriptionDelete, subDelete.Run(ctx, s.d.fc, []string{scope(q)}, id).Err())
 }
 
 func (s subscriptionStore) Purge(ctx context.Context, q storage.QueueRef) error {
+	if err := s.d.wipeDeliveries(ctx, storage.OpSubscriptionPurge, scope(q), ""); err != nil {
+		return err
+	}
 	return wrap(storage.OpSubscriptionPurge, subDelete.Run(ctx, s.d.fc, []string{scope(q)}, "").Err())
+}
+
+var (
+	//go:embed sub_wipe.lua
+	subWipeSrc string
+	subWipe    = register("sub_wipe", subWipeSrc)
+)
+
+// wipeDeliveries drops the pending deliveries of subscription id (""
+// every subscription of the queue) wipeStep at a time before the caller
+// deletes the subscriptions at once: a subscriber down for hours leaves a
+// backlog that one script took seconds to drop, holding the shard. It
+// takes as many steps as the backlog it first found needs, so posts
+// racing it cannot keep it going; what they add goes with the delete.
+func (d *Driver) wipeDeliveries(ctx context.Context, op, scope, id string) error {
+	for steps, most := 0, 1; steps < most; steps++ {
+		res, err := subWipe.Run(ctx, d.fc, []string{scope}, id, wipeStep).Slice()
+		if err != nil {
+			return wrap(op, err)
+		}
+		if len(res) != 2 {
+			return storage.E(op, storage.Internal, "malformed script reply")
+		}
+		if toInt(res[0]) < wipeStep {
+			return nil
+		}
+		if steps == 0 {
+			most = 1 + int((toInt(res[1])+wipeStep-1)/wipeStep)
+		}
+	}
+	return nil
 }
