@@ -93,15 +93,17 @@ while r <= #ARGV do
   end
   r = r + 2 + count * 4
 end
-redis.call('ZADD', IDS, unpack(ids))
-redis.call('ZADD', EXP, unpack(exps))
+-- In chunks: a post of thousands of small messages is more than Lua can
+-- unpack into one call.
+zchunks('ZADD', IDS, ids)
+zchunks('ZADD', EXP, exps)
 local written = {IDS, EXP}
 if #rdy > 0 then
-  redis.call('ZADD', RDY, unpack(rdy))
+  zchunks('ZADD', RDY, rdy)
   written[#written + 1] = RDY
 end
 if #dly > 0 then
-  redis.call('ZADD', DLY, unpack(dly))
+  zchunks('ZADD', DLY, dly)
   written[#written + 1] = DLY
 end
 -- As keepalive: a new horizon goes to every index; otherwise only an index
