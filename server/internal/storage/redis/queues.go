@@ -155,9 +155,9 @@ var (
 
 // wipeStep bounds the messages, or pending deliveries, one script call of
 // a wipe drops: Redis serves nobody else while a script runs, and one call
-// over a whole queue held the shard about 3 s per million messages (past
+// over a whole queue held the shard 2-3 s per million messages (past
 // Redis' 5 s busy threshold every other client is refused). A step of
-// 1,000 holds it for a few milliseconds (docs/benchmarks.md, "Wiping a
+// 1,000 holds it for 10-20 ms at most (docs/benchmarks.md, "Wiping a
 // large queue").
 const wipeStep = 1000
 
