@@ -47,7 +47,7 @@ func TestLargeWipesLeaveTheShardServing(t *testing.T) {
 		if len(subs) == 0 && wipe != "purge" && wipe != "queue delete" {
 			wipe = "queue delete"
 		}
-		n := 4*wipeStep + rng.IntN(4*wipeStep)
+		n := 6*wipeStep + rng.IntN(4*wipeStep)
 		for posted := 0; posted < n; {
 			msgs := make([]storage.NewMessage, min(1000, n-posted))
 			for i := range msgs {
