@@ -238,8 +238,7 @@ func TestWipeScriptsTakeAnyBacklog(t *testing.T) {
 		if wipe == "subscription" {
 			err = subDelete.Run(ctx, d.fc, []string{scope(q)}, sid).Err()
 		} else {
-			keys := queueKeys(q)
-			err = queueDelete.Run(ctx, d.fc, keys, q.Name, keys[0], "0", d.nowMS()).Err()
+			err = deleteInOneCall(ctx, d, q, "0")
 		}
 		if err != nil {
 			t.Fatalf("%s delete over 10,000 pending deliveries in one call: %v", wipe, err)
@@ -248,6 +247,13 @@ func TestWipeScriptsTakeAnyBacklog(t *testing.T) {
 			t.Errorf("%s delete: %d keys left, such as %s", wipe, len(left), left[0])
 		}
 	}
+}
+
+// deleteInOneCall runs the queue delete script alone (keep "1": a purge),
+// as a purge or queue delete did before wipes went in steps.
+func deleteInOneCall(ctx context.Context, d *Driver, q storage.QueueRef, keep string) error {
+	keys := queueKeys(q)
+	return queueDelete.Run(ctx, d.fc, keys, q.Name, keys[0], keep, d.nowMS()).Err()
 }
 
 // keys lists the keys named prefix (taken as it is) then glob.
@@ -313,8 +319,7 @@ func BenchmarkWipe(b *testing.B) {
 			if steps {
 				return d.Queues().Purge(ctx, q)
 			}
-			keys := queueKeys(q)
-			return queueDelete.Run(ctx, d.fc, keys, q.Name, keys[0], "1", d.nowMS()).Err()
+			return deleteInOneCall(ctx, d, q, "1")
 		},
 		"deliveries": func(q storage.QueueRef, sid string, steps bool) error {
 			if steps {
