@@ -138,7 +138,8 @@ func (s queueStore) Delete(ctx context.Context, q storage.QueueRef) error {
 	return wrap(storage.OpQueueDelete, queueDelete.Run(ctx, s.d.fc, keys, q.Name, keys[0], "0", s.d.nowMS()).Err())
 }
 
-// Purge runs the delete script in its keep-the-queue mode.
+// Purge wipes the messages in steps, then runs the delete script in its
+// keep-the-queue mode.
 func (s queueStore) Purge(ctx context.Context, q storage.QueueRef) error {
 	keys := queueKeys(q)
 	if err := s.wipeMessages(ctx, storage.OpQueuePurge, keys); err != nil {
