@@ -55,6 +55,16 @@ run-server: build-server ## run sluice-server on 127.0.0.1:8888 with the memory 
 BENCH_TARGETS += bench-profile
 APT_PACKAGES  += wrk
 BENCH_PROFILE_ARGS ?=
+# User-space instructions per request (callgrind), exact whatever the load:
+# the figure a hot-path change is judged by. BENCH_INSTR_ARGS passes
+# options, e.g. "--baseline FILE.json" or "--server OTHER".
+BENCH_TARGETS += bench-instructions
+APT_PACKAGES  += valgrind
+BENCH_INSTR_ARGS ?=
+.PHONY: bench-instructions
+bench-instructions: deps-apt build-server ## user-space instructions per POST and per claim/delete request (valgrind callgrind, one connection)
+	$(PYTHON) e2e/bench/instructions.py --server $(BIN)/sluice-server --json $(BUILD)/bench-instructions.json $(BENCH_INSTR_ARGS)
+
 BENCH_TARGETS += bench-idle-rss
 BENCH_IDLE_ARGS ?=
 .PHONY: bench-idle-rss

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"sort"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"sluice.dev/server/internal/metrics"
@@ -190,10 +191,8 @@ func (rt *route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ep.h(w, r, c)
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), s.opts.StorageTimeout)
-	c.ctx = ctx
+	c.ctx = s.deadlines.context(time.Now())
 	ep.h(w, r, c)
-	cancel()
 }
 
 var errNotAcceptable = &apiError{status: http.StatusNotAcceptable}

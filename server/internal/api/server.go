@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 
 	"sluice.dev/server/internal/config"
+	"sluice.dev/server/internal/logging"
 	"sluice.dev/server/internal/metrics"
 	"sluice.dev/server/internal/storage"
 )
@@ -36,9 +37,10 @@ type Server struct {
 	draining  atomic.Bool
 	cache     *settingsCache
 
-	// boundCalls: storage calls get a deadline. The in-process memory
-	// store never waits, so it is spared the timer per request.
+	// boundCalls: storage calls get a deadline, from deadlines. The
+	// in-process memory store never waits, so it runs without one.
 	boundCalls   bool
+	deadlines    *callDeadlines
 	retryAfter   int
 	authRequired bool
 	tokens       map[string]string
@@ -80,6 +82,7 @@ func New(opts config.Options, drv storage.Driver, log *slog.Logger, m *metrics.M
 		clock:        storage.SystemClock{},
 		cache:        newSettingsCache(opts.MetadataCacheTTL),
 		boundCalls:   opts.Store != "memory" || opts.Catalog != "",
+		deadlines:    newCallDeadlines(opts.StorageTimeout),
 		retryAfter:   int((opts.RetryAfter + time.Second - 1) / time.Second),
 		authRequired: len(opts.Tokens) > 0,
 		tokens:       opts.Tokens,
@@ -145,24 +148,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rw.release()
 }
 
-// accessLog writes the request's line. It builds the slog.Record itself:
-// Logger.LogAttrs would also capture the caller's program counter, which
-// costs more than the rest of the line.
+// accessLog writes the request's line (logging.Request words it).
 func (s *Server) accessLog(status int, method, route, path string, d time.Duration, id string) {
-	h := s.log.Handler()
-	ctx := context.Background()
-	if !h.Enabled(ctx, slog.LevelInfo) {
-		return
-	}
-	rec := slog.NewRecord(time.Now(), slog.LevelInfo, "request", 0)
-	rec.AddAttrs(
-		slog.Int("status", status),
-		slog.String("method", method),
-		slog.String("route", route),
-		slog.String("path", path),
-		slog.Float64("duration_ms", float64(d.Microseconds())/1000),
-		slog.String("request_id", id))
-	_ = h.Handle(ctx, rec)
+	logging.Request(s.log.Handler(), status, method, route, path, d, id)
 }
 
 // newRequestID returns "req-<uuid4>" as Zaqar's x-openstack-request-id.

@@ -36,7 +36,7 @@ func (h *jsonHandler) Handle(_ context.Context, r slog.Record) error {
 	bp := lineBufs.Get().(*[]byte)
 	b := (*bp)[:0]
 	b = append(b, `{"time":"`...)
-	b = r.Time.AppendFormat(b, time.RFC3339Nano)
+	b = appendTime(b, r.Time)
 	b = append(b, `","level":"`...)
 	b = append(b, r.Level.String()...)
 	b = append(b, `","msg":`...)
