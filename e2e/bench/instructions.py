@@ -178,7 +178,7 @@ def table(res: dict, base: dict | None) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--server", type=Path, default=BIN / "sluice-server", help="sluice-server binary")
-    ap.add_argument("--requests", type=int, default=2000, help="measured requests per phase")
+    ap.add_argument("--requests", type=int, default=10000, help="measured requests per phase")
     ap.add_argument("--warmup", type=int, default=500, help="unmeasured requests before each phase")
     ap.add_argument("--msg-size", type=int, default=1024, help="bytes of message JSON per POST")
     ap.add_argument("--access-log", choices=("true", "false"), default="true",
