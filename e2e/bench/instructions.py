@@ -38,14 +38,17 @@ sys.path.insert(0, str(HERE.parent / "testsupport"))
 
 from harness import BIN, RedisServer, SluiceServer  # noqa: E402
 
-HEADERS = {"Client-ID": "3381af92-2b9e-11e3-b191-71861300734c", "X-Project-ID": "instructions",
-           "Content-Type": "application/json"}
+sys.path.insert(0, str(HERE))
+from bench_server import HEADERS as BENCH_HEADERS  # noqa: E402
+
+HEADERS = {**BENCH_HEADERS, "X-Project-ID": "instructions"}
 
 
 def message_body(size: int) -> bytes:
-    """A POST of one message whose JSON is size bytes, as bench-server's."""
-    head, tail = '{"messages":[{"ttl":300,"body":{"payload":"', '"}}]}'
-    return (head + "x" * max(size - len(head) - len(tail), 0) + tail).encode()
+    """A POST of one message whose JSON is about size bytes: the body
+    e2e/bench/wrk/common.lua's post_body(size, 1) builds for bench-server."""
+    head, tail = '{"ttl":3600,"body":{"event":"bench","pad":"', '"}}'
+    return ('{"messages":[' + head + "x" * max(size - len(head) - len(tail), 0) + tail + "]}").encode()
 
 
 class Callgrind(SluiceServer):

@@ -12,9 +12,9 @@ import (
 // plus at most a step: so a request's calls get at least the timeout and
 // at most the timeout and a step (a step is at most 10 ms; the timeout
 // is seconds). A context per request cost a timer, a cancel context
-// registered with the request's and a Done channel each, about a tenth of
-// the server's instructions for a small POST beyond net/http
-// (docs/benchmarks.md, "Instructions per request").
+// registered with the request's and a Done channel each: 3.5 % of the
+// instructions of a claim or delete request (docs/benchmarks.md,
+// "Instructions per request").
 //
 // The contexts are not the request's: a client that goes away does not
 // cancel a storage call it started, which runs to its end or its deadline

@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"sort"
 	"strings"
-	"time"
 	"unicode/utf8"
 
 	"sluice.dev/server/internal/metrics"
@@ -191,7 +190,7 @@ func (rt *route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ep.h(w, r, c)
 		return
 	}
-	c.ctx = s.deadlines.context(time.Now())
+	c.ctx = s.deadlines.context(rw.start)
 	ep.h(w, r, c)
 }
 

@@ -120,6 +120,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rw := rwPool.Get().(*respWriter)
 	rw.reset(w)
 	start := time.Now()
+	rw.start = start
 	id := newRequestID()
 	rw.call.RequestID = id
 	w.Header()["X-Openstack-Request-Id"] = []string{id}
@@ -183,6 +184,7 @@ type respWriter struct {
 	wrote  bool
 	ep     *metrics.Endpoint
 	route  string
+	start  time.Time // when ServeHTTP took the request
 	call   Call
 	in     []byte // request body
 	out    []byte // encoded answer

@@ -33,19 +33,31 @@ var lineBufs = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b 
 func (h *jsonHandler) Enabled(_ context.Context, l slog.Level) bool { return l >= h.level.Level() }
 
 func (h *jsonHandler) Handle(_ context.Context, r slog.Record) error {
-	bp := lineBufs.Get().(*[]byte)
-	b := (*bp)[:0]
-	b = append(b, `{"time":"`...)
-	b = appendTime(b, r.Time)
-	b = append(b, `","level":"`...)
-	b = append(b, r.Level.String()...)
-	b = append(b, `","msg":`...)
-	b = jsontext.AppendString(b, r.Message)
-	b = append(b, h.pre...)
+	bp, b := h.open(r.Time, r.Level, r.Message)
 	r.Attrs(func(a slog.Attr) bool {
 		b = h.appendAttr(b, h.prefix, a)
 		return true
 	})
+	return h.close(bp, b)
+}
+
+// open starts a line in a pooled buffer: time, level, message and the
+// handler's own attributes. Every line of the handler is framed by open
+// and close (Handle's, and the access log's in request.go).
+func (h *jsonHandler) open(t time.Time, level slog.Level, msg string) (*[]byte, []byte) {
+	bp := lineBufs.Get().(*[]byte)
+	b := (*bp)[:0]
+	b = append(b, `{"time":"`...)
+	b = appendTime(b, t)
+	b = append(b, `","level":"`...)
+	b = append(b, level.String()...)
+	b = append(b, `","msg":`...)
+	b = jsontext.AppendString(b, msg)
+	return bp, append(b, h.pre...)
+}
+
+// close ends the line, writes it and gives the buffer back.
+func (h *jsonHandler) close(bp *[]byte, b []byte) error {
 	b = append(b, '}', '\n')
 	h.mu.Lock()
 	_, err := h.w.Write(b)
