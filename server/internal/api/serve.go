@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -41,6 +42,11 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, ready func(net.Addr
 	var open atomic.Int64        // connections accepted and not yet closed
 	var lastAccept atomic.Int64  // when the newest connection came, in Unix ns
 	var lateAccepts atomic.Int64 // connections accepted after SIGTERM, for the log
+	// Every connection is accepted here and starts in the lean loop
+	// (lean.go), which hands it to net/http at its first request outside
+	// the lean subset; without the lean loop, net/http gets it at once.
+	hl := newHandoverListener(ln.Addr())
+	lean := newLeanConns()
 	srv := &http.Server{
 		Handler:           s,
 		ReadHeaderTimeout: s.opts.ReadHeaderTimeout,
@@ -49,20 +55,28 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, ready func(net.Addr
 		MaxHeaderBytes:    s.opts.MaxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 		ConnState: func(_ net.Conn, st http.ConnState) {
-			switch st {
-			case http.StateNew:
-				open.Add(1)
-				lastAccept.Store(time.Now().UnixNano())
-				if s.draining.Load() {
-					lateAccepts.Add(1)
-				}
-			case http.StateClosed, http.StateHijacked:
+			if st == http.StateClosed || st == http.StateHijacked {
 				open.Add(-1)
 			}
 		},
 	}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(zaqarErrorsListener{ln}) }()
+	go func() { errc <- srv.Serve(hl) }()
+	go func() {
+		hl.stop(acceptLoop(ln, func(c net.Conn) {
+			open.Add(1)
+			lastAccept.Store(time.Now().UnixNano())
+			if s.draining.Load() {
+				lateAccepts.Add(1)
+			}
+			if s.opts.LeanHTTP {
+				go s.serveLean(c, lean, hl.give, func() { open.Add(-1) })
+			} else if !hl.give(c) {
+				c.Close()
+				open.Add(-1)
+			}
+		}))
+	}()
 	s.log.Info("listening", "addr", ln.Addr().String(), "store", config.RedactURI(s.opts.Store))
 	if ready != nil {
 		ready(ln.Addr())
@@ -104,11 +118,96 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, ready func(net.Addr
 		"open", open.Load())
 	sctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
+	lean.shutdown()
 	err := srv.Shutdown(sctx)
+	if err == nil {
+		select {
+		case <-lean.done:
+		case <-sctx.Done():
+			err = sctx.Err()
+		}
+	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		s.log.Warn("shutdown timeout: closing remaining connections")
 		srv.Close()
+		lean.closeAll()
 	}
 	s.log.Info("stopped")
 	return err
 }
+
+// acceptLoop accepts connections on ln and gives each to serve, until ln
+// fails for good (closed); it returns that error. A temporary failure
+// (out of file descriptors) is retried after a pause that doubles up to a
+// second, as net/http's own loop does.
+func acceptLoop(ln net.Listener, serve func(net.Conn)) error {
+	var pause time.Duration
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() || isTemporary(err) {
+				pause = min(max(2*pause, 5*time.Millisecond), time.Second)
+				time.Sleep(pause)
+				continue
+			}
+			return err
+		}
+		pause = 0
+		serve(c)
+	}
+}
+
+func isTemporary(err error) bool {
+	t, ok := err.(interface{ Temporary() bool })
+	return ok && t.Temporary()
+}
+
+// handoverListener is the listener net/http serves: its connections are
+// the ones the accept loop or the lean loop give it.
+type handoverListener struct {
+	addr  net.Addr
+	conns chan net.Conn
+	once  sync.Once
+	done  chan struct{}
+	err   error
+}
+
+func newHandoverListener(addr net.Addr) *handoverListener {
+	return &handoverListener{addr: addr, conns: make(chan net.Conn), done: make(chan struct{})}
+}
+
+// give hands c to net/http, wrapped so that net/http's own error answers
+// get Zaqar bodies; false once net/http no longer accepts.
+func (l *handoverListener) give(c net.Conn) bool {
+	select {
+	case l.conns <- &zaqarErrorsConn{Conn: c}:
+		return true
+	case <-l.done:
+		return false
+	}
+}
+
+// stop makes Accept return err (the real listener's).
+func (l *handoverListener) stop(err error) {
+	l.once.Do(func() {
+		l.err = err
+		close(l.done)
+	})
+}
+
+func (l *handoverListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.conns:
+		return c, nil
+	case <-l.done:
+		return nil, l.err
+	}
+}
+
+func (l *handoverListener) Close() error {
+	l.stop(net.ErrClosed)
+	return nil
+}
+
+func (l *handoverListener) Addr() net.Addr { return l.addr }

@@ -100,6 +100,10 @@ type Options struct {
 	IdleTimeout       time.Duration
 	// MaxHeaderBytes caps the request line and headers; larger get 431.
 	MaxHeaderBytes int
+	// LeanHTTP serves plain keep-alive requests on the server's own
+	// HTTP/1.1 loop and hands a connection to net/http at its first other
+	// request (api/lean.go). Off: net/http serves every connection.
+	LeanHTTP bool
 
 	// SMTPURL is the relay for mailto subscribers:
 	// smtp://host:port[?from=address]. Empty: mailto deliveries wait.
@@ -175,6 +179,7 @@ func Defaults() Options {
 		ReadTimeout:         60 * time.Second,
 		IdleTimeout:         120 * time.Second,
 		MaxHeaderBytes:      64 << 10,
+		LeanHTTP:            true,
 
 		Deliveries:            true,
 		DeliveryTimeout:       5 * time.Second,

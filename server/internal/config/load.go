@@ -218,6 +218,8 @@ var options = func() []option {
 	add("read-timeout", "time allowed to read a whole request, body included (408 past it)", s, g)
 	s, g = integer(func(o *Options) *int { return &o.MaxHeaderBytes })
 	add("max-header-bytes", "largest request line and headers in bytes (431 past it)", s, g)
+	s, g = boolean(func(o *Options) *bool { return &o.LeanHTTP })
+	add("lean-http", "serve plain keep-alive requests on sluice's own HTTP/1.1 loop (false: net/http serves all)", s, g)
 	s, g = duration(func(o *Options) *time.Duration { return &o.IdleTimeout })
 	add("idle-timeout", "keep-alive connections idle longer are closed", s, g)
 	s, _ = str(func(o *Options) *string { return &o.SMTPURL })
