@@ -30,9 +30,10 @@ import (
 // 431s, 100-continue, chunked bodies, the drain's close) it still decides.
 // docs/benchmarks.md has the measurement that justified writing it.
 
-// leanBufSize bounds a request head the lean loop reads; a longer head is
-// handed to net/http (MaxHeaderBytes applies there).
-const leanBufSize = 8 << 10
+// leanBufSize is a connection's read buffer, net/http's size: it bounds a
+// request head the lean loop reads (a longer head is handed to net/http,
+// where MaxHeaderBytes applies), and holds a 1 KiB post whole.
+const leanBufSize = 4 << 10
 
 // leanMaxBodyDiscard is how much of a body a handler left unread is read
 // and dropped to keep the connection (net/http's maxPostHandlerReadBytes).

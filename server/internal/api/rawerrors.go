@@ -11,20 +11,11 @@ import (
 // net/http answers requests it cannot parse (malformed request line or
 // headers, headers over max-header-bytes, an unknown Transfer-Encoding)
 // itself, before any handler runs, with a text/plain body written in one
-// piece straight to the connection. zaqarErrorsListener hands out
-// connections that recognise exactly that write (a status line followed by
-// net/http's fixed error headers, which no response of a handler has: those
-// carry a Date) and send the same status with a Zaqar JSON body instead.
-type zaqarErrorsListener struct{ net.Listener }
-
-func (l zaqarErrorsListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
-	}
-	return &zaqarErrorsConn{Conn: c}, nil
-}
-
+// piece straight to the connection. Every connection net/http serves is a
+// zaqarErrorsConn (handoverListener.give wraps it), which recognises exactly
+// that write (a status line followed by net/http's fixed error headers,
+// which no response of a handler has: those carry a Date) and sends the
+// same status with a Zaqar JSON body instead.
 type zaqarErrorsConn struct{ net.Conn }
 
 // rawErrorHeaders is what net/http puts after the status line of the
