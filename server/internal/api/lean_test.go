@@ -367,3 +367,52 @@ func genAPIRequest(t *rapid.T, queue string) (string, string) {
 	}
 	return c.method, sb.String()
 }
+
+// TestSlowClientsAreCut: with the lean loop as with net/http, a head that
+// stops arriving, a head trickled a byte at a time, and a keep-alive
+// connection left idle are all closed by the server within their timeout
+// (and a margin), not held open.
+func TestSlowClientsAreCut(t *testing.T) {
+	const headerTimeout, idleTimeout = 300 * time.Millisecond, 600 * time.Millisecond
+	for _, lean := range []bool{true, false} {
+		t.Run("lean="+strconv.FormatBool(lean), func(t *testing.T) {
+			ts := startServer(t, func(o *config.Options) {
+				o.LeanHTTP = lean
+				o.ReadHeaderTimeout, o.ReadTimeout, o.IdleTimeout = headerTimeout, 2*time.Second, idleTimeout
+			})
+			addr := strings.TrimPrefix(ts.base, "http://")
+			request := "GET /v2/queues/q/stats HTTP/1.1\r\nHost: x\r\nClient-ID: " + testClient + "\r\nX-Project-ID: p1\r\n\r\n"
+			// closedWithin sends what send sends on a new connection and
+			// reports how long the server took to close it (reading and
+			// dropping any answer), failing past bound.
+			closedWithin := func(name string, bound time.Duration, send func(net.Conn)) {
+				c, err := net.Dial("tcp", addr)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer c.Close()
+				start := time.Now()
+				c.SetReadDeadline(start.Add(bound + 2*time.Second))
+				go send(c)
+				_, err = io.Copy(io.Discard, c)
+				if took := time.Since(start); err != nil || took > bound {
+					t.Errorf("%s: closed after %v (bound %v), err %v", name, took, bound, err)
+				}
+			}
+			closedWithin("head stops", headerTimeout+time.Second, func(c net.Conn) {
+				io.WriteString(c, request[:20])
+			})
+			closedWithin("head trickles", headerTimeout+time.Second, func(c net.Conn) {
+				for i := 0; i < 30; i++ {
+					if _, err := io.WriteString(c, request[i:i+1]); err != nil {
+						return
+					}
+					time.Sleep(50 * time.Millisecond)
+				}
+			})
+			closedWithin("idle after an answer", idleTimeout+time.Second, func(c net.Conn) {
+				io.WriteString(c, request)
+			})
+		})
+	}
+}
