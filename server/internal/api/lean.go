@@ -344,8 +344,7 @@ func (lc *leanConn) finishBody() bool {
 	if left > leanMaxBodyDiscard {
 		return false
 	}
-	n, err := io.Copy(io.Discard, &lc.body)
-	_ = n
+	_, err := io.Copy(io.Discard, &lc.body)
 	return err == nil && lc.body.left == 0
 }
 

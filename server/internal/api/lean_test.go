@@ -213,7 +213,13 @@ type rawConn struct {
 	last string
 }
 
-func (rc *rawConn) do(t *rapid.T, method, raw string) *http.Response {
+// fataler is what rawConn needs of a *testing.T or a *rapid.T.
+type fataler interface {
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+}
+
+func (rc *rawConn) do(t fataler, method, raw string) *http.Response {
 	if rc.c == nil {
 		c, err := net.Dial("tcp", rc.addr)
 		if err != nil {
@@ -413,6 +419,67 @@ func TestSlowClientsAreCut(t *testing.T) {
 			closedWithin("idle after an answer", idleTimeout+time.Second, func(c net.Conn) {
 				io.WriteString(c, request)
 			})
+		})
+	}
+}
+
+// TestHandoversCounted: sluice_http_handovers_total counts the connections
+// the lean loop gives to net/http, and only those: plain requests on a
+// connection leave it alone, a chunked body or an HTTP/1.0 request hands
+// their connection over; with the loop off, every connection counts.
+func TestHandoversCounted(t *testing.T) {
+	for _, lean := range []bool{true, false} {
+		t.Run("lean="+strconv.FormatBool(lean), func(t *testing.T) {
+			s := newTestServer(t, func(o *config.Options) { o.LeanHTTP = lean })
+			mh := s.m.Handler()
+			s.Handle("GET", "/metrics", Public, func(w http.ResponseWriter, r *http.Request, _ *Call) { mh.ServeHTTP(w, r) })
+			ts := serve(t, s)
+			addr := strings.TrimPrefix(ts.base, "http://")
+			head := "Host: x\r\nClient-ID: " + testClient + "\r\nX-Project-ID: p1\r\nContent-Type: application/json\r\n"
+			post := `{"messages":[{"body":1}]}`
+			// The count, read as a scrape would over HTTP (a connection of
+			// its own, which net/http serves when the loop is off).
+			handovers := func() string {
+				res, err := http.Get(ts.base + "/metrics")
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer res.Body.Close()
+				b, _ := io.ReadAll(res.Body)
+				m := regexp.MustCompile(`(?m)^sluice_http_handovers_total (\d+)$`).FindStringSubmatch(string(b))
+				if m == nil {
+					t.Fatalf("no sluice_http_handovers_total in\n%s", b)
+				}
+				return m[1]
+			}
+			before, _ := strconv.Atoi(handovers())
+			rc := &rawConn{addr: addr}
+			send := func(method, raw string, status int) {
+				if res := rc.do(t, method, raw); res.StatusCode != status {
+					t.Fatalf("%q: %d", raw, res.StatusCode)
+				}
+			}
+			send("POST", "POST /v2/queues/h/messages HTTP/1.1\r\n"+head+"Content-Length: "+strconv.Itoa(len(post))+"\r\n\r\n"+post, 201)
+			send("GET", "GET /v2/queues/h/stats HTTP/1.1\r\n"+head+"\r\n", 200)
+			if got := handovers(); lean && got != strconv.Itoa(before) {
+				t.Fatalf("after plain requests: %s handovers, want %d", got, before)
+			}
+			send("POST", "POST /v2/queues/h/messages HTTP/1.1\r\n"+head+"Transfer-Encoding: chunked\r\n\r\n"+
+				strconv.FormatInt(int64(len(post)), 16)+"\r\n"+post+"\r\n0\r\n\r\n", 201)
+			send("GET", "GET /v2/queues/h/stats HTTP/1.1\r\n"+head+"\r\n", 200)
+			rc.c.Close()
+			http.DefaultClient.CloseIdleConnections()
+			// The lean loop hands over the raw connection once, at its
+			// chunked post, and none of the /metrics reads' connections.
+			// Without it net/http serves every connection: the raw one and
+			// the last /metrics read's.
+			want := before + 1
+			if !lean {
+				want = before + 2
+			}
+			if got := handovers(); got != strconv.Itoa(want) {
+				t.Errorf("handovers %s, want %d", got, want)
+			}
 		})
 	}
 }

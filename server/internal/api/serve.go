@@ -45,7 +45,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, ready func(net.Addr
 	// Every connection is accepted here and starts in the lean loop
 	// (lean.go), which hands it to net/http at its first request outside
 	// the lean subset; without the lean loop, net/http gets it at once.
-	hl := newHandoverListener(ln.Addr())
+	hl := newHandoverListener(ln.Addr(), s.m.HandedOver)
 	lean := newLeanConns()
 	srv := &http.Server{
 		Handler:           s,
@@ -166,15 +166,16 @@ func isTemporary(err error) bool {
 // handoverListener is the listener net/http serves: its connections are
 // the ones the accept loop or the lean loop give it.
 type handoverListener struct {
-	addr  net.Addr
-	conns chan net.Conn
-	once  sync.Once
-	done  chan struct{}
-	err   error
+	addr       net.Addr
+	handedOver func() // counts a connection given
+	conns      chan net.Conn
+	once       sync.Once
+	done       chan struct{}
+	err        error
 }
 
-func newHandoverListener(addr net.Addr) *handoverListener {
-	return &handoverListener{addr: addr, conns: make(chan net.Conn), done: make(chan struct{})}
+func newHandoverListener(addr net.Addr, handedOver func()) *handoverListener {
+	return &handoverListener{addr: addr, handedOver: handedOver, conns: make(chan net.Conn), done: make(chan struct{})}
 }
 
 // give hands c to net/http, wrapped so that net/http's own error answers
@@ -182,6 +183,7 @@ func newHandoverListener(addr net.Addr) *handoverListener {
 func (l *handoverListener) give(c net.Conn) bool {
 	select {
 	case l.conns <- &zaqarErrorsConn{Conn: c}:
+		l.handedOver()
 		return true
 	case <-l.done:
 		return false

@@ -26,6 +26,7 @@ type Metrics struct {
 	requests      *prometheus.CounterVec
 	duration      *prometheus.HistogramVec
 	inFlight      prometheus.Gauge
+	handovers     prometheus.Counter
 	claimsExpired prometheus.Counter
 	deadLettered  prometheus.Counter
 	deliveries    deliveryMetrics
@@ -49,6 +50,10 @@ func New() *Metrics {
 		Name: "sluice_http_requests_in_flight",
 		Help: "HTTP requests being served now.",
 	})
+	m.handovers = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "sluice_http_handovers_total",
+		Help: "Connections handed to net/http: by the lean HTTP/1.1 loop at a request outside its plain subset or while draining; every connection with --lean-http=false.",
+	})
 	m.claimsExpired = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "sluice_claims_expired_total",
 		Help: "Claims that lapsed without being released, counted when the storage driver notices.",
@@ -57,7 +62,7 @@ func New() *Metrics {
 		Name: "sluice_dead_letter_moves_total",
 		Help: "Messages moved to a dead-letter queue (or dropped) after reaching _max_claim_count.",
 	})
-	m.Registry.MustRegister(m.requests, m.duration, m.inFlight, m.claimsExpired, m.deadLettered,
+	m.Registry.MustRegister(m.requests, m.duration, m.inFlight, m.handovers, m.claimsExpired, m.deadLettered,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.deliveries = newDeliveryMetrics(m.Registry)
 	return m
@@ -67,6 +72,9 @@ func New() *Metrics {
 func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{Registry: m.Registry})
 }
+
+// HandedOver counts a connection given to net/http.
+func (m *Metrics) HandedOver() { m.handovers.Inc() }
 
 // ClaimsExpired implements storage.Events.
 func (m *Metrics) ClaimsExpired(n int) { m.claimsExpired.Add(float64(n)) }
