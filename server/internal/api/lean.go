@@ -41,10 +41,11 @@ const leanMaxBodyDiscard = 256 << 10
 
 // leanConns tracks the connections the lean loop holds, for shutdown.
 type leanConns struct {
-	mu      sync.Mutex
-	conns   map[*leanConn]struct{}
-	closing atomic.Bool
-	done    chan struct{} // closed when closing and conns is empty
+	mu       sync.Mutex
+	conns    map[*leanConn]struct{}
+	closing  atomic.Bool
+	done     chan struct{} // closed when closing and conns is empty
+	doneOnce sync.Once
 }
 
 func newLeanConns() *leanConns {
@@ -65,12 +66,14 @@ func (l *leanConns) remove(c *leanConn) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	delete(l.conns, c)
+	l.doneIfEmpty()
+}
+
+// doneIfEmpty closes done once closing and no connection is left; l.mu is
+// held.
+func (l *leanConns) doneIfEmpty() {
 	if l.closing.Load() && len(l.conns) == 0 {
-		select {
-		case <-l.done:
-		default:
-			close(l.done)
-		}
+		l.doneOnce.Do(func() { close(l.done) })
 	}
 }
 
@@ -85,13 +88,7 @@ func (l *leanConns) shutdown() {
 			c.raw.Close()
 		}
 	}
-	if len(l.conns) == 0 {
-		select {
-		case <-l.done:
-		default:
-			close(l.done)
-		}
-	}
+	l.doneIfEmpty()
 }
 
 // closeAll cuts every connection still held (the shutdown timeout passed).
