@@ -39,6 +39,10 @@ const leanBufSize = 4 << 10
 // and dropped to keep the connection (net/http's maxPostHandlerReadBytes).
 const leanMaxBodyDiscard = 256 << 10
 
+// leanCopyMax is the largest answer body copied behind its head for one
+// write; a larger one is written from where the handler left it.
+const leanCopyMax = 16 << 10
+
 // leanConns tracks the connections the lean loop holds, for shutdown.
 type leanConns struct {
 	mu       sync.Mutex
@@ -282,12 +286,26 @@ func (lc *leanConn) serve(start time.Time) bool {
 	if closeAfter && lc.resp.h["Connection"] == nil {
 		lc.resp.h["Connection"] = connClose
 	}
-	lc.out = lc.resp.appendTo(lc.out[:0])
-	if _, err := lc.raw.Write(lc.out); err != nil {
-		return false
+	lc.out = lc.resp.appendHead(lc.out[:0])
+	var err error
+	if body := lc.resp.body; len(body) <= leanCopyMax {
+		lc.out = append(lc.out, body...)
+		_, err = lc.raw.Write(lc.out)
+	} else {
+		// A large answer (a listing of big messages) goes out as it is,
+		// head and body in one writev, rather than copied.
+		bufs := net.Buffers{lc.out, body}
+		_, err = bufs.WriteTo(lc.raw)
 	}
+	// One huge answer does not pin its buffers for the connection's life.
 	if cap(lc.out) > maxPooledBuf {
 		lc.out = nil
+	}
+	if cap(lc.resp.body) > maxPooledBuf {
+		lc.resp.body = nil
+	}
+	if err != nil {
+		return false
 	}
 	if closeAfter {
 		lingerClose(lc.raw)
@@ -447,11 +465,11 @@ func bodyAllowed(status int) bool {
 	return !(status >= 100 && status <= 199) && status != http.StatusNoContent && status != http.StatusNotModified
 }
 
-// appendTo encodes the answer as net/http would for a handler that
-// returned before its output filled net/http's buffer: the handler's
-// headers, Date, Content-Length (where a body is allowed) and a sniffed
-// Content-Type for a body without one.
-func (w *leanWriter) appendTo(b []byte) []byte {
+// appendHead encodes the answer's status line and headers as net/http
+// would for a handler that returned before its output filled net/http's
+// buffer: the handler's headers, Date, Content-Length (where a body is
+// allowed) and a sniffed Content-Type for a body without one.
+func (w *leanWriter) appendHead(b []byte) []byte {
 	if w.status == 0 {
 		w.status = http.StatusOK
 	}
@@ -490,8 +508,7 @@ func (w *leanWriter) appendTo(b []byte) []byte {
 		b = strconv.AppendInt(b, int64(len(w.body)), 10)
 		b = append(b, "\r\n"...)
 	}
-	b = append(b, "\r\n"...)
-	return append(b, w.body...)
+	return append(b, "\r\n"...)
 }
 
 // appendHeaderValue writes v as net/http does: newlines become spaces,
