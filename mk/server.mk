@@ -11,7 +11,7 @@ export SLUICE_SMTP_PYTHON := $(SMTP_VENV)/bin/python
 FUZZTIME ?= 30s
 SERVER_FUZZ_TARGETS = FuzzPostMessages FuzzClaimBody FuzzQueueMetadata FuzzPatch \
 	FuzzListQuery FuzzHeaders FuzzAppendString FuzzRequest FuzzPostFastPath \
-	FuzzRouter FuzzCheckJSON FuzzSubscriptionBody
+	FuzzRouter FuzzCheckJSON FuzzSubscriptionBody FuzzLeanParse
 
 .PHONY: build-server test-server fuzz-server fuzz-model fuzz run-server venv-smtp
 build-server: ## build sluice-server into build/bin

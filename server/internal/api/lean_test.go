@@ -2,6 +2,7 @@ package api
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"io"
 	"net"
@@ -487,4 +488,35 @@ func TestHandoversCounted(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzLeanParse: any head the lean loop accepts, net/http's request
+// parser reads the same way (TestLeanParseAgrees draws heads from known
+// pieces; this explores raw bytes).
+func FuzzLeanParse(f *testing.F) {
+	f.Add([]byte("POST /v2/queues/q/messages?x=1 HTTP/1.1\r\nHost: h:80\r\nContent-Length: 2\r\nClient-ID: x\r\n\r\n"))
+	f.Add([]byte("GET /v2/queues HTTP/1.1\r\nhost: h\r\nConnection: keep-alive\r\nA: b\r\na: c\r\n\r\n"))
+	f.Add([]byte("DELETE /v2/queues/q/messages/m?claim_id=c HTTP/1.1\r\nHost: [::1]\r\nX:\t v \r\n\r\n"))
+	s := &Server{opts: config.Defaults()}
+	f.Fuzz(func(t *testing.T, head []byte) {
+		end := bytes.Index(head, crlfcrlf)
+		if end < 0 {
+			return
+		}
+		head = head[:end+4]
+		lc := &leanConn{s: s}
+		if !lc.parse(head) {
+			return
+		}
+		r, err := http.ReadRequest(bufio.NewReader(bytes.NewReader(head)))
+		if err != nil {
+			t.Fatalf("lean accepted %q, net/http: %v", head, err)
+		}
+		// The head has no body behind it; compare the rest.
+		lc.req.Body, r.Body = http.NoBody, http.NoBody
+		lean, nh := seen(&lc.req), seen(r)
+		if !reflect.DeepEqual(lean, nh) {
+			t.Fatalf("%q:\nlean     %+v\nnet/http %+v", head, lean, nh)
+		}
+	})
 }
