@@ -31,12 +31,13 @@ local function move(id, h, dlttl)
   local e = now + life
   local seq = redis.call('HINCRBY', DQ, 's', 1)
   local dk = DP .. ':m:' .. id
+  local fresh = absent(DP .. ':ids', DP .. ':exp', DP .. ':rdy')
   redis.call('HSET', dk, 'b', h[1], 'c', now, 'e', e, 's', seq, 'u', h[4] or '')
   redis.call('PEXPIRE', dk, life)
   redis.call('ZADD', DP .. ':ids', seq, id)
   redis.call('ZADD', DP .. ':exp', e, id)
   redis.call('ZADD', DP .. ':rdy', seq, id)
-  keepalive(DP, now, e, DP .. ':ids', DP .. ':exp', DP .. ':rdy')
+  keepalive(DP, now, e, fresh)
 end
 
 -- claim makes one claim and returns its reply. The index entries of all
@@ -115,8 +116,10 @@ for i = 0, nclaims - 1 do
   replies[i + 1] = claim(b, {first, 0})
 end
 if horizon > 0 then
+  -- :exp is not among them: a claim only moves entries it holds.
+  local fresh = absent(HELD, CL)
   redis.call('ZADD', HELD, unpack(held))
   redis.call('ZADD', CL, unpack(claimed))
-  keepalive(P, now, horizon, HELD, CL, EXP)
+  keepalive(P, now, horizon, fresh)
 end
 return replies

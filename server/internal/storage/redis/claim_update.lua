@@ -10,6 +10,7 @@ if not h[1] then
   return answer or whereabouts(cid, target) or {lapsed, 0}
 end
 if tonumber(h[1]) <= now then return {lapsed, 0} end
+local fresh = absent(HELD, CL, EXP)
 local cexp = now + ttl
 local mexp = cexp + grace
 redis.call('HSET', ck, 't', ttl, 'g', grace, 'e', cexp)
@@ -28,5 +29,5 @@ for _, id in ipairs(split(h[2])) do
     end
   end
 end
-keepalive(P, now, mexp, HELD, CL, EXP)
+keepalive(P, now, mexp, fresh)
 return {lapsed, 1}

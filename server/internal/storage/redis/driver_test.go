@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"pgregory.net/rapid"
+
 	"sluice.dev/server/internal/storage"
 	"sluice.dev/server/internal/storage/storagetest"
 	"sluice.dev/server/internal/testutil"
@@ -15,7 +17,7 @@ import (
 
 func queueRef(p, q string) storage.QueueRef { return storage.QueueRef{Project: p, Name: q} }
 
-func openAt(t *testing.T, uri string, clock storage.Clock) *Driver {
+func openAt(t testing.TB, uri string, clock storage.Clock) *Driver {
 	t.Helper()
 	u, err := url.Parse(uri)
 	if err != nil {
@@ -239,4 +241,30 @@ func TestBatchPostAllOrNothing(t *testing.T) {
 	if n == 0 || n%batch != 0 {
 		t.Errorf("%d messages stored: a batch of %d was split", n, batch)
 	}
+}
+
+// TestModelKeepsTTLs runs the model's generated sequences (posts, claims,
+// dead-lettering, releases, deletes, purges, clock steps) with an
+// invariant checked after every action: every key of a queue but its hash
+// carries a Redis TTL, whichever script created it, so nothing outlives
+// its data untouched (lib.lua's absent and keepalive).
+func TestModelKeepsTTLs(t *testing.T) {
+	r := testutil.StartRedis(t, testutil.RedisOptions{})
+	open := func(t testing.TB, clock storage.Clock) storage.Driver { return openAt(t, r.URL, clock) }
+	storagetest.RunModel(t, open, storagetest.ModelOptions{Checks: 100, Invariant: func(rt *rapid.T, d storage.Driver, q storage.QueueRef) {
+		c := d.(*Driver).c
+		ctx := context.Background()
+		keys, err := c.Keys(ctx, escapeGlob(scope(q))+":*").Result()
+		if err != nil {
+			rt.Fatal(err)
+		}
+		for _, k := range keys {
+			if k == scope(q)+":q" {
+				continue
+			}
+			if ttl, err := c.PTTL(ctx, k).Result(); err != nil || ttl <= 0 {
+				rt.Fatalf("key %s has no TTL (%v, %v)", k, ttl, err)
+			}
+		}
+	}})
 }

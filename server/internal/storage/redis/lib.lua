@@ -8,7 +8,8 @@
 -- never Redis' own TIME, so tests can move time and replicas replay the
 -- same effects.
 local P         -- the queue's key prefix
-local Q         -- hash: m = metadata JSON, s = last seq, x = index keys' keepalive horizon
+local Q         -- hash: m = metadata JSON, s = last seq, x = index keys' keepalive horizon,
+                --   w = until when a subscription may be deliverable (deliverable_until)
 local IDS       -- zset id -> seq: every message, in posting order
 local EXP       -- zset id -> expiry
 local RDY       -- zset id -> seq: free, visible messages (what claims and pops take)
@@ -61,12 +62,26 @@ local function drop(id)
   redis.call('ZREM', HELD, id)
 end
 
+-- absent returns which of the given index keys do not exist yet. Every
+-- script that creates an index key gives it the horizon as its TTL, so a
+-- key that exists has one: only these can need it once the caller has
+-- written them. One EXISTS answers the usual case, where all exist, for
+-- the one PTTL per key this replaced.
+local function absent(...)
+  local keys, out = {...}, {}
+  if redis.call('EXISTS', unpack(keys)) == #keys then return out end
+  for _, key in ipairs(keys) do
+    if redis.call('EXISTS', key) == 0 then out[#out + 1] = key end
+  end
+  return out
+end
+
 -- keepalive keeps the index keys of the queue with prefix p alive past
 -- expiry e. When e passes the recorded horizon, every index key gets the
--- new one; otherwise only the listed keys are checked, in case the caller
--- just created them (a fresh key has no TTL).
+-- new one; otherwise only the keys in fresh (absent's answer before the
+-- caller wrote them) get the horizon they lack.
 local INDEXES = {':ids', ':exp', ':rdy', ':dly', ':cl', ':held'}
-local function keepalive(p, now, e, ...)
+local function keepalive(p, now, e, fresh)
   local q = p .. ':q'
   local x = tonumber(redis.call('HGET', q, 'x') or '0')
   if e > x then
@@ -77,10 +92,8 @@ local function keepalive(p, now, e, ...)
     end
     return
   end
-  for _, key in ipairs({...}) do
-    if redis.call('PTTL', key) == -1 then
-      redis.call('PEXPIRE', key, x - now)
-    end
+  for _, key in ipairs(fresh) do
+    redis.call('PEXPIRE', key, x - now)
   end
 end
 
@@ -179,6 +192,25 @@ local function nkey(mid) return P .. ':n:' .. mid end
 local function dpkey(sid) return P .. ':dp:' .. sid end
 local function duemember(mid, sid) return P .. '|' .. mid .. '|' .. sid end
 
+-- deliverable_until notes in the queue hash (w) that a subscription may
+-- be deliverable until e, so that post, which reads that hash anyway,
+-- looks for subscribers only while one may be: one command less for every
+-- post to a queue nobody subscribes to. w only grows while any
+-- subscription is deliverable; one deleted, lapsed or unconfirmed leaves it
+-- high, which costs post a needless look, never a missed delivery.
+local function deliverable_until(e)
+  if e > tonumber(redis.call('HGET', Q, 'w') or '0') then
+    redis.call('HSET', Q, 'w', digits(e))
+  end
+end
+
+-- undeliverable clears w once no subscription is deliverable, so a queue
+-- hash that held only w (subscriptions to a queue never posted to) goes
+-- with the last of them.
+local function undeliverable()
+  if redis.call('EXISTS', SD) == 0 then redis.call('HDEL', Q, 'w') end
+end
+
 -- unref drops one delivery's hold on a notification body.
 local function unref(mid)
   if redis.call('HINCRBY', nkey(mid), 'r', -1) <= 0 then redis.call('DEL', nkey(mid)) end
@@ -209,6 +241,7 @@ local function drop_sub(sid)
   redis.call('ZREM', SX, sid)
   redis.call('ZREM', SD, sid)
   redis.call('ZREM', SI, sid)
+  undeliverable()
   drop_pending(sid)
   redis.call('HDEL', DS, 'd:' .. sid, 'f:' .. sid, 'e:' .. sid, 't:' .. sid)
 end

@@ -64,6 +64,7 @@ for i = 0, nm - 1 do
     if seq > top then top = seq end
   end
 end
+local created = absent(IDS, EXP, RDY, DLY, HELD, CL)
 for _, z in ipairs({{IDS, ids}, {EXP, exps}, {RDY, rdy}, {DLY, dly}, {HELD, held}}) do
   if #z[2] > 0 then zchunks('ZADD', z[1], z[2]) end
 end
@@ -77,5 +78,5 @@ for cid, c in pairs(claims) do
   end
 end
 redis.call('HSET', Q, 's', string.format('%.0f', top))
-if maxe > 0 then keepalive(P, now, maxe, IDS, EXP, RDY, DLY, HELD, CL) end
+if maxe > 0 then keepalive(P, now, maxe, created) end
 return 1

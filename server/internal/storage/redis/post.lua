@@ -13,8 +13,8 @@
 -- The hottest script, so it spends as few commands as it can: one HMGET and
 -- one HSET of the queue hash serve the queue's creation (as ensure), the
 -- sequence, the keepalive horizon (as keepalive, which would read it
--- again) and the seal of a queue being moved (two more fields of the
--- read); only the indexes it wrote are checked for a TTL; and the expiry
+-- again), the seal of a queue being moved (two more fields of the read)
+-- and whether a subscriber may be waiting (one more); only the indexes it creates get a TTL; and the expiry
 -- step, which keeps the indexes of a queue nobody reads from bounded, runs
 -- when the sequence crosses a multiple of 16: it drops up to BUDGET (500)
 -- messages each time, far more than 16 sequence numbers add. Claim
@@ -35,7 +35,7 @@ do
     i = i + 2 + count * 4
   end
 end
-local qh = redis.call('HMGET', Q, 'm', 's', 'x', 'g', 'z')
+local qh = redis.call('HMGET', Q, 'm', 's', 'x', 'g', 'z', 'w')
 -- Sealed (or a tombstone): posts go to the target. A lapsed tombstone is
 -- no queue at all.
 if qh[4] then
@@ -63,7 +63,11 @@ redis.call('HSET', Q, unpack(qf))
 -- batch costs one call per message plus a few, not four per message.
 local ids, exps, rdy, dly = {}, {}, {}, {}
 -- Subscribers to notify: their deliveries are recorded with the messages.
-local subs = redis.call('ZRANGEBYSCORE', SD, '(' .. now, '+inf')
+-- Looked up only while the queue hash says one may be deliverable.
+local subs = {}
+if qh[6] and tonumber(qh[6]) > now then
+  subs = redis.call('ZRANGEBYSCORE', SD, '(' .. now, '+inf')
+end
 local r = 4
 while r <= #ARGV do
   local client, count = ARGV[r], tonumber(ARGV[r + 1])
@@ -93,30 +97,25 @@ while r <= #ARGV do
   end
   r = r + 2 + count * 4
 end
+local written = {IDS, EXP}
+if #rdy > 0 then written[#written + 1] = RDY end
+if #dly > 0 then written[#written + 1] = DLY end
+-- As keepalive: a new horizon goes to every index; otherwise only an index
+-- this call creates (absent before it; a fresh key has no TTL) gets it.
+local fresh = renew and {} or absent(unpack(written))
 -- In chunks: a post of thousands of small messages is more than Lua can
 -- unpack into one call.
 zchunks('ZADD', IDS, ids)
 zchunks('ZADD', EXP, exps)
-local written = {IDS, EXP}
-if #rdy > 0 then
-  zchunks('ZADD', RDY, rdy)
-  written[#written + 1] = RDY
-end
-if #dly > 0 then
-  zchunks('ZADD', DLY, dly)
-  written[#written + 1] = DLY
-end
--- As keepalive: a new horizon goes to every index; otherwise only an index
--- this call may just have created (a fresh key has no TTL) gets it.
+zchunks('ZADD', RDY, rdy)
+zchunks('ZADD', DLY, dly)
 if renew then
   for _, suffix in ipairs(INDEXES) do
     redis.call('PEXPIRE', P .. suffix, x - now)
   end
 else
-  for _, key in ipairs(written) do
-    if redis.call('PTTL', key) == -1 then
-      redis.call('PEXPIRE', key, x - now)
-    end
+  for _, key in ipairs(fresh) do
+    redis.call('PEXPIRE', key, x - now)
   end
 end
 return {0}

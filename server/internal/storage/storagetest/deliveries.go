@@ -16,6 +16,7 @@ var deliveryCases = []testCase{
 	{"Deliveries/RetryAndFail", testDeliveryRetryFail},
 	{"Deliveries/Expiry", testDeliveryExpiry},
 	{"Deliveries/Confirmation", testDeliveryConfirmation},
+	{"Deliveries/RenewedSubscription", testDeliveryRenewedSubscription},
 	{"Deliveries/SubscriptionGone", testDeliverySubscriptionGone},
 	{"Deliveries/NextDue", testDeliveryNextDue},
 	{"Deliveries/ConcurrentSettles", testConcurrentSettles},
@@ -262,6 +263,35 @@ func testDeliveryConfirmation(e *env) {
 	e.clock.Advance(2 * time.Minute)
 	if got := e.lease(time.Minute); len(got) != 1 {
 		e.t.Errorf("after unconfirming: %d deliveries, want only the earlier one", len(got))
+	}
+}
+
+// testDeliveryRenewedSubscription: a subscription whose ttl an update
+// extended is notified of posts made after its first ttl would have ended,
+// whether or not the queue existed before it; one that lapsed is not.
+func testDeliveryRenewedSubscription(e *env) {
+	q, fresh := e.queue("renewed"), e.queue("renewed-fresh")
+	e.post(q, "c", 1, time.Hour)
+	ttl := time.Hour
+	for _, queue := range []storage.QueueRef{q, fresh} {
+		id := e.subscribe(queue, "http://127.0.0.1:9/r", time.Minute, false)
+		if err := e.d.Subscriptions().Update(e.ctx, queue, id, storage.SubscriptionUpdate{TTL: &ttl}); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	lapsing := e.subscribe(e.queue("lapsing"), "http://127.0.0.1:9/l", time.Minute, false)
+	e.clock.Advance(2 * time.Minute)
+	e.post(q, "c", 2, time.Hour)
+	e.post(fresh, "c", 1, time.Hour)
+	e.post(e.queue("lapsing"), "c", 1, time.Hour)
+	got := e.lease(time.Minute)
+	if len(got) != 3 {
+		e.t.Fatalf("renewed subscriptions got %d deliveries, want 3", len(got))
+	}
+	for _, d := range got {
+		if d.SubscriptionID == lapsing {
+			e.t.Errorf("a lapsed subscription got a delivery")
+		}
 	}
 }
 

@@ -40,7 +40,16 @@ func RunModel(t *testing.T, open Opener, o ModelOptions) {
 			project: "model-" + randomHex(6), m: newModel(clock.Now()), opts: o,
 		}
 		defer r.cleanup()
-		rt.Repeat(r.actions())
+		actions := r.actions()
+		if o.Invariant != nil {
+			// rapid runs the "" action after every other one.
+			actions[""] = func(t *rapid.T) {
+				for _, n := range modelQueues {
+					o.Invariant(t, d, r.ref(n))
+				}
+			}
+		}
+		rt.Repeat(actions)
 	})
 	t.Logf("model: %d generated sequences (including shrinking)", runs)
 }
@@ -54,6 +63,10 @@ type ModelOptions struct {
 	// already placed elsewhere (the pooled driver). Such a claim must
 	// change nothing.
 	PlacedDeadLetters bool
+	// Invariant, when set, checks what the driver keeps for a queue of
+	// the run (its own layout, which the model does not see) after every
+	// action.
+	Invariant func(t *rapid.T, d storage.Driver, q storage.QueueRef)
 }
 
 var checksFlag struct {
