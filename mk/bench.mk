@@ -45,3 +45,9 @@ bench-redis-client: deps-apt ## Redis client transports side by side: client and
 	@mkdir -p $(BIN)
 	cd e2e/bench/redisclient && CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/redisclient-bench .
 	$(PYTHON) e2e/bench/redisclient/compare.py $(BIN)/redisclient-bench $(BENCH_REDIS_CLIENT_ARGS) | tee $(BUILD)/bench-redis-client.txt
+
+# BENCH_LAYOUT_ARGS passes options, e.g. BENCH_LAYOUT_ARGS="--batches 1,8,32".
+BENCH_TARGETS += bench-redis-layout
+.PHONY: bench-redis-layout
+bench-redis-layout: deps-apt venv-compat ## Redis memory and script time per stored 1 KiB message, today's key-per-message layout vs stream entries
+	$(COMPAT_PY) e2e/bench/redis_layout.py --json $(BUILD)/bench-redis-layout.json $(BENCH_LAYOUT_ARGS)

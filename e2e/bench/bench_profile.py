@@ -156,6 +156,9 @@ def run_phase(name: str, script: str, server: SluiceServer, pprof: str, redis_cl
         "script_usec_per_call": (sum(v["usec"] for v in scripts.values()) / script_calls) if script_calls else 0,
         "redis_commands_per_request": sum(v["calls"] for v in inner.values()) / max(n, 1),
         "commands": {k: v["calls"] / max(n, 1) for k, v in sorted(inner.items(), key=lambda kv: -kv[1]["calls"])},
+        # Time inside each command, per request: what is left of a script
+        # call's usec beyond their sum is Lua itself and argument passing.
+        "command_usec": {k: v["usec"] / max(n, 1) for k, v in sorted(inner.items(), key=lambda kv: -kv[1]["usec"])},
         "peak_rss_kib": peak[0],
         "cpu_top": pprof_top(args.go, [str(cpu_file)], args.top) if cpu_file.exists() else "(no CPU profile)",
         "alloc_top": pprof_top(args.go, ["-sample_index=alloc_space", f"-diff_base={allocs0}", str(allocs1)],

@@ -1,0 +1,157 @@
+"""make bench-redis-layout: what one stored message costs Redis in each
+message layout, measured on one redis-server with the shard settings, so
+the choice of layout rests on numbers rather than on estimates.
+
+Each layout is a Lua script that stores a batch of messages the way that
+layout would (a 1 KiB body, created, expires, client id), called through
+EVALSHA for N messages in batches of B per call (B=1: a post alone at light
+load; B=8: about what group commit gathers at 32 connections):
+
+  key-per-message   today's layout (storage/redis/post.lua): a hash per
+                    message with its own TTL, and three index entries per
+                    message (:ids, :exp, :rdy sorted sets)
+  stream            one stream entry per message (XADD), the entry id its
+                    posting order: no per-message key, TTL or index
+  stream+id-index   a stream entry plus one sorted-set entry mapping an
+                    opaque message id to it (what ids not derived from the
+                    entry id would need)
+
+Per layout and batch size: bytes of `INFO memory` used_memory grown per
+message, script microseconds per message and per call (`INFO
+commandstats`, after CONFIG RESETSTAT), and the time inside each Redis
+command per message. Traffic goes to 127.0.0.1 only; each run is bounded
+by N.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import redis
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "testsupport"))
+from harness import RedisServer  # noqa: E402
+
+TTL_MS = 3_600_000
+
+# KEYS[1]: the queue's key prefix. ARGV: now, then per message its id and
+# body. Every layout writes the same fields of a message.
+LAYOUTS = {
+    "key-per-message": """
+local now = tonumber(ARGV[1])
+local e = tostring(now + %(ttl)d)
+local seq = redis.call('HINCRBY', KEYS[1] .. ':q', 's', (#ARGV - 1) / 2) - (#ARGV - 1) / 2
+local ids, exps, rdy = {}, {}, {}
+for i = 2, #ARGV, 2 do
+  local id = ARGV[i]
+  seq = seq + 1
+  local ss = tostring(seq)
+  local mk = KEYS[1] .. ':m:' .. id
+  redis.call('HSET', mk, 'b', ARGV[i + 1], 'c', ARGV[1], 'e', e, 's', ss, 'u', 'client-0001')
+  redis.call('PEXPIRE', mk, %(ttl)d)
+  ids[#ids + 1], ids[#ids + 2] = ss, id
+  exps[#exps + 1], exps[#exps + 2] = e, id
+  rdy[#rdy + 1], rdy[#rdy + 2] = ss, id
+end
+redis.call('ZADD', KEYS[1] .. ':ids', unpack(ids))
+redis.call('ZADD', KEYS[1] .. ':exp', unpack(exps))
+redis.call('ZADD', KEYS[1] .. ':rdy', unpack(rdy))
+return 0
+""",
+    "stream": """
+local e = tostring(tonumber(ARGV[1]) + %(ttl)d)
+for i = 2, #ARGV, 2 do
+  redis.call('XADD', KEYS[1] .. ':st', '*', 'b', ARGV[i + 1], 'c', ARGV[1], 'e', e, 'u', 'client-0001')
+end
+return 0
+""",
+    "stream+id-index": """
+local e = tostring(tonumber(ARGV[1]) + %(ttl)d)
+local ids = {}
+for i = 2, #ARGV, 2 do
+  local sid = redis.call('XADD', KEYS[1] .. ':st', '*', 'b', ARGV[i + 1], 'c', ARGV[1], 'e', e, 'u', 'client-0001')
+  ids[#ids + 1], ids[#ids + 2] = 0, ARGV[i] .. '|' .. sid
+end
+redis.call('ZADD', KEYS[1] .. ':ids', unpack(ids))
+return 0
+""",
+}
+
+SKIP = ("evalsha", "config|resetstat", "flushall", "script|load", "info")
+
+
+def body(size: int) -> str:
+    """A JSON message of exactly size bytes, as the benchmarks post."""
+    head = '{"event":"x","pad":"'
+    return head + "a" * (size - len(head) - 2) + '"}'
+
+
+def measure(r: redis.Redis, script: str, n: int, batch: int, msg: str) -> dict:
+    r.flushall()
+    sha = r.script_load(script % {"ttl": TTL_MS})
+    r.config_resetstat()
+    before = int(r.info("memory")["used_memory"])
+    now = int(time.time() * 1000)
+    pipe = r.pipeline(transaction=False)
+    calls = n // batch
+    for k in range(calls):
+        args: list = [now]
+        for _ in range(batch):
+            args += [str(uuid.uuid4()), msg]
+        pipe.evalsha(sha, 1, "s:{bench:q}", *args)
+        if k % 64 == 63:
+            pipe.execute()
+    pipe.execute()
+    stored = calls * batch
+    grown = int(r.info("memory")["used_memory"]) - before
+    stats = r.info("commandstats")
+    script_usec = stats["cmdstat_evalsha"]["usec"]
+    inner = {k[len("cmdstat_"):]: v["usec"] / stored for k, v in stats.items()
+             if k[len("cmdstat_"):] not in SKIP}
+    return {"bytes_per_message": grown / stored, "script_usec_per_message": script_usec / stored,
+            "script_usec_per_call": script_usec / calls, "command_usec_per_message": inner}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--messages", type=int, default=40_000, help="messages stored per layout and batch size")
+    ap.add_argument("--batches", default="1,8", help="messages per script call, comma-separated")
+    ap.add_argument("--msg-size", type=int, default=1024, help="bytes of message JSON")
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--json", help="write the raw figures here")
+    args = ap.parse_args()
+    batches = [int(b) for b in args.batches.split(",")]
+    msg = body(args.msg_size)
+    results: dict = {"started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                     "loadavg_start": os.getloadavg(), "messages": args.messages,
+                     "msg_size": args.msg_size, "runs": []}
+    with tempfile.TemporaryDirectory(prefix="sluice-layout-") as tmp:
+        with RedisServer(Path(tmp) / "redis") as server:
+            r = redis.Redis(port=server.port)
+            for rnd in range(args.rounds):
+                for batch in batches:
+                    for name, script in LAYOUTS.items():
+                        m = measure(r, script, args.messages, batch, msg)
+                        m.update(layout=name, batch=batch, round=rnd + 1)
+                        results["runs"].append(m)
+                        cmds = ", ".join(f"{k} {v:.2f}" for k, v in sorted(m["command_usec_per_message"].items()))
+                        print(f"round {rnd + 1} batch {batch:2d} {name:16s} {m['bytes_per_message']:7,.0f} B/msg"
+                              f"  script {m['script_usec_per_message']:6.2f} us/msg"
+                              f" ({m['script_usec_per_call']:7.2f} us/call)  inside: {cmds}", flush=True)
+    results["loadavg_end"] = os.getloadavg()
+    print(f"load average {results['loadavg_start'][0]:.2f} at the start, {results['loadavg_end'][0]:.2f} at the end")
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
