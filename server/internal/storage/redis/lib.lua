@@ -8,8 +8,7 @@
 -- never Redis' own TIME, so tests can move time and replicas replay the
 -- same effects.
 local P         -- the queue's key prefix
-local Q         -- hash: m = metadata JSON, s = last seq, x = index keys' keepalive horizon,
-                --   w = until when a subscription may be deliverable (deliverable_until)
+local Q         -- hash: m = metadata JSON, s = last seq, x = index keys' keepalive horizon
 local IDS       -- zset id -> seq: every message, in posting order
 local EXP       -- zset id -> expiry
 local RDY       -- zset id -> seq: free, visible messages (what claims and pops take)
@@ -98,11 +97,14 @@ local function keepalive(p, now, e, fresh)
 end
 
 -- refresh_ttl gives an index key of this queue the keepalive horizon when
--- it has no TTL (a caller just created it).
+-- it has no TTL (a caller just created it). A horizon already past (what
+-- the key holds expired long ago, and the caller's cleanup drops it) still
+-- gets SLACK: absent trusts that every existing index key has a TTL.
 local function refresh_ttl(key, now)
   if redis.call('PTTL', key) == -1 then
-    local x = tonumber(redis.call('HGET', Q, 'x') or '0')
-    if x > now then redis.call('PEXPIRE', key, x - now) end
+    local ttl = tonumber(redis.call('HGET', Q, 'x') or '0') - now
+    if ttl <= 0 then ttl = SLACK end
+    redis.call('PEXPIRE', key, ttl)
   end
 end
 
@@ -192,25 +194,6 @@ local function nkey(mid) return P .. ':n:' .. mid end
 local function dpkey(sid) return P .. ':dp:' .. sid end
 local function duemember(mid, sid) return P .. '|' .. mid .. '|' .. sid end
 
--- deliverable_until notes in the queue hash (w) that a subscription may
--- be deliverable until e, so that post, which reads that hash anyway,
--- looks for subscribers only while one may be: one command less for every
--- post to a queue nobody subscribes to. w only grows while any
--- subscription is deliverable; one deleted, lapsed or unconfirmed leaves it
--- high, which costs post a needless look, never a missed delivery.
-local function deliverable_until(e)
-  if e > tonumber(redis.call('HGET', Q, 'w') or '0') then
-    redis.call('HSET', Q, 'w', digits(e))
-  end
-end
-
--- undeliverable clears w once no subscription is deliverable, so a queue
--- hash that held only w (subscriptions to a queue never posted to) goes
--- with the last of them.
-local function undeliverable()
-  if redis.call('EXISTS', SD) == 0 then redis.call('HDEL', Q, 'w') end
-end
-
 -- unref drops one delivery's hold on a notification body.
 local function unref(mid)
   if redis.call('HINCRBY', nkey(mid), 'r', -1) <= 0 then redis.call('DEL', nkey(mid)) end
@@ -241,7 +224,6 @@ local function drop_sub(sid)
   redis.call('ZREM', SX, sid)
   redis.call('ZREM', SD, sid)
   redis.call('ZREM', SI, sid)
-  undeliverable()
   drop_pending(sid)
   redis.call('HDEL', DS, 'd:' .. sid, 'f:' .. sid, 'e:' .. sid, 't:' .. sid)
 end

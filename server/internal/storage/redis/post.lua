@@ -13,8 +13,8 @@
 -- The hottest script, so it spends as few commands as it can: one HMGET and
 -- one HSET of the queue hash serve the queue's creation (as ensure), the
 -- sequence, the keepalive horizon (as keepalive, which would read it
--- again), the seal of a queue being moved (two more fields of the read)
--- and whether a subscriber may be waiting (one more); only the indexes it creates get a TTL; and the expiry
+-- again) and the seal of a queue being moved (two more fields of the
+-- read); only the indexes it creates get a TTL; and the expiry
 -- step, which keeps the indexes of a queue nobody reads from bounded, runs
 -- when the sequence crosses a multiple of 16: it drops up to BUDGET (500)
 -- messages each time, far more than 16 sequence numbers add. Claim
@@ -35,7 +35,7 @@ do
     i = i + 2 + count * 4
   end
 end
-local qh = redis.call('HMGET', Q, 'm', 's', 'x', 'g', 'z', 'w')
+local qh = redis.call('HMGET', Q, 'm', 's', 'x', 'g', 'z')
 -- Sealed (or a tombstone): posts go to the target. A lapsed tombstone is
 -- no queue at all.
 if qh[4] then
@@ -63,11 +63,7 @@ redis.call('HSET', Q, unpack(qf))
 -- batch costs one call per message plus a few, not four per message.
 local ids, exps, rdy, dly = {}, {}, {}, {}
 -- Subscribers to notify: their deliveries are recorded with the messages.
--- Looked up only while the queue hash says one may be deliverable.
-local subs = {}
-if qh[6] and tonumber(qh[6]) > now then
-  subs = redis.call('ZRANGEBYSCORE', SD, '(' .. now, '+inf')
-end
+local subs = redis.call('ZRANGEBYSCORE', SD, '(' .. now, '+inf')
 local r = 4
 while r <= #ARGV do
   local client, count = ARGV[r], tonumber(ARGV[r + 1])

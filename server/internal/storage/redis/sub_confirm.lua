@@ -9,9 +9,7 @@ if not e or tonumber(e) <= now then return 1 end
 redis.call('HSET', skey(id), 'c', ARGV[3])
 if ARGV[3] == '1' or redis.call('HGET', skey(id), 'n') ~= '1' then
   redis.call('ZADD', SD, e, id)
-  deliverable_until(tonumber(e))
 else
   redis.call('ZREM', SD, id)
-  undeliverable()
 end
 return 0

@@ -13,9 +13,6 @@ local e = tonumber(ARGV[7])
 redis.call('HSET', skey(id), 's', ARGV[3], 't', ttl, 'o', ARGV[5], 'e', e, 'c', '0', 'n', ARGV[6])
 redis.call('ZADD', SX, e, id)
 redis.call('ZADD', SI, 0, id)
-if ARGV[6] ~= '1' then
-  redis.call('ZADD', SD, e, id)
-  deliverable_until(e)
-end
+if ARGV[6] ~= '1' then redis.call('ZADD', SD, e, id) end
 redis.call('HSET', SN, ARGV[3], id)
 return {id, 1}

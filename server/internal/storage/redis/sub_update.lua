@@ -23,10 +23,7 @@ if ARGV[5] == '1' then
   local e = now + ttl
   redis.call('HSET', k, 't', ttl, 'e', e)
   redis.call('ZADD', SX, e, id)
-  if redis.call('ZSCORE', SD, id) then
-    redis.call('ZADD', SD, e, id)
-    deliverable_until(e)
-  end
+  if redis.call('ZSCORE', SD, id) then redis.call('ZADD', SD, e, id) end
 end
 if ARGV[7] == '1' then redis.call('HSET', k, 'o', ARGV[8]) end
 return 0
