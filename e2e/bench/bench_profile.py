@@ -317,6 +317,12 @@ def render(results: dict, baseline: dict | None) -> str:
         ph = results["phases"][c]
         cmds = ", ".join(f"{k} {v:.2f}" for k, v in list(ph["commands"].items())[:12])
         lines += [f"Redis commands per request, {c} phase: {cmds}.", ""]
+        if "command_usec" in ph:  # runs before it was recorded lack it
+            inside = sum(ph["command_usec"].values())
+            script = ph["script_calls_per_request"] * ph["script_usec_per_call"]
+            usec = ", ".join(f"{k} {v:.2f}" for k, v in list(ph["command_usec"].items())[:8])
+            lines += [f"Redis time per request, {c} phase: {script:.1f} µs in script calls, of it "
+                      f"{inside:.1f} µs inside commands ({usec}), the rest Lua itself.", ""]
     for c in cols:
         ph = results["phases"][c]
         lines += [f"Server CPU profile, {c} phase (`go tool pprof -top`):", "", *("    " + l for l in ph["cpu_top"].splitlines()), ""]
