@@ -50,4 +50,4 @@ bench-redis-client: deps-apt ## Redis client transports side by side: client and
 BENCH_TARGETS += bench-redis-layout
 .PHONY: bench-redis-layout
 bench-redis-layout: deps-apt venv-compat ## Redis memory and script time per stored 1 KiB message, today's key-per-message layout vs stream entries
-	$(COMPAT_PY) e2e/bench/redis_layout.py --json $(BUILD)/bench-redis-layout.json $(BENCH_LAYOUT_ARGS)
+	$(COMPAT_PY) e2e/bench/bench_redis_layout.py --json $(BUILD)/bench-redis-layout.json $(BENCH_LAYOUT_ARGS)

@@ -89,6 +89,17 @@ return 0
 """,
 }
 
+# What a claim records in both layouts: its hash (with a TTL) and the
+# sorted-set entries that find lapsed claims and held messages.
+CLAIM_BOOKKEEPING = """
+local ck = P .. ':c:' .. cid
+redis.call('HSET', ck, 't', ttl, 'g', 0, 'c', ARGV[1], 'e', cexp, 'i', table.concat(out, ' '))
+redis.call('PEXPIRE', ck, ttl)
+redis.call('ZADD', P .. ':held', unpack(held))
+redis.call('ZADD', P .. ':cl', cexp, cid)
+return out
+"""
+
 # Claiming one message and deleting it with its claim id, as a consumer
 # does, in the two layouts: KEYS[1] the queue's prefix; claim ARGV: now,
 # claim id, claim ttl ms; delete ARGV: now, message id, claim id. Both keep
@@ -112,13 +123,7 @@ for _, id in ipairs(ids) do
   held[#held + 1], held[#held + 2] = cexp, id
   out[#out + 1] = id
 end
-local ck = P .. ':c:' .. cid
-redis.call('HSET', ck, 't', ttl, 'g', 0, 'c', ARGV[1], 'e', cexp, 'i', table.concat(out, ' '))
-redis.call('PEXPIRE', ck, ttl)
-redis.call('ZADD', P .. ':held', unpack(held))
-redis.call('ZADD', P .. ':cl', cexp, cid)
-return out
-""", """
+""" + CLAIM_BOOKKEEPING, """
 local P, id = KEYS[1], ARGV[2]
 local mk = P .. ':m:' .. id
 local h = redis.call('HMGET', mk, 'e', 'k', 'x')
@@ -143,13 +148,7 @@ for _, entry in ipairs(got) do
   out[#out + 1] = entry[1]
 end
 redis.call('HSET', q, 'r', out[#out])
-local ck = P .. ':c:' .. cid
-redis.call('HSET', ck, 't', ttl, 'g', 0, 'c', ARGV[1], 'e', cexp, 'i', table.concat(out, ' '))
-redis.call('PEXPIRE', ck, ttl)
-redis.call('ZADD', P .. ':held', unpack(held))
-redis.call('ZADD', P .. ':cl', cexp, cid)
-return out
-""", """
+""" + CLAIM_BOOKKEEPING, """
 local P, id = KEYS[1], ARGV[2]
 local hold = redis.call('HGET', P .. ':hold', id)
 if not hold or string.sub(hold, 1, #ARGV[3]) ~= ARGV[3] then return 0 end
