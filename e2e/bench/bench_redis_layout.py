@@ -162,6 +162,15 @@ return 1
 SKIP = ("evalsha", "config|resetstat", "flushall", "script|load", "info")
 
 
+def script_usec(r: redis.Redis, per: int) -> tuple[float, dict]:
+    """The usec of EVALSHA since CONFIG RESETSTAT, and of each command run
+    inside the scripts, divided by per."""
+    stats = r.info("commandstats")
+    inner = {k[len("cmdstat_"):]: v["usec"] / per for k, v in stats.items()
+             if k[len("cmdstat_"):] not in SKIP}
+    return stats["cmdstat_evalsha"]["usec"] / per, inner
+
+
 def body(size: int) -> str:
     """A JSON message of exactly size bytes, as the benchmarks post."""
     head = '{"event":"x","pad":"'
@@ -186,12 +195,9 @@ def measure(r: redis.Redis, script: str, n: int, batch: int, msg: str) -> dict:
     pipe.execute()
     stored = calls * batch
     grown = int(r.info("memory")["used_memory"]) - before
-    stats = r.info("commandstats")
-    script_usec = stats["cmdstat_evalsha"]["usec"]
-    inner = {k[len("cmdstat_"):]: v["usec"] / stored for k, v in stats.items()
-             if k[len("cmdstat_"):] not in SKIP}
-    return {"bytes_per_message": grown / stored, "script_usec_per_message": script_usec / stored,
-            "script_usec_per_call": script_usec / calls, "command_usec_per_message": inner}
+    usec, inner = script_usec(r, stored)
+    return {"bytes_per_message": grown / stored, "script_usec_per_message": usec,
+            "script_usec_per_call": usec * stored / calls, "command_usec_per_message": inner}
 
 
 def measure_cycles(r: redis.Redis, claim: str, delete: str, n: int) -> dict:
@@ -214,10 +220,8 @@ def measure_cycles(r: redis.Redis, claim: str, delete: str, n: int) -> dict:
             for mid in ids:
                 pipe.evalsha(dsha, 1, "s:{bench:q}", now, mid.decode(), cid)
         done += sum(pipe.execute())
-    stats = r.info("commandstats")
-    inner = {k[len("cmdstat_"):]: v["usec"] / max(done, 1) for k, v in stats.items()
-             if k[len("cmdstat_"):] not in SKIP}
-    return {"cycles": done, "script_usec_per_cycle": stats["cmdstat_evalsha"]["usec"] / max(done, 1),
+    usec, inner = script_usec(r, max(done, 1))
+    return {"cycles": done, "script_usec_per_cycle": usec,
             "bytes_freed_per_cycle": (before - int(r.info("memory")["used_memory"])) / max(done, 1),
             "command_usec_per_cycle": inner}
 

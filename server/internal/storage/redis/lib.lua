@@ -75,25 +75,32 @@ local function absent(...)
   return out
 end
 
--- keepalive keeps the index keys of the queue with prefix p alive past
--- expiry e. When e passes the recorded horizon, every index key gets the
--- new one; otherwise only the keys in fresh (absent's answer before the
--- caller wrote them) get the horizon they lack.
+-- hold_until gives index keys of the queue with prefix p the horizon x:
+-- every one when the horizon just moved (renewed), otherwise only the keys
+-- in fresh (absent's answer before the caller wrote them), which lack it.
 local INDEXES = {':ids', ':exp', ':rdy', ':dly', ':cl', ':held'}
-local function keepalive(p, now, e, fresh)
-  local q = p .. ':q'
-  local x = tonumber(redis.call('HGET', q, 'x') or '0')
-  if e > x then
-    x = e + SLACK
-    redis.call('HSET', q, 'x', x)
-    for _, suffix in ipairs(INDEXES) do
-      redis.call('PEXPIRE', p .. suffix, x - now)
-    end
-    return
+local function hold_until(p, now, x, renewed, fresh)
+  if renewed then
+    fresh = {}
+    for i, suffix in ipairs(INDEXES) do fresh[i] = p .. suffix end
   end
   for _, key in ipairs(fresh) do
     redis.call('PEXPIRE', key, x - now)
   end
+end
+
+-- keepalive keeps the index keys of the queue with prefix p alive past
+-- expiry e: when e passes the recorded horizon, the horizon moves to
+-- e + SLACK.
+local function keepalive(p, now, e, fresh)
+  local q = p .. ':q'
+  local x = tonumber(redis.call('HGET', q, 'x') or '0')
+  local renew = e > x
+  if renew then
+    x = e + SLACK
+    redis.call('HSET', q, 'x', x)
+  end
+  hold_until(p, now, x, renew, fresh)
 end
 
 -- refresh_ttl gives an index key of this queue the keepalive horizon when

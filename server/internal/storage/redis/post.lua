@@ -96,7 +96,7 @@ end
 local written = {IDS, EXP}
 if #rdy > 0 then written[#written + 1] = RDY end
 if #dly > 0 then written[#written + 1] = DLY end
--- As keepalive: a new horizon goes to every index; otherwise only an index
+-- As keepalive (hold_until): a new horizon goes to every index; otherwise only an index
 -- this call creates (absent before it; a fresh key has no TTL) gets it.
 local fresh = renew and {} or absent(unpack(written))
 -- In chunks: a post of thousands of small messages is more than Lua can
@@ -105,13 +105,5 @@ zchunks('ZADD', IDS, ids)
 zchunks('ZADD', EXP, exps)
 zchunks('ZADD', RDY, rdy)
 zchunks('ZADD', DLY, dly)
-if renew then
-  for _, suffix in ipairs(INDEXES) do
-    redis.call('PEXPIRE', P .. suffix, x - now)
-  end
-else
-  for _, key in ipairs(fresh) do
-    redis.call('PEXPIRE', key, x - now)
-  end
-end
+hold_until(P, now, x, renew, fresh)
 return {0}
