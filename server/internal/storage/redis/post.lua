@@ -96,8 +96,9 @@ end
 local written = {IDS, EXP}
 if #rdy > 0 then written[#written + 1] = RDY end
 if #dly > 0 then written[#written + 1] = DLY end
--- As keepalive (hold_until): a new horizon goes to every index; otherwise only an index
--- this call creates (absent before it; a fresh key has no TTL) gets it.
+-- As keepalive (hold_until): a new horizon goes to every index; otherwise
+-- only an index this call creates (absent before it; a fresh key has no
+-- TTL) gets it.
 local fresh = renew and {} or absent(unpack(written))
 -- In chunks: a post of thousands of small messages is more than Lua can
 -- unpack into one call.
