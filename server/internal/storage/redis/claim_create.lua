@@ -20,6 +20,7 @@ if answer then
   return replies
 end
 local lapsed = advance(now)
+incarnation()
 
 -- move re-posts a message into the dead-letter queue under the same id.
 local function move(id, h, dlttl)
@@ -45,8 +46,10 @@ end
 -- added after the last, one ZADD per index, and the latest end is kept in
 -- horizon for one keepalive: nothing in between reads those indexes.
 -- b is where the claim's arguments start in ARGV; the strings among them
--- go to Redis as they came.
-local horizon, held, claimed = 0, {}, {}
+-- go to Redis as they came. Entries of the stream area a claim takes
+-- become message hashes (promoted: see lib.lua), their index entries
+-- added at the end too.
+local horizon, held, claimed, pids, pexps = 0, {}, {}, {}, {}
 local function claim(b, out)
   local cid, ttl, grace = ARGV[b], tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2])
   local limit, maxcc, dlttl = tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4]), tonumber(ARGV[b + 5])
@@ -61,37 +64,57 @@ local function claim(b, out)
   local taken, dead = {}, 0
   local moves = {}
   while #taken < limit do
-    local ids = redis.call('ZRANGE', RDY, 0, limit - #taken - 1)
-    if #ids == 0 then break end
-    redis.call('ZREM', RDY, unpack(ids))
-    for _, id in ipairs(ids) do
-      local mk = mkey(id)
-      -- One read serves every check and the reply.
-      local h = redis.call('HMGET', mk, 'b', 'c', 'e', 'd', 'u', 'n')
-      local count = tonumber(h[6] or '0')
-      if not h[1] or tonumber(h[3]) <= now then
-        drop(id)
-      elseif h[4] and tonumber(h[4]) > now then
-        redis.call('ZADD', DLY, h[4], id) -- never claim a delayed message
-      elseif maxcc > 0 and count >= maxcc then
-        drop(id) -- first: the dead-letter queue may be this very queue
-        moves[#moves + 1] = {id, {h[1], h[2], h[3], h[5]}}
-      else
-        count = count + 1
-        local ns, es = digits(count), h[3]
-        if tonumber(es) < mexp then
-          mexps = mexps or digits(mexp)
-          es = mexps
-          redis.call('HSET', mk, 'k', cid, 'x', cexps, 'n', ns, 'e', es)
-          redis.call('ZADD', EXP, es, id)
-          redis.call('PEXPIRE', mk, digits(mexp - now))
-        else
-          redis.call('HSET', mk, 'k', cid, 'x', cexps, 'n', ns)
+    local items = free_head(limit - #taken)
+    if #items == 0 then break end
+    for _, it in ipairs(items) do
+      local id = it[1]
+      if not id then
+        local f = it[3]
+        if tonumber(f.e) > now then
+          local ss, es = digits(it[2]), f.e
+          id = xid(INC, it[2])
+          if tonumber(es) < mexp then
+            mexps = mexps or digits(mexp)
+            es = mexps
+          end
+          local mk = mkey(id)
+          redis.call('HSET', mk, 'b', f.b, 'c', f.c, 'e', es, 's', ss, 'u', f.u or '', 'k', cid, 'x', cexps, 'n', '1')
+          redis.call('PEXPIRE', mk, digits(tonumber(es) - now))
+          pids[#pids + 1], pids[#pids + 2] = ss, id
+          pexps[#pexps + 1], pexps[#pexps + 2] = es, id
+          held[#held + 1], held[#held + 2] = cexps, id
+          taken[#taken + 1] = id
+          out[#out + 1] = {id, f.b, f.c, es, '0', f.u or '', cid, cexps, '1'}
         end
-        held[#held + 1] = cexps
-        held[#held + 1] = id
-        taken[#taken + 1] = id
-        out[#out + 1] = {id, h[1], h[2], es, h[4] or '0', h[5] or '', cid, cexps, ns}
+      else
+        local mk = mkey(id)
+        -- One read serves every check and the reply.
+        local h = redis.call('HMGET', mk, 'b', 'c', 'e', 'd', 'u', 'n')
+        local count = tonumber(h[6] or '0')
+        if not h[1] or tonumber(h[3]) <= now then
+          drop(id)
+        elseif h[4] and tonumber(h[4]) > now then
+          redis.call('ZADD', DLY, h[4], id) -- never claim a delayed message
+        elseif maxcc > 0 and count >= maxcc then
+          drop(id) -- first: the dead-letter queue may be this very queue
+          moves[#moves + 1] = {id, {h[1], h[2], h[3], h[5]}}
+        else
+          count = count + 1
+          local ns, es = digits(count), h[3]
+          if tonumber(es) < mexp then
+            mexps = mexps or digits(mexp)
+            es = mexps
+            redis.call('HSET', mk, 'k', cid, 'x', cexps, 'n', ns, 'e', es)
+            redis.call('ZADD', EXP, es, id)
+            redis.call('PEXPIRE', mk, digits(mexp - now))
+          else
+            redis.call('HSET', mk, 'k', cid, 'x', cexps, 'n', ns)
+          end
+          held[#held + 1] = cexps
+          held[#held + 1] = id
+          taken[#taken + 1] = id
+          out[#out + 1] = {id, h[1], h[2], es, h[4] or '0', h[5] or '', cid, cexps, ns}
+        end
       end
     end
   end
@@ -116,8 +139,16 @@ for i = 0, nclaims - 1 do
   replies[i + 1] = claim(b, {first, 0})
 end
 if horizon > 0 then
-  -- :exp is not among them: a claim only moves entries it holds.
-  local fresh = absent(HELD, CL)
+  -- :exp is not among them when nothing was promoted: a claim only moves
+  -- entries it holds.
+  local fresh
+  if #pids > 0 then
+    fresh = absent(HELD, CL, IDS, EXP)
+    zchunks('ZADD', IDS, pids)
+    zchunks('ZADD', EXP, pexps)
+  else
+    fresh = absent(HELD, CL)
+  end
   redis.call('ZADD', HELD, unpack(held))
   redis.call('ZADD', CL, unpack(claimed))
   keepalive(P, now, horizon, fresh)

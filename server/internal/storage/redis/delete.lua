@@ -17,12 +17,25 @@ local now = tonumber(ARGV[1])
 -- no live claim held (which may also be in :rdy or :dly; a held one is in
 -- :ids, :exp and :held only); gone marks them, so a second delete of one id
 -- in this call finds it absent.
-local removed, free, gone = {}, {}, {}
+-- entries lists the seqs of stream entries deleted (never claimed, so
+-- free: a claim id is the wrong one).
+local removed, free, gone, entries = {}, {}, {}, {}
+local inc -- read once, when an id is not a message hash
 
 local function delete(id, cid)
   if gone[id] then return {0, 0} end
   local h = redis.call('HMGET', mkey(id), 'e', 'k', 'x')
   if not h[1] then
+    if inc == nil then inc = incarnation() or false end
+    local seq = xseq(id)
+    local f = seq and xread(seq)
+    if f then
+      if tonumber(f.e) <= now then return {0, 0} end
+      if cid ~= '' then return {0, 3} end
+      entries[#entries + 1] = digits(seq)
+      gone[id] = true
+      return {0, 0, 1}
+    end
     local target, answer = move_state(now)
     return answer or whereabouts(id, target) or {0, 0}
   end
@@ -59,4 +72,5 @@ if #free > 0 then
   redis.call('ZREM', RDY, unpack(free))
   redis.call('ZREM', DLY, unpack(free))
 end
+xdrop(entries)
 return replies

@@ -15,12 +15,20 @@ if target then
   end
 end
 local lapsed = advance(now)
+-- Entries of the stream area are free: they go whatever the claim id.
+incarnation()
+local entries = {}
 for i = 3, #ARGV do
   local id = ARGV[i]
   local h = redis.call('HMGET', mkey(id), 'k', 'x')
   if not h[1] or h[1] == '' or tonumber(h[2]) <= now or (cid ~= '' and h[1] == cid) then
     drop(id)
   end
+  if not h[1] then
+    local seq = xseq(id)
+    if seq then entries[#entries + 1] = digits(seq) end
+  end
 end
+xdrop(entries)
 if moved then return moved_reply(target) end
 return {lapsed}

@@ -36,18 +36,20 @@ type Driver struct {
 	fc     functionCaller // what scripts run through: c, with group commit
 	clock  storage.Clock
 	events storage.Events
+	layout string // where posts go: "x" the stream area, "h" message hashes (options.go)
 }
 
 // Open builds a driver for a redis:// or rediss:// URI (see clientConfig
 // for the forms, Sentinel included). It does not wait for Redis: a server
 // may start before its Redis does and answers 503 until it is reachable.
 func Open(ctx context.Context, u *url.URL, opts storage.Options) (*Driver, error) {
-	c, err := NewClient(u)
+	cfg, err := parseURI(u)
 	if err != nil {
 		return nil, storage.E("redis.open", storage.Invalid, err)
 	}
+	c := cfg.client()
 	opts = opts.WithDefaults()
-	d := &Driver{c: c, clock: opts.Clock, events: opts.Events}
+	d := &Driver{c: c, clock: opts.Clock, events: opts.Events, layout: cfg.layout}
 	d.fc = newGroupCommit(d.c, groupSenders, groupMaxBatch)
 	preload(ctx, d.c)
 	return d, nil

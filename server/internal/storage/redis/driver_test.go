@@ -31,6 +31,35 @@ func openAt(t testing.TB, uri string, clock storage.Clock) *Driver {
 	return d
 }
 
+// layouts are the two places posts go (options.go's layout option): the
+// tests of what the scripts leave in Redis run with each.
+var layouts = []string{"stream", "hash"}
+
+// withLayout adds the layout option to a store URI.
+func withLayout(uri, layout string) string {
+	sep := "?"
+	if strings.Contains(uri, "?") {
+		sep = "&"
+	}
+	return uri + sep + "layout=" + layout
+}
+
+// stored counts the messages the queue holds in either area: message
+// hashes (indexed in :ids) and stream entries.
+func stored(t testing.TB, d *Driver, q storage.QueueRef) int64 {
+	t.Helper()
+	ctx := context.Background()
+	n, err := d.c.ZCard(ctx, scope(q)+":ids").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, err := d.c.XLen(ctx, scope(q)+":x").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n + x
+}
+
 func post(t *testing.T, d *Driver, q storage.QueueRef, n int, ttl time.Duration) ([]string, error) {
 	t.Helper()
 	msgs := make([]storage.NewMessage, n)
@@ -44,9 +73,15 @@ func post(t *testing.T, d *Driver, q storage.QueueRef, n int, ttl time.Duration)
 // side effect of ordinary calls and that every key except the queue's own
 // hash carries a Redis TTL, so nothing outlives its data untouched.
 func TestCleanupWithoutSweeper(t *testing.T) {
+	for _, layout := range layouts {
+		t.Run(layout, func(t *testing.T) { cleanupWithoutSweeper(t, layout) })
+	}
+}
+
+func cleanupWithoutSweeper(t *testing.T, layout string) {
 	r := testutil.StartRedis(t, testutil.RedisOptions{})
 	clock := storagetest.NewClock()
-	d := openAt(t, r.URL, clock)
+	d := openAt(t, withLayout(r.URL, layout), clock)
 	ctx := context.Background()
 	q := queueRef("p", "q")
 	if _, err := post(t, d, q, 10, time.Minute); err != nil {
@@ -59,8 +94,8 @@ func TestCleanupWithoutSweeper(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(keys) < 10 {
-		t.Fatalf("only %d keys for 10 messages: %v", len(keys), keys)
+	if n := stored(t, d, q); n != 10 {
+		t.Fatalf("%d messages stored of 10: keys %v", n, keys)
 	}
 	for _, k := range keys {
 		ttl, err := d.c.PTTL(ctx, k).Result()
@@ -100,12 +135,16 @@ func TestCleanupWithoutSweeper(t *testing.T) {
 	if _, err := d.Queues().Stats(ctx, q); err != nil { // runs every cleanup step
 		t.Fatal(err)
 	}
-	if n, _ := d.c.ZCard(ctx, scope(q)+":ids").Result(); n != 1 {
-		t.Errorf("%d message ids indexed after expiry, want 1", n)
+	if n := stored(t, d, q); n != 1 {
+		t.Errorf("%d messages stored after expiry, want 1", n)
 	}
 	msgKeys, _ := d.c.Keys(ctx, escapeGlob(scope(q)+":m:")+"*").Result()
 	claimKeys, _ := d.c.Keys(ctx, escapeGlob(scope(q)+":c:")+"*").Result()
-	if len(msgKeys) != 1 || len(claimKeys) != 0 {
+	wantKeys := 0 // the stream area: the message is an entry
+	if layout == "hash" {
+		wantKeys = 1
+	}
+	if len(msgKeys) != wantKeys || len(claimKeys) != 0 {
 		t.Errorf("after expiry: message keys %v, claim keys %v", msgKeys, claimKeys)
 	}
 }
@@ -214,8 +253,14 @@ func TestLeftoversSeesStrayKeys(t *testing.T) {
 // TestBatchPostAllOrNothing fills a small Redis until it refuses writes and
 // checks that every batch was stored whole or not at all.
 func TestBatchPostAllOrNothing(t *testing.T) {
+	for _, layout := range layouts {
+		t.Run(layout, func(t *testing.T) { batchPostAllOrNothing(t, layout) })
+	}
+}
+
+func batchPostAllOrNothing(t *testing.T, layout string) {
 	r := testutil.StartRedis(t, testutil.RedisOptions{Args: []string{"--maxmemory", "4mb", "--maxmemory-policy", "noeviction"}})
-	d := openAt(t, r.URL, storage.SystemClock{})
+	d := openAt(t, withLayout(r.URL, layout), storage.SystemClock{})
 	ctx := context.Background()
 	q := queueRef("p", "full")
 	const batch = 10
@@ -234,11 +279,7 @@ func TestBatchPostAllOrNothing(t *testing.T) {
 	if !storage.Is(err, storage.Unavailable) {
 		t.Errorf("post to a full Redis: %v, want kind unavailable", err)
 	}
-	n, err := d.c.ZCard(ctx, scope(q)+":ids").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n == 0 || n%batch != 0 {
+	if n := stored(t, d, q); n == 0 || n%batch != 0 {
 		t.Errorf("%d messages stored: a batch of %d was split", n, batch)
 	}
 }
@@ -250,7 +291,13 @@ func TestBatchPostAllOrNothing(t *testing.T) {
 // its data untouched (lib.lua's absent and keepalive).
 func TestModelKeepsTTLs(t *testing.T) {
 	r := testutil.StartRedis(t, testutil.RedisOptions{})
-	open := func(t testing.TB, clock storage.Clock) storage.Driver { return openAt(t, r.URL, clock) }
+	for _, layout := range layouts {
+		t.Run(layout, func(t *testing.T) { modelKeepsTTLs(t, withLayout(r.URL, layout)) })
+	}
+}
+
+func modelKeepsTTLs(t *testing.T, uri string) {
+	open := func(t testing.TB, clock storage.Clock) storage.Driver { return openAt(t, uri, clock) }
 	storagetest.RunModel(t, open, storagetest.ModelOptions{Checks: 100, Invariant: func(rt *rapid.T, d storage.Driver, q storage.QueueRef) {
 		c := d.(*Driver).c
 		ctx := context.Background()

@@ -4,9 +4,10 @@
 local now, one = tonumber(ARGV[1]), ARGV[2] == '1'
 local target, answer = move_state(now)
 if answer then return answer end
+incarnation()
 local out = {}
 for i = 3, #ARGV do
-  local m = load(ARGV[i], now)
+  local m = find(ARGV[i], now)
   if m then
     out[#out + 1] = m
   elseif target then

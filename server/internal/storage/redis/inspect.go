@@ -8,7 +8,8 @@ import (
 )
 
 // Depth totals live free and claimed messages over every queue the
-// registry lists: two ZCOUNTs per queue, pipelined in chunks.
+// registry lists: two ZCOUNTs and the stream area's length per queue
+// (whose entries are all free: lib.lua), pipelined in chunks.
 func (d *Driver) Depth(ctx context.Context) (storage.Depth, error) {
 	var depth storage.Depth
 	now := "(" + strconv.FormatInt(d.nowMS(), 10)
@@ -23,15 +24,17 @@ func (d *Driver) Depth(ctx context.Context) (storage.Depth, error) {
 			for _, s := range scopes {
 				pipe.ZCount(ctx, s+":exp", now, "+inf")
 				pipe.ZCount(ctx, s+":held", now, "+inf")
+				pipe.XLen(ctx, s+":x")
 			}
 			cmds, err := pipe.Exec(ctx)
 			if err != nil {
 				return depth, wrap("redis.depth", err)
 			}
-			for i := 0; i+1 < len(cmds); i += 2 {
-				total, claimed := cmds[i].(interface{ Val() int64 }).Val(), cmds[i+1].(interface{ Val() int64 }).Val()
+			for i := 0; i+2 < len(cmds); i += 3 {
+				val := func(j int) int64 { return cmds[i+j].(interface{ Val() int64 }).Val() }
+				total, claimed, entries := val(0), val(1), val(2)
 				depth.Claimed += claimed
-				depth.Free += total - claimed
+				depth.Free += total - claimed + entries
 			}
 		}
 		if cursor = next; cursor == 0 {

@@ -8,7 +8,8 @@
 -- never Redis' own TIME, so tests can move time and replicas replay the
 -- same effects.
 local P         -- the queue's key prefix
-local Q         -- hash: m = metadata JSON, s = last seq, x = index keys' keepalive horizon
+local Q         -- hash: m = metadata JSON, s = last seq, x = index keys' keepalive horizon,
+                -- i = incarnation and h = the stream's expiry order (see "The stream area")
 local IDS       -- zset id -> seq: every message, in posting order
 local EXP       -- zset id -> expiry
 local RDY       -- zset id -> seq: free, visible messages (what claims and pops take)
@@ -19,6 +20,8 @@ local HELD      -- zset id -> expiry of the claim holding it
 local SX, SD, SI, SN, DA, DS
 -- Moving a queue: see below.
 local TI, TC, MV, IM
+-- The stream area: see below.
+local X, XE
 
 local function bind(keys)
   P = keys[1]
@@ -27,6 +30,7 @@ local function bind(keys)
   SX, SD, SI, SN = P .. ':sx', P .. ':sd', P .. ':si', P .. ':sn'
   DA, DS = P .. ':da', P .. ':ds'
   TI, TC, MV, IM = P .. ':ti', P .. ':tc', P .. ':mv', P .. ':im'
+  X, XE = P .. ':x', P .. ':xe'
 end
 
 -- Work one call may spend on cleanup; what is left waits for the next call
@@ -78,7 +82,7 @@ end
 -- hold_until gives index keys of the queue with prefix p the horizon x:
 -- every one when the horizon just moved (renewed), otherwise only the keys
 -- in fresh (absent's answer before the caller wrote them), which lack it.
-local INDEXES = {':ids', ':exp', ':rdy', ':dly', ':cl', ':held'}
+local INDEXES = {':ids', ':exp', ':rdy', ':dly', ':cl', ':held', ':x', ':xe'}
 local function hold_until(p, now, x, renewed, fresh)
   if renewed then
     fresh = {}
@@ -116,9 +120,138 @@ local function refresh_ttl(key, now)
 end
 
 -- expire drops messages whose time is up.
+-- The stream area. A message posted to a queue of a database whose layout
+-- is "stream" (options.go), and not delayed, is an entry of the stream :x
+-- with id <seq>-0 and fields b body, c created, e expiry, u client: no
+-- key, no TTL and no index entry of its own, which is what a stored
+-- message costs in the other area (docs/storage.md, "The stream area").
+-- Every entry is free and was never claimed: a claim or a move turns the
+-- entry into a message hash of the key-per-message area first (promote),
+-- and a pop or delete removes it. Both areas share the queue's sequence,
+-- so whoever takes or lists messages merges them by seq.
+-- Ids of messages posted here are the queue's incarnation (:q field i, 16
+-- hex digits written by the first post, so a queue deleted and created
+-- again never reissues an id) and the seq (16 hex digits: a queue moved
+-- in from MongoDB continues that backend's sequence, past 2^48), in UUID
+-- form; message hashes of
+-- such messages keep the id (a delayed one is posted as a hash).
+-- Expiry: :q field h holds the largest expiry of any entry so far; an
+-- entry that expires before it is out of order and noted in :xe (seq ->
+-- expiry). The others expire in stream order, so trimming the head until
+-- the first live entry (xtrim) and dropping what :xe says fell due
+-- (expire) leaves only live entries: an in-order entry behind a live one
+-- expires after it.
+local INC -- the incarnation of the bound queue, read by incarnation
+
+local function incarnation()
+  INC = redis.call('HGET', Q, 'i')
+  return INC
+end
+
+-- xid is the id of the entry with sequence seq of incarnation inc.
+local function xid(inc, seq)
+  local s = string.format('%016x', seq)
+  return inc:sub(1, 8) .. '-' .. inc:sub(9, 12) .. '-' .. inc:sub(13, 16) .. '-' .. s:sub(1, 4) .. '-' .. s:sub(5)
+end
+
+-- xseq is the sequence of the entry id names, or nil when id is not of
+-- this queue's incarnation (INC) or not of that form.
+local function xseq(id)
+  if not INC or #id ~= 36 or id:sub(1, 8) .. id:sub(10, 13) .. id:sub(15, 18) ~= INC then return nil end
+  if id:sub(9, 9) ~= '-' or id:sub(14, 14) ~= '-' or id:sub(19, 19) ~= '-' or id:sub(24, 24) ~= '-' then
+    return nil
+  end
+  local hex = id:sub(20, 23) .. id:sub(25)
+  if not hex:match('^%x+$') then return nil end
+  return tonumber(hex, 16)
+end
+
+-- entry_seq reads the seq out of a stream entry id "<seq>-0".
+local function entry_seq(eid) return tonumber(eid:sub(1, -3)) end
+
+-- fields reads a stream entry's field list into a table.
+local function fields(kv)
+  local f = {}
+  for i = 1, #kv, 2 do f[kv[i]] = kv[i + 1] end
+  return f
+end
+
+-- xmsg is the load form of a live entry (never delayed or claimed).
+local function xmsg(seq, f)
+  return {xid(INC, seq), f.b, f.c, f.e, '0', f.u or '', '', '0', '0'}
+end
+
+-- xread returns the fields of the entry with sequence seq, or nil.
+local function xread(seq)
+  local s = digits(seq) .. '-0'
+  local r = redis.call('XRANGE', X, s, s)
+  if #r == 0 then return nil end
+  return fields(r[1][2])
+end
+
+-- xdrop removes entries (their seqs as strings) from the stream and :xe.
+local function xdrop(seqs)
+  if #seqs == 0 then return end
+  local eids = {}
+  for i, s in ipairs(seqs) do eids[i] = s .. '-0' end
+  for i = 1, #eids, 1000 do
+    local j = math.min(i + 999, #eids)
+    redis.call('XDEL', X, unpack(eids, i, j))
+    redis.call('ZREM', XE, unpack(seqs, i, j))
+  end
+end
+
+-- xtrim drops expired entries from the head of the stream, up to BUDGET.
+-- One entry is read first: the head is nearly always live.
+local function xtrim(now)
+  local count, left = 1, BUDGET
+  while left > 0 do
+    local head = redis.call('XRANGE', X, '-', '+', 'COUNT', count)
+    local dead = {}
+    for _, e in ipairs(head) do
+      if tonumber(fields(e[2]).e) > now then break end
+      dead[#dead + 1] = e[1]:sub(1, -3)
+    end
+    xdrop(dead)
+    if #dead < #head or #head < count then return end
+    left = left - #dead
+    count = math.min(64, left)
+  end
+end
+
+-- free_head returns up to want of the oldest free messages of both areas,
+-- merged by seq, and takes them out of where they were free (:rdy, the
+-- stream): each item is {id, seq} for a message hash, {nil, seq, fields}
+-- for an entry. The caller decides what becomes of each.
+local function free_head(want)
+  local r = redis.call('ZRANGE', RDY, 0, want - 1, 'WITHSCORES')
+  local x = redis.call('XRANGE', X, '-', '+', 'COUNT', want)
+  local out, taken, xtaken = {}, {}, {}
+  local i, j = 1, 1
+  while #out < want and (i <= #r or j <= #x) do
+    local rs = i <= #r and tonumber(r[i + 1])
+    local xs = j <= #x and entry_seq(x[j][1])
+    if rs and (not xs or rs < xs) then
+      out[#out + 1] = {r[i], rs}
+      taken[#taken + 1] = r[i]
+      i = i + 2
+    else
+      out[#out + 1] = {nil, xs, fields(x[j][2])}
+      xtaken[#xtaken + 1] = x[j][1]:sub(1, -3)
+      j = j + 1
+    end
+  end
+  if #taken > 0 then redis.call('ZREM', RDY, unpack(taken)) end
+  xdrop(xtaken)
+  return out
+end
+
+-- expire drops messages whose time is up: message hashes, and entries of
+-- the stream area that expire out of order (the others go by xtrim).
 local function expire(now)
   local dead = redis.call('ZRANGEBYSCORE', EXP, '-inf', now, 'LIMIT', 0, BUDGET)
   for _, id in ipairs(dead) do drop(id) end
+  xdrop(redis.call('ZRANGEBYSCORE', XE, '-inf', now, 'LIMIT', 0, BUDGET))
 end
 
 -- advance applies what fell due by now, within BUDGET per step: lapsed
@@ -166,6 +299,17 @@ local function load(id, now, keyof)
   local k, x = h[6] or '', h[7] or '0'
   if k ~= '' and tonumber(x) <= now then k, x = '', '0' end
   return {id, h[1], h[2], h[3], h[4] or '0', h[5] or '', k, x, h[8] or '0'}
+end
+
+-- find is load over both areas: a message hash, else a live entry.
+local function find(id, now)
+  local m = load(id, now)
+  if m then return m end
+  local seq = xseq(id)
+  if not seq then return nil end
+  local f = xread(seq)
+  if f and tonumber(f.e) > now then return xmsg(seq, f) end
+  return nil
 end
 
 -- ensure records a queue (hash q) in its project's index and the registry
@@ -292,7 +436,7 @@ local function move_state(now)
   local f = redis.call('HMGET', Q, 'g', 'z')
   if f[2] then
     if tonumber(f[2]) > now then return f[1], moved_reply(f[1]) end
-    redis.call('DEL', Q) -- a tombstone holds nothing else
+    redis.call('DEL', Q, X, XE) -- a tombstone holds nothing else
     return nil, nil
   end
   return f[1], nil

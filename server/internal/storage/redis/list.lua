@@ -6,31 +6,65 @@ local now, last, limit, client = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3]), 
 local target, answer = move_state(now)
 if answer then return answer end
 local echo, claimed, delayed = ARGV[5] == '1', ARGV[6] == '1', ARGV[7] == '1'
--- What this backend holds in order: :ids, then, while a move has a batch in
--- transit, the batch (:ti, scored by the same sequence numbers). Take takes
--- the newest, so the batch sorts after everything left; a listing that
--- stopped short of it would send a caller going on to the target past it.
-local parts = {{IDS, mkey}}
-if target then parts[2] = {TI, tkey} end
+incarnation()
+-- What this backend holds in order: :ids and the stream area merged by
+-- seq, then, while a move has a batch in transit, the batch (:ti, scored
+-- by the same sequence numbers). Take takes the newest, so the batch sorts
+-- after everything left; a listing that stopped short of it would send a
+-- caller going on to the target past it.
 -- A message id marker resumes after that message, or from the start when it
 -- is gone (Zaqar's marker form).
 if not tonumber(last) then
-  local at
-  for _, part in ipairs(parts) do at = at or redis.call('ZSCORE', part[1], last) end
+  local at = redis.call('ZSCORE', IDS, last)
+  if not at and target then at = redis.call('ZSCORE', TI, last) end
+  if not at then
+    local seq = xseq(last)
+    if seq and xread(seq) then at = digits(seq) end
+  end
   last = at or '0'
 end
+
+-- page returns up to n items after last, in order: {message, seq} with
+-- the message in load's form or nil when it is gone or expired.
+local function page(part, n)
+  local out = {}
+  if part == 2 then
+    local ids = redis.call('ZRANGEBYSCORE', TI, '(' .. last, '+inf', 'WITHSCORES', 'LIMIT', 0, n)
+    for i = 1, #ids, 2 do out[#out + 1] = {load(ids[i], now, tkey), ids[i + 1]} end
+    return out
+  end
+  local ids = redis.call('ZRANGEBYSCORE', IDS, '(' .. last, '+inf', 'WITHSCORES', 'LIMIT', 0, n)
+  local xs = redis.call('XRANGE', X, '(' .. last .. '-0', '+', 'COUNT', n)
+  local i, j = 1, 1
+  while #out < n and (i <= #ids or j <= #xs) do
+    local hs = i <= #ids and tonumber(ids[i + 1])
+    local xsq = j <= #xs and entry_seq(xs[j][1])
+    if hs and (not xsq or hs < xsq) then
+      out[#out + 1] = {load(ids[i], now), ids[i + 1]}
+      i = i + 2
+    else
+      local f = fields(xs[j][2])
+      local m = nil
+      if tonumber(f.e) > now then m = xmsg(xsq, f) end
+      out[#out + 1] = {m, digits(xsq)}
+      j = j + 1
+    end
+  end
+  return out
+end
+
 local out, scanned, done, part = {''}, 0, false, 1
 while #out <= limit and not done do
   if scanned >= BUDGET * 2 then break end
-  local ids = redis.call('ZRANGEBYSCORE', parts[part][1], '(' .. last, '+inf', 'WITHSCORES', 'LIMIT', 0, limit + 1)
-  if #ids == 0 then
-    if part == #parts then done = true break end
-    part = part + 1
+  local items = page(part, limit + 1)
+  if #items == 0 then
+    if part == 2 or not target then done = true break end
+    part = 2
   end
-  for i = 1, #ids, 2 do
-    last = ids[i + 1]
+  for _, it in ipairs(items) do
+    last = it[2]
     scanned = scanned + 1
-    local m = load(ids[i], now, parts[part][2])
+    local m = it[1]
     if m and (echo or m[6] ~= client) and (claimed or m[7] == '') and (delayed or tonumber(m[5]) <= now) then
       out[#out + 1] = m
       if #out > limit then break end

@@ -14,21 +14,20 @@ var (
 	//go:embed post.lua
 	postSrc string
 	// Concurrent posts to one queue run as one call (post.lua's ARGV).
-	postScript = registerMergeable("post", postSrc, 3, false)
+	postScript = registerMergeable("post", postSrc, 5, true)
 )
 
 func (s messageStore) Post(ctx context.Context, q storage.QueueRef, clientID string, msgs []storage.NewMessage) ([]string, error) {
 	keys := queueKeys(q)
-	a := newScriptArgs(5+4*len(msgs), 2+2*len(msgs), 3+len(msgs))
+	a := newScriptArgs(7+3*len(msgs), 2+2*len(msgs), 5+len(msgs))
 	a.int(s.d.nowMS())
 	a.str(q.Name)
 	a.str(keys[0])
+	a.str(s.d.layout)
+	a.str(newIncarnation())
 	a.str(clientID)
 	a.int(int64(len(msgs)))
-	ids := make([]string, len(msgs))
-	for i, m := range msgs {
-		ids[i] = storage.NewID()
-		a.str(ids[i])
+	for _, m := range msgs {
 		a.int(m.TTL.Milliseconds())
 		a.int(m.Delay.Milliseconds())
 		a.bytes(m.Body)
@@ -37,8 +36,16 @@ func (s messageStore) Post(ctx context.Context, q storage.QueueRef, clientID str
 	if err != nil {
 		return nil, wrap(storage.OpMessagePost, err)
 	}
-	if len(res) > 0 {
-		s.d.lapsed(toInt(res[0]))
+	if len(res) != 2 {
+		return nil, storage.E(storage.OpMessagePost, storage.Internal, "malformed script reply")
+	}
+	first, inc := toInt(res[0]), toString(res[1])
+	if first <= 0 || len(inc) != 16 {
+		return nil, storage.E(storage.OpMessagePost, storage.Internal, "malformed script reply")
+	}
+	ids := make([]string, len(msgs))
+	for i := range ids {
+		ids[i] = messageID(inc, first+int64(i))
 	}
 	return ids, nil
 }

@@ -8,11 +8,14 @@ if not f[1] then return conflict_reply('the queue is not sealed') end
 if f[2] then return 1 end
 if redis.call('EXISTS', TI, TC) > 0 then return conflict_reply('a batch is in transit') end
 advance(now)
-if redis.call('ZCOUNT', EXP, '(' .. now, '+inf') > 0 then return conflict_reply('messages are left to move') end
+xtrim(now)
+if redis.call('ZCOUNT', EXP, '(' .. now, '+inf') > 0 or redis.call('XLEN', X) > 0 then
+  return conflict_reply('messages are left to move')
+end
 delete_all(IDS, mkey)
 delete_all(CL, ckey)
 drop_all_subs()
-redis.call('DEL', IDS, EXP, RDY, DLY, CL, HELD, Q, TI, TC, MV, IM)
+redis.call('DEL', IDS, EXP, RDY, DLY, CL, HELD, Q, TI, TC, MV, IM, X, XE)
 redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('SREM', KEYS[3], ARGV[2])
 redis.call('HSET', Q, 'g', f[1], 'z', now + ttl)

@@ -12,28 +12,65 @@ if f[2] then return moved_reply(f[1]) end -- finished: a resumed mover goes on t
 if not f[1] then return conflict_reply('the queue is not sealed') end
 if redis.call('EXISTS', TI, TC) > 0 then return transit_reply() end
 advance(now)
+incarnation()
 
--- The work is O(batch), not O(queue): it reads the index from the newest
--- end, one page at a time, and each message once. The reply is written as
+-- The work is O(batch), not O(queue): it reads the index and the stream
+-- area (merged by seq: lib.lua, "The stream area") from the newest end,
+-- one page at a time, and each message once. The reply is written as
 -- the messages are read (no table per message): this script holds Redis
 -- for the whole batch, and every client of the server waits meanwhile.
 local out, ids, ti, cls, claims = {0, 0}, {}, {}, {}, {}
+local entries = {} -- {id, seq, fields} of the stream entries taken
 local nm, n = 0, 2
 local lowest -- every message from this seq on must come
-local start, stop = 0, false
+local start, xupper, stop = 0, '+', false
 local page_size = math.min(limit + 1, 500)
+
+-- page returns the next page_size messages from the newest end: {id, seq
+-- string} of a message hash, {nil, seq string, fields} of an entry.
+local function page()
+  local hp = redis.call('ZREVRANGE', IDS, start, start + page_size - 1, 'WITHSCORES')
+  local xp = redis.call('XREVRANGE', X, xupper, '-', 'COUNT', page_size)
+  local items, i, j = {}, 1, 1
+  while #items < page_size and (i <= #hp or j <= #xp) do
+    local xs = j <= #xp and entry_seq(xp[j][1])
+    if i <= #hp and (not xs or tonumber(hp[i + 1]) > xs) then
+      items[#items + 1] = {hp[i], hp[i + 1]}
+      start = start + 1
+      i = i + 2
+    else
+      items[#items + 1] = {nil, digits(xs), fields(xp[j][2])}
+      xupper = '(' .. xp[j][1]
+      j = j + 1
+    end
+  end
+  return items
+end
+
 while not stop do
-  local page = redis.call('ZREVRANGE', IDS, start, start + page_size - 1, 'WITHSCORES')
-  if #page == 0 then break end
-  for i = 1, #page, 2 do
-    local id, seq = page[i], page[i + 1]
+  local items = page()
+  if #items == 0 then break end
+  for _, it in ipairs(items) do
+    local id, seq = it[1], it[2]
     local s = tonumber(seq)
     if nm >= limit and (not lowest or s < lowest) then
       stop = true
       break
     end
+    local f = it[3]
+    if f then
+      if tonumber(f.e) > now then
+        id = xid(INC, s)
+        out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5] = id, f.b, f.c, f.e, '0'
+        out[n + 6], out[n + 7], out[n + 8], out[n + 9], out[n + 10] = f.u or '', '', '0', '0', seq
+        n = n + 10
+        nm = nm + 1
+        entries[#entries + 1] = {id, seq, f}
+        ti[#ti + 1], ti[#ti + 2] = seq, id
+      end
+    end
     -- As lib.lua's load: a lapsed claim reads as none.
-    local h = redis.call('HMGET', mkey(id), 'b', 'c', 'e', 'd', 'u', 'k', 'x', 'n')
+    local h = f and {} or redis.call('HMGET', mkey(id), 'b', 'c', 'e', 'd', 'u', 'k', 'x', 'n')
     if h[1] and tonumber(h[3]) > now then
       local k, x = h[6] or '', h[7] or '0'
       if k ~= '' and tonumber(x) <= now then k, x = '', '0' end
@@ -41,8 +78,8 @@ while not stop do
       out[n + 6], out[n + 7], out[n + 8], out[n + 9], out[n + 10] = h[5] or '', k, x, h[8] or '0', seq
       n = n + 10
       nm = nm + 1
-      ids[nm] = id
-      ti[2 * nm - 1], ti[2 * nm] = seq, id
+      ids[#ids + 1] = id
+      ti[#ti + 1], ti[#ti + 2] = seq, id
       if k ~= '' and not claims[k] then
         claims[k] = true
         local c = redis.call('HMGET', ckey(k), 't', 'g', 'c', 'e', 'i')
@@ -58,13 +95,23 @@ while not stop do
       end
     end
   end
-  start = start + page_size
 end
 if nm == 0 then return {0, 0} end
 
 out[1], out[2] = nm, #cls
-for i = 1, nm do redis.call('RENAME', mkey(ids[i]), tkey(ids[i])) end
-for _, key in ipairs({IDS, EXP, RDY, DLY, HELD}) do zchunks('ZREM', key, ids) end
+for i = 1, #ids do redis.call('RENAME', mkey(ids[i]), tkey(ids[i])) end
+for _, key in ipairs({IDS, EXP, RDY, DLY, HELD}) do
+  if #ids > 0 then zchunks('ZREM', key, ids) end
+end
+-- An entry's transit record is the message hash it would have become.
+local seqs = {}
+for i, e in ipairs(entries) do
+  local f = e[3]
+  redis.call('HSET', tkey(e[1]), 'b', f.b, 'c', f.c, 'e', f.e, 's', e[2], 'u', f.u or '')
+  redis.call('PEXPIRE', tkey(e[1]), digits(tonumber(f.e) - now))
+  seqs[i] = e[2]
+end
+xdrop(seqs)
 zchunks('ZADD', TI, ti)
 for _, c in ipairs(cls) do
   push(out, unpack(c))

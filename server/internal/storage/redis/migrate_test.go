@@ -3,38 +3,40 @@ package redis_test
 import (
 	"context"
 	"encoding/json"
-	"net/url"
 	"testing"
 	"time"
 
 	"sluice.dev/server/internal/storage"
 	"sluice.dev/server/internal/storage/memory"
-	"sluice.dev/server/internal/storage/redis"
 	"sluice.dev/server/internal/storage/storagetest"
-	"sluice.dev/server/internal/testutil"
 )
 
 // openDB opens database db of the package's redis-server: the source and
 // the target of a move are two databases, so the same queue can live on
 // both.
-func openDB(db string) storagetest.Opener {
+func openDB(db string) storagetest.Opener { return openDBLayout(db, "stream") }
+
+// openDBLayout is openDB with posts going to the given layout.
+func openDBLayout(db, layout string) storagetest.Opener {
 	return func(t testing.TB, clock storage.Clock) storage.Driver {
 		t.Helper()
-		if server.r == nil {
-			testutil.NoRedis(t)
-		}
-		u, _ := url.Parse(server.r.URL)
-		u.Path = "/" + db
-		d, err := redis.Open(context.Background(), u, storagetest.Options(clock))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = d.Close() })
-		return d
+		return openURI(t, clock, db, layout)
 	}
 }
 
 func TestMigration(t *testing.T) { storagetest.RunMigration(t, openDB("1"), openDB("2")) }
+
+// A queue moves between databases of either layout, both ways: a source
+// holding message hashes and stream entries, a target whose imports are
+// message hashes however it posts.
+func TestMigrationBetweenLayouts(t *testing.T) {
+	t.Run("HashToStream", func(t *testing.T) {
+		storagetest.RunMigration(t, openDBLayout("1", "hash"), openDBLayout("2", "stream"))
+	})
+	t.Run("StreamToHash", func(t *testing.T) {
+		storagetest.RunMigration(t, openDBLayout("1", "stream"), openDBLayout("2", "hash"))
+	})
+}
 
 // A batch taken by one kind of driver imports into another: everything a
 // batch carries is in storage.Batch, nothing driver-specific.

@@ -9,3 +9,7 @@ import (
 // TestModel runs the differential test against the reference model on a
 // real redis-server.
 func TestModel(t *testing.T) { storagetest.RunModel(t, open, storagetest.ModelOptions{Checks: 200}) }
+
+func TestModelHashLayout(t *testing.T) {
+	storagetest.RunModel(t, openLayout("hash"), storagetest.ModelOptions{Checks: 100})
+}

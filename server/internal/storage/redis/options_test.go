@@ -11,7 +11,7 @@ import (
 )
 
 func TestParseURI(t *testing.T) {
-	def := clientConfig{dialTimeout: defaultDialTimeout, readTimeout: defaultReadTimeout, writeTimeout: defaultWriteTimeout}
+	def := clientConfig{dialTimeout: defaultDialTimeout, readTimeout: defaultReadTimeout, writeTimeout: defaultWriteTimeout, layout: "x"}
 	with := func(f func(c *clientConfig)) clientConfig {
 		c := def
 		f(&c)
@@ -42,6 +42,9 @@ func TestParseURI(t *testing.T) {
 			c.addrs, c.master, c.db = []string{"s1:26379", "s2:26379"}, "m", 4
 		}), false},
 		{"redis://h/5?db=5", with(func(c *clientConfig) { c.addrs, c.db = []string{"h:6379"}, 5 }), false},
+		{"redis://h?layout=hash", with(func(c *clientConfig) { c.addrs, c.layout = []string{"h:6379"}, "h" }), false},
+		{"redis://h?layout=stream", with(func(c *clientConfig) { c.addrs = []string{"h:6379"} }), false},
+		{"redis://h?layout=list", clientConfig{}, true},
 		{"redis://h/5?db=6", clientConfig{}, true},
 		{"redis://h?db=-1", clientConfig{}, true},
 		{"redis://h/x", clientConfig{}, true},

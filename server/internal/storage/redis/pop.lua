@@ -5,13 +5,20 @@ local now, limit = tonumber(ARGV[1]), tonumber(ARGV[2])
 local answer, transit = busy(now)
 if answer then return answer end
 local out = {advance(now)}
+incarnation()
+-- free_head takes them out of :rdy and the stream; a message hash goes
+-- whole here.
 while #out <= limit do
-  local ids = redis.call('ZRANGE', RDY, 0, limit - #out)
-  if #ids == 0 then break end
-  for _, id in ipairs(ids) do
-    local m = load(id, now)
-    if m then out[#out + 1] = m end
-    drop(id)
+  local items = free_head(limit - #out + 1)
+  if #items == 0 then break end
+  for _, it in ipairs(items) do
+    if it[1] then
+      local m = load(it[1], now)
+      if m then out[#out + 1] = m end
+      drop(it[1])
+    elseif tonumber(it[3].e) > now then
+      out[#out + 1] = xmsg(it[2], it[3])
+    end
   end
 end
 if transit and #out == 1 then return moving_reply() end

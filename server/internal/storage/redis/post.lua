@@ -1,50 +1,72 @@
 -- KEYS: scope, project index, registry.
--- ARGV: now, queue name, scope, then one or more requests, each: client id,
--- message count, then per message: id, ttl ms, delay ms, body. Concurrent
--- posts to one queue arrive here as one call (groupcommit.go), in the
--- order they were made. All messages are written in this one script, so
--- every request in it is stored whole or (on error before the first
--- write) not at all, and the reply, the same for each request, is what
--- each would have been told alone.
+-- ARGV: now, queue name, scope, layout ("x": non-delayed messages go to the
+-- stream area, "h": every message to a message hash), an incarnation for
+-- the queue should it have none yet (16 hex digits), then one or more
+-- requests, each: client id, message count, then per message: ttl ms,
+-- delay ms, body. Concurrent posts to one queue arrive here as one call
+-- (groupcommit.go), in the order they were made. All messages are written
+-- in this one script, so every request in it is stored whole or (on error
+-- before the first write) not at all.
 -- A delivery of every message to every deliverable live subscription is
 -- recorded here too, so an acknowledged post always has its notifications.
--- Returns {0}.
+-- Returns one reply per request: {seq of its first message, incarnation}:
+-- its messages' ids are the incarnation and consecutive seqs (lib.lua's
+-- xid).
 --
 -- The hottest script, so it spends as few commands as it can: one HMGET and
 -- one HSET of the queue hash serve the queue's creation (as ensure), the
--- sequence, the keepalive horizon (as keepalive, which would read it
--- again) and the seal of a queue being moved (two more fields of the
--- read); only the indexes it creates get a TTL; and the expiry
--- step, which keeps the indexes of a queue nobody reads from bounded, runs
--- when the sequence crosses a multiple of 16: it drops up to BUDGET (500)
--- messages each time, far more than 16 sequence numbers add. Claim
--- bookkeeping waits for the calls that need it.
+-- sequence, the incarnation, the keepalive horizon (as keepalive, which
+-- would read it again), the stream's expiry order and the seal of a queue
+-- being moved (two more fields of the read); only the indexes it creates
+-- get a TTL; and the expiry step, which keeps a queue nobody reads from
+-- bounded, runs when the sequence crosses a multiple of 16: it drops up to
+-- BUDGET (500) messages each time, far more than 16 sequence numbers add.
+-- Claim bookkeeping waits for the calls that need it.
 local now = tonumber(ARGV[1])
 -- One pass over the requests counts the messages and finds the horizon,
 -- so the queue hash is written once.
-local n, maxe = 0, 0
+-- It also finds which keys the call writes, and the largest expiry among
+-- the messages bound for the stream.
+local stream = ARGV[4] == 'x'
+local n, maxe, maxx, nreq, nx, nd = 0, 0, 0, 0, 0, 0
 do
-  local i = 4
+  local i = 6
   while i <= #ARGV do
     local count = tonumber(ARGV[i + 1])
-    for j = 0, count - 1 do
-      local e = now + tonumber(ARGV[i + 3 + j * 4])
+    for j = i + 2, i + 2 + (count - 1) * 3, 3 do
+      local e = now + tonumber(ARGV[j])
       if e > maxe then maxe = e end
+      if tonumber(ARGV[j + 1]) > 0 then
+        nd = nd + 1
+      elseif stream then
+        nx = nx + 1
+        if e > maxx then maxx = e end
+      end
     end
     n = n + count
-    i = i + 2 + count * 4
+    nreq = nreq + 1
+    i = i + 2 + count * 3
   end
 end
-local qh = redis.call('HMGET', Q, 'm', 's', 'x', 'g', 'z')
+local qh = redis.call('HMGET', Q, 'm', 's', 'x', 'g', 'z', 'i', 'h')
 -- Sealed (or a tombstone): posts go to the target. A lapsed tombstone is
 -- no queue at all.
 if qh[4] then
-  if not qh[5] or tonumber(qh[5]) > now then return moved_reply(qh[4]) end
-  redis.call('DEL', Q)
+  if not qh[5] or tonumber(qh[5]) > now then
+    local replies = {}
+    for i = 1, nreq do replies[i] = moved_reply(qh[4]) end
+    return replies
+  end
+  redis.call('DEL', Q, X, XE)
   qh = {}
 end
 local seq = tonumber(qh[2] or '0')
-if math.floor((seq + n) / 16) > math.floor(seq / 16) then expire(now) end
+local inc = qh[6] or ARGV[5]
+INC = inc
+if math.floor((seq + n) / 16) > math.floor(seq / 16) then
+  expire(now)
+  xtrim(now)
+end
 local x = tonumber(qh[3] or '0')
 local renew = maxe > x
 local qf = {'s', seq + n}
@@ -52,6 +74,11 @@ if renew then
   x = maxe + SLACK
   qf[#qf + 1], qf[#qf + 2] = 'x', x
 end
+if not qh[6] then qf[#qf + 1], qf[#qf + 2] = 'i', inc end
+-- The largest expiry of a stream entry so far: entries expiring before it
+-- are out of order (lib.lua, "The stream area").
+local h = tonumber(qh[7] or '0')
+if maxx > h then qf[#qf + 1], qf[#qf + 2] = 'h', digits(maxx) end
 if not qh[1] then
   qf[#qf + 1], qf[#qf + 2] = 'm', '{}'
   redis.call('ZADD', KEYS[2], 0, ARGV[2])
@@ -59,22 +86,45 @@ if not qh[1] then
 end
 redis.call('HSET', Q, unpack(qf))
 
+-- As keepalive (hold_until): a new horizon goes to every index; otherwise
+-- only an index this call creates (absent before it is written; a fresh
+-- key has no TTL) gets it.
+local fresh = {}
+if not renew then
+  local written = {}
+  if nx < n then written[1], written[2] = IDS, EXP end
+  if n - nx - nd > 0 then written[#written + 1] = RDY end
+  if nd > 0 then written[#written + 1] = DLY end
+  if nx > 0 then written[#written + 1] = X end
+  if #written > 0 then fresh = absent(unpack(written)) end
+end
 -- Index entries are collected and added with one ZADD per index, so a
 -- batch costs one call per message plus a few, not four per message.
-local ids, exps, rdy, dly = {}, {}, {}, {}
+local ids, exps, rdy, dly, late = {}, {}, {}, {}, {}
+local replies = {}
 -- Subscribers to notify: their deliveries are recorded with the messages.
 local subs = redis.call('ZRANGEBYSCORE', SD, '(' .. now, '+inf')
-local r = 4
+local r = 6
 while r <= #ARGV do
   local client, count = ARGV[r], tonumber(ARGV[r + 1])
-  for b = r + 2, r + 2 + (count - 1) * 4, 4 do
-    local id, ttl, delay, body = ARGV[b], tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2]), ARGV[b + 3]
+  replies[#replies + 1] = {digits(seq + 1), inc}
+  for b = r + 2, r + 2 + (count - 1) * 3, 3 do
+    local ttl, delay, body = tonumber(ARGV[b]), tonumber(ARGV[b + 1]), ARGV[b + 2]
     seq = seq + 1
+    local id = xid(inc, seq)
     local e = now + ttl
     -- Each number written once, as the strings every command takes.
     local ss, es = digits(seq), digits(e)
-    local mk = mkey(id)
-    if delay > 0 then
+    local mk = mkey(id) -- unused for an entry, but cheaper than a branch
+    if stream and delay <= 0 then
+      redis.call('XADD', X, ss .. '-0', 'b', body, 'c', ARGV[1], 'e', es, 'u', client)
+      if e < h then
+        late[#late + 1] = es
+        late[#late + 1] = ss
+      else
+        h = e
+      end
+    elseif delay > 0 then
       local ds = digits(now + delay)
       redis.call('HSET', mk, 'b', body, 'c', ARGV[1], 'e', es, 's', ss, 'u', client, 'd', ds)
       dly[#dly + 1] = ds
@@ -84,27 +134,24 @@ while r <= #ARGV do
       rdy[#rdy + 1] = ss
       rdy[#rdy + 1] = id
     end
-    redis.call('PEXPIRE', mk, ARGV[b + 1])
+    if not stream or delay > 0 then
+      redis.call('PEXPIRE', mk, ARGV[b])
+      ids[#ids + 1] = ss
+      ids[#ids + 1] = id
+      exps[#exps + 1] = es
+      exps[#exps + 1] = id
+    end
     if #subs > 0 then record_deliveries(subs, now, id, ttl, body, e) end
-    ids[#ids + 1] = ss
-    ids[#ids + 1] = id
-    exps[#exps + 1] = es
-    exps[#exps + 1] = id
   end
-  r = r + 2 + count * 4
+  r = r + 2 + count * 3
 end
-local written = {IDS, EXP}
-if #rdy > 0 then written[#written + 1] = RDY end
-if #dly > 0 then written[#written + 1] = DLY end
--- As keepalive (hold_until): a new horizon goes to every index; otherwise
--- only an index this call creates (absent before it; a fresh key has no
--- TTL) gets it.
-local fresh = renew and {} or absent(unpack(written))
+if #late > 0 and not renew and redis.call('EXISTS', XE) == 0 then fresh[#fresh + 1] = XE end
 -- In chunks: a post of thousands of small messages is more than Lua can
 -- unpack into one call.
 zchunks('ZADD', IDS, ids)
 zchunks('ZADD', EXP, exps)
 zchunks('ZADD', RDY, rdy)
 zchunks('ZADD', DLY, dly)
+zchunks('ZADD', XE, late)
 hold_until(P, now, x, renew, fresh)
-return {0}
+return replies

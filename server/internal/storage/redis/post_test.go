@@ -20,9 +20,15 @@ import (
 // message has expired, posting 16 more sequence numbers leaves only live
 // entries.
 func TestPostAloneBoundsIndexes(t *testing.T) {
+	for _, layout := range layouts {
+		t.Run(layout, func(t *testing.T) { postAloneBoundsIndexes(t, layout) })
+	}
+}
+
+func postAloneBoundsIndexes(t *testing.T, layout string) {
 	r := testutil.StartRedis(t, testutil.RedisOptions{})
 	clock := storagetest.NewClock()
-	d := openAt(t, r.URL, clock)
+	d := openAt(t, withLayout(r.URL, layout), clock)
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(15, uint64(time.Now().UnixNano())))
 	for round := 0; round < 5; round++ {
@@ -48,9 +54,21 @@ func TestPostAloneBoundsIndexes(t *testing.T) {
 			}
 			live += n
 		}
-		for _, idx := range []string{":ids", ":exp", ":rdy"} {
-			if got, _ := d.c.ZCard(ctx, scope(q)+idx).Result(); got != int64(live) {
-				t.Fatalf("round %d: %s holds %d entries after posting alone, want the %d live ones", round, idx, got, live)
+		// The stream area: the live entries, and no expiry left out of
+		// order (:xe): every live one expires after all earlier ones.
+		want := map[string]int{":x": live, ":xe": 0, ":ids": 0, ":exp": 0, ":rdy": 0}
+		if layout == "hash" {
+			want = map[string]int{":x": 0, ":ids": live, ":exp": live, ":rdy": live}
+		}
+		for idx, n := range want {
+			var got int64
+			if idx == ":x" {
+				got, _ = d.c.XLen(ctx, scope(q)+idx).Result()
+			} else {
+				got, _ = d.c.ZCard(ctx, scope(q)+idx).Result()
+			}
+			if got != int64(n) {
+				t.Fatalf("round %d: %s holds %d entries after posting alone, want %d", round, idx, got, n)
 			}
 		}
 		if err := d.Queues().Delete(ctx, q); err != nil {
@@ -64,18 +82,32 @@ func TestPostAloneBoundsIndexes(t *testing.T) {
 // and they must carry the queue's TTL again, or an abandoned queue would
 // keep them for ever.
 func TestPostGivesRecreatedIndexesATTL(t *testing.T) {
+	for _, layout := range layouts {
+		t.Run(layout, func(t *testing.T) { postGivesRecreatedIndexesATTL(t, layout) })
+	}
+}
+
+func postGivesRecreatedIndexesATTL(t *testing.T, layout string) {
 	r := testutil.StartRedis(t, testutil.RedisOptions{})
-	d := openAt(t, r.URL, storage.SystemClock{})
+	d := openAt(t, withLayout(r.URL, layout), storage.SystemClock{})
 	ctx := context.Background()
 	q := queueRef("p", "drained")
+	hasTTL := func(cycle int, keys ...string) {
+		t.Helper()
+		for _, idx := range keys {
+			if ttl, _ := d.c.PTTL(ctx, scope(q)+idx).Result(); ttl <= 0 {
+				t.Fatalf("cycle %d: %s has no TTL (%v)", cycle, idx, ttl)
+			}
+		}
+	}
 	for cycle := 0; cycle < 3; cycle++ {
 		if _, err := post(t, d, q, 2, time.Minute); err != nil {
 			t.Fatal(err)
 		}
-		for _, idx := range []string{":ids", ":exp", ":rdy"} {
-			if ttl, _ := d.c.PTTL(ctx, scope(q)+idx).Result(); ttl <= 0 {
-				t.Fatalf("cycle %d: %s has no TTL (%v)", cycle, idx, ttl)
-			}
+		if layout == "hash" {
+			hasTTL(cycle, ":ids", ":exp", ":rdy")
+		} else {
+			hasTTL(cycle, ":x")
 		}
 		if delay := []storage.NewMessage{{TTL: time.Minute, Delay: time.Minute, Body: json.RawMessage(`1`)}}; cycle == 1 {
 			if _, err := d.Messages().Post(ctx, q, "c", delay); err != nil {
@@ -89,6 +121,8 @@ func TestPostGivesRecreatedIndexesATTL(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// Claimed entries of the stream area became message hashes.
+		hasTTL(cycle, ":ids", ":exp", ":held", ":cl")
 		for _, m := range c.Messages {
 			if err := d.Messages().Delete(ctx, q, m.ID, c.ID); err != nil {
 				t.Fatal(err)
@@ -110,10 +144,11 @@ func TestPostGivesRecreatedIndexesATTL(t *testing.T) {
 func TestFreedMessagesKeepIndexTTL(t *testing.T) {
 	r := testutil.StartRedis(t, testutil.RedisOptions{})
 	clock := storagetest.NewClock()
-	d := openAt(t, r.URL, clock)
 	ctx := context.Background()
-	for _, release := range []bool{false, true} {
-		q := queueRef("p", fmt.Sprintf("freed-%v", release))
+	for i := range 4 {
+		layout, release := layouts[i%2], i >= 2
+		d := openAt(t, withLayout(r.URL, layout), clock)
+		q := queueRef("p", fmt.Sprintf("freed-%v-%s", release, layout))
 		if _, err := post(t, d, q, 2, time.Hour); err != nil {
 			t.Fatal(err)
 		}

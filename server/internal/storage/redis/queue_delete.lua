@@ -4,8 +4,10 @@ local _, answer = move_state(tonumber(ARGV[4]))
 if answer then return answer end
 delete_all(IDS, mkey)
 delete_all(CL, ckey)
-redis.call('DEL', IDS, EXP, RDY, DLY, CL, HELD)
-if ARGV[3] ~= '1' then
+redis.call('DEL', IDS, EXP, RDY, DLY, CL, HELD, X, XE)
+if ARGV[3] == '1' then
+  redis.call('HDEL', Q, 'h') -- the stream's expiry order starts afresh
+else
   delete_all(TI, tkey)
   delete_all(TC, tckey)
   drop_all_subs()

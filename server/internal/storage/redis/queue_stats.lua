@@ -4,26 +4,58 @@ local now = tonumber(ARGV[1])
 local target, answer = move_state(now)
 if answer then return answer end
 local lapsed = advance(now)
-local total = redis.call('ZCOUNT', EXP, '(' .. now, '+inf')
+-- Once the stream's head is trimmed every entry left is live (lib.lua,
+-- "The stream area"), but for what a cut-short trim left.
+xtrim(now)
+incarnation()
+local entries = redis.call('XLEN', X)
+local total = redis.call('ZCOUNT', EXP, '(' .. now, '+inf') + entries
 local claimed = redis.call('ZCOUNT', HELD, '(' .. now, '+inf')
--- first returns the oldest (or newest) live message of zset z, whose
--- members' hashes keyof names.
-local function first(z, keyof, rev)
+-- first returns the oldest (or newest) live message of :ids, and its seq.
+local function first(rev)
   local cmd = rev and 'ZREVRANGE' or 'ZRANGE'
   -- Small chunks: the first message is nearly always live.
   for start = 0, BUDGET, 4 do
-    local ids = redis.call(cmd, z, start, start + 3)
+    local ids = redis.call(cmd, IDS, start, start + 3, 'WITHSCORES')
     if #ids == 0 then break end
-    for _, id in ipairs(ids) do
-      local m = load(id, now, keyof)
-      if m then return m end
+    for i = 1, #ids, 2 do
+      local m = load(ids[i], now)
+      if m then return m, tonumber(ids[i + 1]) end
     end
   end
-  return nil
+  return nil, nil
+end
+-- xfirst is first for the stream area.
+local function xfirst(rev)
+  local seen = 0
+  local bound = rev and '+' or '-'
+  while seen <= BUDGET do
+    local es
+    if rev then
+      es = redis.call('XREVRANGE', X, bound, '-', 'COUNT', 4)
+    else
+      es = redis.call('XRANGE', X, bound, '+', 'COUNT', 4)
+    end
+    if #es == 0 then break end
+    for _, e in ipairs(es) do
+      local f = fields(e[2])
+      if tonumber(f.e) > now then return xmsg(entry_seq(e[1]), f), entry_seq(e[1]) end
+    end
+    seen = seen + #es
+    bound = '(' .. es[#es][1]
+  end
+  return nil, nil
 end
 local oldest, newest
 if total > 0 then
-  oldest, newest = first(IDS, mkey, false), first(IDS, mkey, true)
+  local hs, xs
+  oldest, hs = first(false)
+  local xo, xos = nil, nil
+  if entries > 0 then xo, xos = xfirst(false) end
+  if xo and (not hs or xos < hs) then oldest = xo end
+  newest, hs = first(true)
+  if entries > 0 then xo, xs = xfirst(true) end
+  if xo and (not hs or xs > hs) then newest = xo end
 end
 -- A batch in transit counts here, after everything left, as listings show
 -- it: a queue's depth does not dip while it moves. One read per message of

@@ -6,18 +6,30 @@
 -- Returns {bound, messages dropped}.
 local _, answer = move_state(tonumber(ARGV[1]))
 if answer then return answer end
-local bound = ARGV[2]
+-- Both areas (lib.lua, "The stream area") count towards the step.
+local bound, step = ARGV[2], tonumber(ARGV[3])
 if bound == '' then
   local newest = redis.call('ZRANGE', IDS, -1, -1, 'WITHSCORES')
-  if #newest == 0 then return {'0', 0} end
-  bound = newest[2]
+  local top = tonumber(newest[2] or '0')
+  local xtop = redis.call('XREVRANGE', X, '+', '-', 'COUNT', 1)
+  if #xtop > 0 then top = math.max(top, entry_seq(xtop[1][1])) end
+  if top == 0 then return {'0', 0} end
+  bound = digits(top)
 end
-local ids = redis.call('ZRANGEBYSCORE', IDS, '-inf', bound, 'LIMIT', 0, tonumber(ARGV[3]))
-if #ids == 0 then return {bound, 0} end
-local keys = {}
-for i, id in ipairs(ids) do keys[i] = mkey(id) end
-redis.call('DEL', unpack(keys))
-for _, index in ipairs({IDS, EXP, RDY, DLY, HELD}) do
-  redis.call('ZREM', index, unpack(ids))
+local ids = redis.call('ZRANGEBYSCORE', IDS, '-inf', bound, 'LIMIT', 0, step)
+if #ids > 0 then
+  local keys = {}
+  for i, id in ipairs(ids) do keys[i] = mkey(id) end
+  redis.call('DEL', unpack(keys))
+  for _, index in ipairs({IDS, EXP, RDY, DLY, HELD}) do
+    redis.call('ZREM', index, unpack(ids))
+  end
 end
-return {bound, #ids}
+local seqs = {}
+if #ids < step then
+  for i, e in ipairs(redis.call('XRANGE', X, '-', bound .. '-0', 'COUNT', step - #ids)) do
+    seqs[i] = e[1]:sub(1, -3)
+  end
+  xdrop(seqs)
+end
+return {bound, #ids + #seqs}

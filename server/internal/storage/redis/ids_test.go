@@ -1,0 +1,55 @@
+package redis
+
+import (
+	"context"
+	"testing"
+
+	"pgregory.net/rapid"
+
+	"sluice.dev/server/internal/storage"
+	"sluice.dev/server/internal/testutil"
+)
+
+// TestMessageIDMatchesScripts: the id Go gives a poster and the id the
+// scripts give that message (lib.lua's xid) are one string, and the
+// scripts read the sequence back from it (xseq), for any incarnation and
+// any sequence a Lua number holds exactly, MongoDB's large ones included.
+func TestMessageIDMatchesScripts(t *testing.T) {
+	r := testutil.StartRedis(t, testutil.RedisOptions{})
+	d := openAt(t, r.URL, storage.SystemClock{})
+	ctx := context.Background()
+	// A library of its own: lib.lua's locals are reached through a function
+	// defined after them.
+	code := "#!lua name=idprobe\n" + libSrc + `
+redis.register_function('idprobe', function(KEYS, ARGV)
+  INC = ARGV[1]
+  local id = xid(ARGV[1], tonumber(ARGV[2]))
+  return {id, digits(xseq(id))}
+end)
+`
+	if err := d.c.FunctionLoadReplace(ctx, code).Err(); err != nil {
+		t.Fatal(err)
+	}
+	rapid.Check(t, func(rt *rapid.T) {
+		inc := rapid.StringMatching(`[0-9a-f]{16}`).Draw(rt, "inc")
+		seq := rapid.Int64Range(1, 1<<53).Draw(rt, "seq")
+		res, err := d.c.FCall(ctx, "idprobe", nil, inc, seq).StringSlice()
+		if err != nil {
+			rt.Fatal(err)
+		}
+		want := messageID(inc, seq)
+		if res[0] != want {
+			rt.Fatalf("script id %s, Go id %s", res[0], want)
+		}
+		if !storage.IsMessageID(want) {
+			rt.Fatalf("%s is not a message id", want)
+		}
+		var back int64
+		for _, c := range []byte(res[1]) {
+			back = back*10 + int64(c-'0')
+		}
+		if back != seq {
+			rt.Fatalf("xseq(%s) = %s, want %d", want, res[1], seq)
+		}
+	})
+}
