@@ -1,10 +1,6 @@
 package redis
 
-import (
-	"encoding/hex"
-
-	"github.com/google/uuid"
-)
+import "github.com/google/uuid"
 
 // Message ids. A message posted here is named by its queue's incarnation
 // (16 hex digits, chosen by the first post to the queue and kept in its
@@ -18,12 +14,13 @@ import (
 // pooling (storage.IsMessageID) accept; messages moved in from another
 // queue keep their ids, whatever their form.
 
-// newIncarnation returns a random incarnation, which the post script keeps
-// only when the queue has none yet. It draws from uuid's buffered random
-// pool (storage.NewID's), not a syscall per post.
-func newIncarnation() string {
+// newIncarnation returns 8 random bytes, which the post script writes in
+// hex as the queue's incarnation only when the queue has none yet: most
+// posts pass them unused, so they go raw, not formatted. They come from
+// uuid's buffered random pool (storage.NewID's), not a syscall per post.
+func newIncarnation() [8]byte {
 	u := uuid.New()
-	return hex.EncodeToString(u[:8])
+	return [8]byte(u[:8])
 }
 
 // messageID is the id of message seq of incarnation inc (lib.lua's xid).

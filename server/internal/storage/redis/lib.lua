@@ -22,6 +22,10 @@ local SX, SD, SI, SN, DA, DS
 local TI, TC, MV, IM
 -- The stream area: see below.
 local X, XE
+-- What move_state read of the queue hash besides the seal, so the calls
+-- after it need not read the hash again: the incarnation (INC) and the
+-- keepalive horizon (QX); QREAD says they are this call's.
+local INC, QX, QREAD
 
 local function bind(keys)
   P = keys[1]
@@ -31,6 +35,7 @@ local function bind(keys)
   DA, DS = P .. ':da', P .. ':ds'
   TI, TC, MV, IM = P .. ':ti', P .. ':tc', P .. ':mv', P .. ':im'
   X, XE = P .. ':x', P .. ':xe'
+  INC, QX, QREAD = nil, nil, false
 end
 
 -- Work one call may spend on cleanup; what is left waits for the next call
@@ -98,11 +103,13 @@ end
 -- e + SLACK.
 local function keepalive(p, now, e, fresh)
   local q = p .. ':q'
-  local x = tonumber(redis.call('HGET', q, 'x') or '0')
+  local own = p == P and QREAD
+  local x = own and QX or tonumber(redis.call('HGET', q, 'x') or '0')
   local renew = e > x
   if renew then
     x = e + SLACK
     redis.call('HSET', q, 'x', x)
+    if own then QX = x end
   end
   hold_until(p, now, x, renew, fresh)
 end
@@ -141,10 +148,8 @@ end
 -- the first live entry (xtrim) and dropping what :xe says fell due
 -- (expire) leaves only live entries: an in-order entry behind a live one
 -- expires after it.
-local INC -- the incarnation of the bound queue, read by incarnation
-
 local function incarnation()
-  INC = redis.call('HGET', Q, 'i')
+  if not QREAD then INC = redis.call('HGET', Q, 'i') end
   return INC
 end
 
@@ -190,14 +195,15 @@ local function xread(seq)
 end
 
 -- xdrop removes entries (their seqs as strings) from the stream and :xe.
+-- Their :xe members, if any, stay until due: expire's XDEL of an entry
+-- already gone changes nothing, and most entries have none, so removing
+-- them here would cost every claim a call for nothing.
 local function xdrop(seqs)
   if #seqs == 0 then return end
   local eids = {}
   for i, s in ipairs(seqs) do eids[i] = s .. '-0' end
   for i = 1, #eids, 1000 do
-    local j = math.min(i + 999, #eids)
-    redis.call('XDEL', X, unpack(eids, i, j))
-    redis.call('ZREM', XE, unpack(seqs, i, j))
+    redis.call('XDEL', X, unpack(eids, i, math.min(i + 999, #eids)))
   end
 end
 
@@ -251,7 +257,11 @@ end
 local function expire(now)
   local dead = redis.call('ZRANGEBYSCORE', EXP, '-inf', now, 'LIMIT', 0, BUDGET)
   for _, id in ipairs(dead) do drop(id) end
-  xdrop(redis.call('ZRANGEBYSCORE', XE, '-inf', now, 'LIMIT', 0, BUDGET))
+  local late = redis.call('ZRANGEBYSCORE', XE, '-inf', now, 'LIMIT', 0, BUDGET)
+  if #late > 0 then
+    xdrop(late)
+    redis.call('ZREM', XE, unpack(late))
+  end
 end
 
 -- advance applies what fell due by now, within BUDGET per step: lapsed
@@ -433,10 +443,12 @@ local function conflict_reply(why) return redis.error_reply('SLUICECONFLICT ' ..
 -- answer to give at once when the queue left (a live tombstone). A lapsed
 -- tombstone reads as no move at all.
 local function move_state(now)
-  local f = redis.call('HMGET', Q, 'g', 'z')
+  local f = redis.call('HMGET', Q, 'g', 'z', 'i', 'x')
+  QREAD, INC, QX = true, f[3], tonumber(f[4] or '0')
   if f[2] then
     if tonumber(f[2]) > now then return f[1], moved_reply(f[1]) end
     redis.call('DEL', Q, X, XE) -- a tombstone holds nothing else
+    INC, QX = nil, 0
     return nil, nil
   end
   return f[1], nil

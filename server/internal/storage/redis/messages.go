@@ -24,7 +24,8 @@ func (s messageStore) Post(ctx context.Context, q storage.QueueRef, clientID str
 	a.str(q.Name)
 	a.str(keys[0])
 	a.str(s.d.layout)
-	a.str(newIncarnation())
+	inc := newIncarnation()
+	a.bytes(inc[:])
 	a.str(clientID)
 	a.int(int64(len(msgs)))
 	for _, m := range msgs {
@@ -32,20 +33,18 @@ func (s messageStore) Post(ctx context.Context, q storage.QueueRef, clientID str
 		a.int(m.Delay.Milliseconds())
 		a.bytes(m.Body)
 	}
-	res, err := postScript.Run(ctx, s.d.fc, keys, a.vals...).Slice()
+	res, err := postScript.Run(ctx, s.d.fc, keys, a.vals...).Text()
 	if err != nil {
 		return nil, wrap(storage.OpMessagePost, err)
 	}
-	if len(res) != 2 {
-		return nil, storage.E(storage.OpMessagePost, storage.Internal, "malformed script reply")
-	}
-	first, inc := toInt(res[0]), toString(res[1])
-	if first <= 0 || len(inc) != 16 {
+	// The queue's incarnation, then its first message's seq (post.lua).
+	first, perr := strconv.ParseInt(res[min(16, len(res)):], 10, 64)
+	if perr != nil || len(res) < 17 || first <= 0 {
 		return nil, storage.E(storage.OpMessagePost, storage.Internal, "malformed script reply")
 	}
 	ids := make([]string, len(msgs))
 	for i := range ids {
-		ids[i] = messageID(inc, first+int64(i))
+		ids[i] = messageID(res[:16], first+int64(i))
 	}
 	return ids, nil
 }

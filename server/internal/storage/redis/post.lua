@@ -1,7 +1,7 @@
 -- KEYS: scope, project index, registry.
 -- ARGV: now, queue name, scope, layout ("x": non-delayed messages go to the
 -- stream area, "h": every message to a message hash), an incarnation for
--- the queue should it have none yet (16 hex digits), then one or more
+-- the queue should it have none yet (8 random bytes), then one or more
 -- requests, each: client id, message count, then per message: ttl ms,
 -- delay ms, body. Concurrent posts to one queue arrive here as one call
 -- (groupcommit.go), in the order they were made. All messages are written
@@ -9,9 +9,10 @@
 -- before the first write) not at all.
 -- A delivery of every message to every deliverable live subscription is
 -- recorded here too, so an acknowledged post always has its notifications.
--- Returns one reply per request: {seq of its first message, incarnation}:
--- its messages' ids are the incarnation and consecutive seqs (lib.lua's
--- xid).
+-- Returns one reply per request: the incarnation (16 hex digits) followed
+-- by the seq of its first message in decimal: its messages' ids are the
+-- incarnation and consecutive seqs (lib.lua's xid). One string, which the
+-- server parses without a reply array.
 --
 -- The hottest script, so it spends as few commands as it can: one HMGET and
 -- one HSET of the queue hash serve the queue's creation (as ensure), the
@@ -61,7 +62,10 @@ if qh[4] then
   qh = {}
 end
 local seq = tonumber(qh[2] or '0')
-local inc = qh[6] or ARGV[5]
+local inc = qh[6]
+if not inc then
+  inc = ARGV[5]:gsub('.', function(c) return string.format('%02x', string.byte(c)) end)
+end
 INC = inc
 if math.floor((seq + n) / 16) > math.floor(seq / 16) then
   expire(now)
@@ -107,15 +111,19 @@ local subs = redis.call('ZRANGEBYSCORE', SD, '(' .. now, '+inf')
 local r = 6
 while r <= #ARGV do
   local client, count = ARGV[r], tonumber(ARGV[r + 1])
-  replies[#replies + 1] = {digits(seq + 1), inc}
+  replies[#replies + 1] = inc .. digits(seq + 1)
   for b = r + 2, r + 2 + (count - 1) * 3, 3 do
     local ttl, delay, body = tonumber(ARGV[b]), tonumber(ARGV[b + 1]), ARGV[b + 2]
     seq = seq + 1
-    local id = xid(inc, seq)
     local e = now + ttl
     -- Each number written once, as the strings every command takes.
     local ss, es = digits(seq), digits(e)
-    local mk = mkey(id) -- unused for an entry, but cheaper than a branch
+    -- An entry needs its id only to be notified.
+    local id, mk
+    if not stream or delay > 0 or #subs > 0 then
+      id = xid(inc, seq)
+      mk = mkey(id)
+    end
     if stream and delay <= 0 then
       redis.call('XADD', X, ss .. '-0', 'b', body, 'c', ARGV[1], 'e', es, 'u', client)
       if e < h then
