@@ -41,6 +41,28 @@ local function move(id, h, dlttl)
   keepalive(DP, now, e, fresh)
 end
 
+-- pull hands out the oldest free messages one at a time (free_head's
+-- items): read at once for what every claim of the call asks (demand),
+-- then again for what skipped ones (expired, delayed, dead-lettered) left
+-- wanting. The claims take them in order, so each gets what it would have
+-- read alone; messages a claim dead-letters into this very queue come
+-- after all of them, as they would.
+local demand = 0
+for i = 0, nclaims - 1 do demand = demand + tonumber(ARGV[7 + i * 6]) end
+local pool, pi = {}, 1
+local function pull()
+  if pi > #pool then
+    if demand <= 0 then return nil end
+    pool, pi = free_head(demand), 1
+    if #pool == 0 then
+      demand = 0
+      return nil
+    end
+  end
+  pi = pi + 1
+  return pool[pi - 1]
+end
+
 -- claim makes one claim and returns its reply. The index entries of all
 -- claims made (held: message -> claim end, claimed: claim -> its end) are
 -- added after the last, one ZADD per index, and the latest end is kept in
@@ -64,57 +86,57 @@ local function claim(b, out)
   local taken, dead = {}, 0
   local moves = {}
   while #taken < limit do
-    local items = free_head(limit - #taken)
-    if #items == 0 then break end
-    for _, it in ipairs(items) do
-      local id = it[1]
-      if not id then
-        local f = it[3]
-        if tonumber(f.e) > now then
-          local ss, es = digits(it[2]), f.e
-          id = xid(INC, it[2])
-          if tonumber(es) < mexp then
-            mexps = mexps or digits(mexp)
-            es = mexps
-          end
-          local mk = mkey(id)
-          redis.call('HSET', mk, 'b', f.b, 'c', f.c, 'e', es, 's', ss, 'u', f.u or '', 'k', cid, 'x', cexps, 'n', '1')
-          redis.call('PEXPIRE', mk, digits(tonumber(es) - now))
-          pids[#pids + 1], pids[#pids + 2] = ss, id
-          pexps[#pexps + 1], pexps[#pexps + 2] = es, id
-          held[#held + 1], held[#held + 2] = cexps, id
-          taken[#taken + 1] = id
-          out[#out + 1] = {id, f.b, f.c, es, '0', f.u or '', cid, cexps, '1'}
+    local it = pull()
+    if not it then break end
+    local id = it[1]
+    if not id then
+      local f = it[3]
+      if tonumber(f.e) > now then
+        local ss, es = digits(it[2]), f.e
+        id = xid(INC, it[2])
+        if tonumber(es) < mexp then
+          mexps = mexps or digits(mexp)
+          es = mexps
         end
-      else
         local mk = mkey(id)
-        -- One read serves every check and the reply.
-        local h = redis.call('HMGET', mk, 'b', 'c', 'e', 'd', 'u', 'n')
-        local count = tonumber(h[6] or '0')
-        if not h[1] or tonumber(h[3]) <= now then
-          drop(id)
-        elseif h[4] and tonumber(h[4]) > now then
-          redis.call('ZADD', DLY, h[4], id) -- never claim a delayed message
-        elseif maxcc > 0 and count >= maxcc then
-          drop(id) -- first: the dead-letter queue may be this very queue
-          moves[#moves + 1] = {id, {h[1], h[2], h[3], h[5]}}
+        redis.call('HSET', mk, 'b', f.b, 'c', f.c, 'e', es, 's', ss, 'u', f.u or '', 'k', cid, 'x', cexps, 'n', '1')
+        redis.call('PEXPIRE', mk, digits(tonumber(es) - now))
+        pids[#pids + 1], pids[#pids + 2] = ss, id
+        pexps[#pexps + 1], pexps[#pexps + 2] = es, id
+        held[#held + 1], held[#held + 2] = cexps, id
+        taken[#taken + 1] = id
+        demand = demand - 1
+        out[#out + 1] = {id, f.b, f.c, es, '0', f.u or '', cid, cexps, '1'}
+      end
+    else
+      local mk = mkey(id)
+      -- One read serves every check and the reply.
+      local h = redis.call('HMGET', mk, 'b', 'c', 'e', 'd', 'u', 'n')
+      local count = tonumber(h[6] or '0')
+      if not h[1] or tonumber(h[3]) <= now then
+        drop(id)
+      elseif h[4] and tonumber(h[4]) > now then
+        redis.call('ZADD', DLY, h[4], id) -- never claim a delayed message
+      elseif maxcc > 0 and count >= maxcc then
+        drop(id) -- first: the dead-letter queue may be this very queue
+        moves[#moves + 1] = {id, {h[1], h[2], h[3], h[5]}}
+      else
+        count = count + 1
+        local ns, es = digits(count), h[3]
+        if tonumber(es) < mexp then
+          mexps = mexps or digits(mexp)
+          es = mexps
+          redis.call('HSET', mk, 'k', cid, 'x', cexps, 'n', ns, 'e', es)
+          redis.call('ZADD', EXP, es, id)
+          redis.call('PEXPIRE', mk, digits(mexp - now))
         else
-          count = count + 1
-          local ns, es = digits(count), h[3]
-          if tonumber(es) < mexp then
-            mexps = mexps or digits(mexp)
-            es = mexps
-            redis.call('HSET', mk, 'k', cid, 'x', cexps, 'n', ns, 'e', es)
-            redis.call('ZADD', EXP, es, id)
-            redis.call('PEXPIRE', mk, digits(mexp - now))
-          else
-            redis.call('HSET', mk, 'k', cid, 'x', cexps, 'n', ns)
-          end
-          held[#held + 1] = cexps
-          held[#held + 1] = id
-          taken[#taken + 1] = id
-          out[#out + 1] = {id, h[1], h[2], es, h[4] or '0', h[5] or '', cid, cexps, ns}
+          redis.call('HSET', mk, 'k', cid, 'x', cexps, 'n', ns)
         end
+        held[#held + 1] = cexps
+        held[#held + 1] = id
+        taken[#taken + 1] = id
+        demand = demand - 1
+        out[#out + 1] = {id, h[1], h[2], es, h[4] or '0', h[5] or '', cid, cexps, ns}
       end
     end
   end
