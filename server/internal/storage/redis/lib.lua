@@ -41,6 +41,7 @@ end
 -- Work one call may spend on cleanup; what is left waits for the next call
 -- (reads filter by time meanwhile, so nothing expired is ever returned).
 local BUDGET = 500
+local BUDGETS = '500' -- as the argument: a Lua number is formatted per call
 -- Index keys get a Redis TTL this far beyond the newest message expiry, so
 -- an abandoned queue's indexes vanish on their own while most posts need not
 -- renew the TTLs.
@@ -207,8 +208,9 @@ local function xdrop(seqs)
   end
 end
 
--- xtrim drops expired entries from the head of the stream, up to BUDGET.
--- One entry is read first: the head is nearly always live.
+-- xtrim drops expired entries from the head of the stream, up to BUDGET,
+-- and says whether it reached a live entry or the end (false: the budget
+-- ran out first). One entry is read first: the head is nearly always live.
 local function xtrim(now)
   local count, left = 1, BUDGET
   while left > 0 do
@@ -219,10 +221,11 @@ local function xtrim(now)
       dead[#dead + 1] = e[1]:sub(1, -3)
     end
     xdrop(dead)
-    if #dead < #head or #head < count then return end
+    if #dead < #head or #head < count then return true end
     left = left - #dead
     count = math.min(64, left)
   end
+  return false
 end
 
 -- free_head returns up to want of the oldest free messages of both areas,
@@ -230,8 +233,8 @@ end
 -- stream): each item is {id, seq} for a message hash, {nil, seq, fields}
 -- for an entry. The caller decides what becomes of each.
 local function free_head(want)
-  local r = redis.call('ZRANGE', RDY, 0, want - 1, 'WITHSCORES')
-  local x = redis.call('XRANGE', X, '-', '+', 'COUNT', want)
+  local r = redis.call('ZRANGE', RDY, '0', digits(want - 1), 'WITHSCORES')
+  local x = redis.call('XRANGE', X, '-', '+', 'COUNT', digits(want))
   local out, taken, xtaken = {}, {}, {}
   local i, j = 1, 1
   while #out < want and (i <= #r or j <= #x) do
@@ -254,10 +257,12 @@ end
 
 -- expire drops messages whose time is up: message hashes, and entries of
 -- the stream area that expire out of order (the others go by xtrim).
-local function expire(now)
-  local dead = redis.call('ZRANGEBYSCORE', EXP, '-inf', now, 'LIMIT', 0, BUDGET)
+-- ns is now as a string, when the caller has it.
+local function expire(now, ns)
+  ns = ns or digits(now)
+  local dead = redis.call('ZRANGEBYSCORE', EXP, '-inf', ns, 'LIMIT', '0', BUDGETS)
   for _, id in ipairs(dead) do drop(id) end
-  local late = redis.call('ZRANGEBYSCORE', XE, '-inf', now, 'LIMIT', 0, BUDGET)
+  local late = redis.call('ZRANGEBYSCORE', XE, '-inf', ns, 'LIMIT', '0', BUDGETS)
   if #late > 0 then
     xdrop(late)
     redis.call('ZREM', XE, unpack(late))
@@ -268,13 +273,16 @@ end
 -- claims free their messages, delays end, expired messages go. It returns
 -- how many claims lapsed (reported as claim expirations).
 local function advance(now)
-  local lapsed = redis.call('ZRANGEBYSCORE', CL, '-inf', now, 'LIMIT', 0, BUDGET)
+  -- The time goes to Redis as one string: a Lua number would be formatted
+  -- again for each call (see digits).
+  local ns = digits(now)
+  local lapsed = redis.call('ZRANGEBYSCORE', CL, '-inf', ns, 'LIMIT', '0', BUDGETS)
   for _, cid in ipairs(lapsed) do
     redis.call('DEL', ckey(cid))
   end
   if #lapsed > 0 then redis.call('ZREM', CL, unpack(lapsed)) end
 
-  local held = redis.call('ZRANGEBYSCORE', HELD, '-inf', now, 'LIMIT', 0, BUDGET)
+  local held = redis.call('ZRANGEBYSCORE', HELD, '-inf', ns, 'LIMIT', '0', BUDGETS)
   for _, id in ipairs(held) do
     local mk = mkey(id)
     local f = redis.call('HMGET', mk, 's', 'e')
@@ -285,7 +293,7 @@ local function advance(now)
   end
   if #held > 0 then redis.call('ZREM', HELD, unpack(held)) end
 
-  local due = redis.call('ZRANGEBYSCORE', DLY, '-inf', now, 'LIMIT', 0, BUDGET)
+  local due = redis.call('ZRANGEBYSCORE', DLY, '-inf', ns, 'LIMIT', '0', BUDGETS)
   for _, id in ipairs(due) do
     local s = redis.call('ZSCORE', IDS, id)
     if s then redis.call('ZADD', RDY, s, id) end
@@ -295,7 +303,7 @@ local function advance(now)
   -- every index carries.
   if #held + #due > 0 then refresh_ttl(RDY, now) end
 
-  expire(now)
+  expire(now, ns)
   return #lapsed
 end
 

@@ -100,3 +100,40 @@ func TestMoveLargestBatch(t *testing.T) {
 		t.Fatalf("get of a settled message on the source: %v, want Moved(elsewhere)", err)
 	}
 }
+
+// A queue whose consumers stopped long ago holds more expired entries in
+// its stream area than one trim's budget (500): once every live message
+// moved, Finish drops them all and leaves the tombstone instead of
+// reporting messages left to move.
+func TestFinishAfterManyExpired(t *testing.T) {
+	ctx := context.Background()
+	clock := storagetest.NewClock()
+	src := openDB("1")(t, clock)
+	from := src.(storage.Migrator).Migrations()
+	q := storage.QueueRef{Project: "expired-backlog", Name: "q"}
+	t.Cleanup(func() { _ = src.Queues().Delete(ctx, q) })
+	msgs := make([]storage.NewMessage, 600)
+	for i := range msgs {
+		msgs[i] = storage.NewMessage{TTL: time.Minute, Body: json.RawMessage(`"x"`)}
+	}
+	for range 3 {
+		if _, err := src.Messages().Post(ctx, q, "c", msgs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clock.Advance(2 * time.Minute)
+	if _, err := from.Seal(ctx, q, "elsewhere"); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := from.Take(ctx, q, 100); err != nil || !b.Empty() {
+		t.Fatalf("take of a queue with only expired messages: %d messages, %v", len(b.Messages), err)
+	}
+	if err := from.Finish(ctx, q, time.Minute); err != nil {
+		t.Fatalf("finish: %v", err)
+	}
+	if _, err := src.Messages().Post(ctx, q, "c", msgs[:1]); err == nil {
+		t.Fatal("post after finish: stored, want Moved")
+	} else if to, ok := storage.MovedTo(err); !ok || to != "elsewhere" {
+		t.Fatalf("post after finish: %v, want Moved(elsewhere)", err)
+	}
+}
