@@ -11,6 +11,7 @@ type scriptArgs struct {
 	vals []any
 	ints []int64
 	strs []string
+	raw  [8]byte // a post's incarnation candidate, sent from here without a copy
 }
 
 // newScriptArgs sizes the lists for n arguments, ints of them numbers and

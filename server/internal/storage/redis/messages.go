@@ -19,13 +19,13 @@ var (
 
 func (s messageStore) Post(ctx context.Context, q storage.QueueRef, clientID string, msgs []storage.NewMessage) ([]string, error) {
 	keys := queueKeys(q)
-	a := newScriptArgs(7+3*len(msgs), 2+2*len(msgs), 5+len(msgs))
+	a := newScriptArgs(7+3*len(msgs), 2+2*len(msgs), 4)
 	a.int(s.d.nowMS())
 	a.str(q.Name)
 	a.str(keys[0])
 	a.str(s.d.layout)
-	inc := newIncarnation()
-	a.bytes(inc[:])
+	a.raw = newIncarnation()
+	a.bytes(a.raw[:])
 	a.str(clientID)
 	a.int(int64(len(msgs)))
 	for _, m := range msgs {
