@@ -20,13 +20,12 @@ local now = tonumber(ARGV[1])
 -- entries lists the seqs of stream entries deleted (never claimed, so
 -- free: a claim id is the wrong one).
 local removed, free, gone, entries = {}, {}, {}, {}
-local inc -- read once, when an id is not a message hash
 
 local function delete(id, cid)
   if gone[id] then return {0, 0} end
   local h = redis.call('HMGET', mkey(id), 'e', 'k', 'x')
   if not h[1] then
-    if inc == nil then inc = incarnation() or false end
+    incarnation() -- only when an id is not a message hash
     local seq = xseq(id)
     local f = seq and xread(seq)
     if f then

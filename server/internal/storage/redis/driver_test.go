@@ -35,6 +35,13 @@ func openAt(t testing.TB, uri string, clock storage.Clock) *Driver {
 // tests of what the scripts leave in Redis run with each.
 var layouts = []string{"stream", "hash"}
 
+// eachLayout runs f as a subtest per layout.
+func eachLayout(t *testing.T, f func(t *testing.T, layout string)) {
+	for _, layout := range layouts {
+		t.Run(layout, func(t *testing.T) { f(t, layout) })
+	}
+}
+
 // withLayout adds the layout option to a store URI.
 func withLayout(uri, layout string) string {
 	sep := "?"
@@ -72,11 +79,7 @@ func post(t *testing.T, d *Driver, q storage.QueueRef, n int, ttl time.Duration)
 // TestCleanupWithoutSweeper checks that scripts remove expired data as a
 // side effect of ordinary calls and that every key except the queue's own
 // hash carries a Redis TTL, so nothing outlives its data untouched.
-func TestCleanupWithoutSweeper(t *testing.T) {
-	for _, layout := range layouts {
-		t.Run(layout, func(t *testing.T) { cleanupWithoutSweeper(t, layout) })
-	}
-}
+func TestCleanupWithoutSweeper(t *testing.T) { eachLayout(t, cleanupWithoutSweeper) }
 
 func cleanupWithoutSweeper(t *testing.T, layout string) {
 	r := testutil.StartRedis(t, testutil.RedisOptions{})
@@ -252,11 +255,7 @@ func TestLeftoversSeesStrayKeys(t *testing.T) {
 
 // TestBatchPostAllOrNothing fills a small Redis until it refuses writes and
 // checks that every batch was stored whole or not at all.
-func TestBatchPostAllOrNothing(t *testing.T) {
-	for _, layout := range layouts {
-		t.Run(layout, func(t *testing.T) { batchPostAllOrNothing(t, layout) })
-	}
-}
+func TestBatchPostAllOrNothing(t *testing.T) { eachLayout(t, batchPostAllOrNothing) }
 
 func batchPostAllOrNothing(t *testing.T, layout string) {
 	r := testutil.StartRedis(t, testutil.RedisOptions{Args: []string{"--maxmemory", "4mb", "--maxmemory-policy", "noeviction"}})
@@ -291,9 +290,7 @@ func batchPostAllOrNothing(t *testing.T, layout string) {
 // its data untouched (lib.lua's absent and keepalive).
 func TestModelKeepsTTLs(t *testing.T) {
 	r := testutil.StartRedis(t, testutil.RedisOptions{})
-	for _, layout := range layouts {
-		t.Run(layout, func(t *testing.T) { modelKeepsTTLs(t, withLayout(r.URL, layout)) })
-	}
+	eachLayout(t, func(t *testing.T, layout string) { modelKeepsTTLs(t, withLayout(r.URL, layout)) })
 }
 
 func modelKeepsTTLs(t *testing.T, uri string) {

@@ -24,8 +24,9 @@ local TI, TC, MV, IM
 local X, XE
 -- What move_state read of the queue hash besides the seal, so the calls
 -- after it need not read the hash again: the incarnation (INC) and the
--- keepalive horizon (QX); QREAD says they are this call's.
-local INC, QX, QREAD
+-- keepalive horizon (QX); QREAD says they are this call's, INCREAD that
+-- INC is (read by move_state or incarnation).
+local INC, QX, QREAD, INCREAD
 
 local function bind(keys)
   P = keys[1]
@@ -35,7 +36,7 @@ local function bind(keys)
   DA, DS = P .. ':da', P .. ':ds'
   TI, TC, MV, IM = P .. ':ti', P .. ':tc', P .. ':mv', P .. ':im'
   X, XE = P .. ':x', P .. ':xe'
-  INC, QX, QREAD = nil, nil, false
+  INC, QX, QREAD, INCREAD = nil, nil, false, false
 end
 
 -- Work one call may spend on cleanup; what is left waits for the next call
@@ -149,8 +150,12 @@ end
 -- the first live entry (xtrim) and dropping what :xe says fell due
 -- (expire) leaves only live entries: an in-order entry behind a live one
 -- expires after it.
+-- incarnation returns the bound queue's incarnation, reading it at most
+-- once per call.
 local function incarnation()
-  if not QREAD then INC = redis.call('HGET', Q, 'i') end
+  if not INCREAD then
+    INC, INCREAD = redis.call('HGET', Q, 'i'), true
+  end
   return INC
 end
 
@@ -228,6 +233,26 @@ local function xtrim(now)
   return false
 end
 
+-- merged is one page of both areas in seq order (descending with desc):
+-- up to n items from z, a sorted set's page read WITHSCORES (seq scores),
+-- and x, a stream page in the same direction; {id, seq} for a member,
+-- {nil, seq, fields} for an entry. Seqs never repeat between the areas.
+local function merged(z, x, n, desc)
+  local out, i, j = {}, 1, 1
+  while #out < n and (i <= #z or j <= #x) do
+    local zs = i <= #z and tonumber(z[i + 1])
+    local xs = j <= #x and entry_seq(x[j][1])
+    if zs and (not xs or (zs < xs) ~= desc) then
+      out[#out + 1] = {z[i], zs}
+      i = i + 2
+    else
+      out[#out + 1] = {nil, xs, fields(x[j][2])}
+      j = j + 1
+    end
+  end
+  return out
+end
+
 -- free_head returns up to want of the oldest free messages of both areas,
 -- merged by seq, and takes them out of where they were free (:rdy, the
 -- stream): each item is {id, seq} for a message hash, {nil, seq, fields}
@@ -235,19 +260,12 @@ end
 local function free_head(want)
   local r = redis.call('ZRANGE', RDY, '0', digits(want - 1), 'WITHSCORES')
   local x = redis.call('XRANGE', X, '-', '+', 'COUNT', digits(want))
-  local out, taken, xtaken = {}, {}, {}
-  local i, j = 1, 1
-  while #out < want and (i <= #r or j <= #x) do
-    local rs = i <= #r and tonumber(r[i + 1])
-    local xs = j <= #x and entry_seq(x[j][1])
-    if rs and (not xs or rs < xs) then
-      out[#out + 1] = {r[i], rs}
-      taken[#taken + 1] = r[i]
-      i = i + 2
+  local out, taken, xtaken = merged(r, x, want, false), {}, {}
+  for _, it in ipairs(out) do
+    if it[1] then
+      taken[#taken + 1] = it[1]
     else
-      out[#out + 1] = {nil, xs, fields(x[j][2])}
-      xtaken[#xtaken + 1] = x[j][1]:sub(1, -3)
-      j = j + 1
+      xtaken[#xtaken + 1] = digits(it[2])
     end
   end
   if #taken > 0 then redis.call('ZREM', RDY, unpack(taken)) end
@@ -452,7 +470,7 @@ local function conflict_reply(why) return redis.error_reply('SLUICECONFLICT ' ..
 -- tombstone reads as no move at all.
 local function move_state(now)
   local f = redis.call('HMGET', Q, 'g', 'z', 'i', 'x')
-  QREAD, INC, QX = true, f[3], tonumber(f[4] or '0')
+  QREAD, INCREAD, INC, QX = true, true, f[3], tonumber(f[4] or '0')
   if f[2] then
     if tonumber(f[2]) > now then return f[1], moved_reply(f[1]) end
     redis.call('DEL', Q, X, XE) -- a tombstone holds nothing else

@@ -35,20 +35,14 @@ local function page(part, n)
   end
   local ids = redis.call('ZRANGEBYSCORE', IDS, '(' .. last, '+inf', 'WITHSCORES', 'LIMIT', 0, n)
   local xs = redis.call('XRANGE', X, '(' .. last .. '-0', '+', 'COUNT', n)
-  local i, j = 1, 1
-  while #out < n and (i <= #ids or j <= #xs) do
-    local hs = i <= #ids and tonumber(ids[i + 1])
-    local xsq = j <= #xs and entry_seq(xs[j][1])
-    if hs and (not xsq or hs < xsq) then
-      out[#out + 1] = {load(ids[i], now), ids[i + 1]}
-      i = i + 2
-    else
-      local f = fields(xs[j][2])
-      local m = nil
-      if tonumber(f.e) > now then m = xmsg(xsq, f) end
-      out[#out + 1] = {m, digits(xsq)}
-      j = j + 1
+  for _, it in ipairs(merged(ids, xs, n, false)) do
+    local m, f = nil, it[3]
+    if it[1] then
+      m = load(it[1], now)
+    elseif tonumber(f.e) > now then
+      m = xmsg(it[2], f)
     end
+    out[#out + 1] = {m, digits(it[2])}
   end
   return out
 end

@@ -31,17 +31,13 @@ local page_size = math.min(limit + 1, 500)
 local function page()
   local hp = redis.call('ZREVRANGE', IDS, start, start + page_size - 1, 'WITHSCORES')
   local xp = redis.call('XREVRANGE', X, xupper, '-', 'COUNT', page_size)
-  local items, i, j = {}, 1, 1
-  while #items < page_size and (i <= #hp or j <= #xp) do
-    local xs = j <= #xp and entry_seq(xp[j][1])
-    if i <= #hp and (not xs or tonumber(hp[i + 1]) > xs) then
-      items[#items + 1] = {hp[i], hp[i + 1]}
+  local items = merged(hp, xp, page_size, true)
+  for _, it in ipairs(items) do
+    it[2] = digits(it[2])
+    if it[1] then
       start = start + 1
-      i = i + 2
     else
-      items[#items + 1] = {nil, digits(xs), fields(xp[j][2])}
-      xupper = '(' .. xp[j][1]
-      j = j + 1
+      xupper = '(' .. it[2] .. '-0'
     end
   end
   return items

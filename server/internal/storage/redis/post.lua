@@ -66,7 +66,7 @@ local inc = qh[6]
 if not inc then
   inc = ARGV[5]:gsub('.', function(c) return string.format('%02x', string.byte(c)) end)
 end
-INC = inc
+INC, INCREAD = inc, true
 if math.floor((seq + n) / 16) > math.floor(seq / 16) then
   expire(now)
   xtrim(now)

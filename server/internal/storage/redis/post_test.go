@@ -19,11 +19,7 @@ import (
 // them. Batch sizes and TTLs are drawn at random; once every earlier
 // message has expired, posting 16 more sequence numbers leaves only live
 // entries.
-func TestPostAloneBoundsIndexes(t *testing.T) {
-	for _, layout := range layouts {
-		t.Run(layout, func(t *testing.T) { postAloneBoundsIndexes(t, layout) })
-	}
-}
+func TestPostAloneBoundsIndexes(t *testing.T) { eachLayout(t, postAloneBoundsIndexes) }
 
 func postAloneBoundsIndexes(t *testing.T, layout string) {
 	r := testutil.StartRedis(t, testutil.RedisOptions{})
@@ -81,11 +77,7 @@ func postAloneBoundsIndexes(t *testing.T, layout string) {
 // (Redis deletes an empty sorted set), the next post creates them again,
 // and they must carry the queue's TTL again, or an abandoned queue would
 // keep them for ever.
-func TestPostGivesRecreatedIndexesATTL(t *testing.T) {
-	for _, layout := range layouts {
-		t.Run(layout, func(t *testing.T) { postGivesRecreatedIndexesATTL(t, layout) })
-	}
-}
+func TestPostGivesRecreatedIndexesATTL(t *testing.T) { eachLayout(t, postGivesRecreatedIndexesATTL) }
 
 func postGivesRecreatedIndexesATTL(t *testing.T, layout string) {
 	r := testutil.StartRedis(t, testutil.RedisOptions{})

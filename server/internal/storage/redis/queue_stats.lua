@@ -46,17 +46,17 @@ local function xfirst(rev)
   end
   return nil, nil
 end
-local oldest, newest
-if total > 0 then
-  local hs, xs
-  oldest, hs = first(false)
-  local xo, xos = nil, nil
-  if entries > 0 then xo, xos = xfirst(false) end
-  if xo and (not hs or xos < hs) then oldest = xo end
-  newest, hs = first(true)
-  if entries > 0 then xo, xs = xfirst(true) end
-  if xo and (not hs or xs > hs) then newest = xo end
+-- ends returns the oldest (rev: newest) live message of both areas.
+local function ends(rev)
+  local m, s = first(rev)
+  if entries > 0 then
+    local xm, xs = xfirst(rev)
+    if xm and (not s or (xs > s) == rev) then m = xm end
+  end
+  return m
 end
+local oldest, newest
+if total > 0 then oldest, newest = ends(false), ends(true) end
 -- A batch in transit counts here, after everything left, as listings show
 -- it: a queue's depth does not dip while it moves. One read per message of
 -- the batch, only while one is in transit.
