@@ -228,6 +228,7 @@ func (cfg clientConfig) client() *goredis.Client {
 			WriteTimeout:     cfg.writeTimeout,
 			PoolSize:         cfg.poolSize,
 			TLSConfig:        tlsConf,
+			Dialer:           dialer(cfg.dialTimeout, tlsConf),
 		})
 	}
 	return goredis.NewClient(&goredis.Options{
@@ -248,5 +249,6 @@ func (cfg clientConfig) client() *goredis.Client {
 		WriteTimeout:  cfg.writeTimeout,
 		PoolSize:      cfg.poolSize,
 		TLSConfig:     tlsConf,
+		Dialer:        dialer(cfg.dialTimeout, tlsConf),
 	})
 }
