@@ -278,15 +278,22 @@ def measure(target: Target, redis: RedisServer, workdir: Path, duration: float,
 
 def merge(best: dict | None, run: dict) -> dict:
     """Keep, per cell, the round with the highest throughput (with that
-    round's latencies); RSS keeps the largest peak and the smallest idle."""
+    round's latencies) and the largest memory per message; RSS keeps the
+    largest peak and the smallest idle."""
     if best is None:
         return run
     best["errors_total"] += run["errors_total"]  # errors count in every round
     for cell, res in run["cells"].items():
         old = best["cells"][cell]
+        # Memory per message is no throughput: it keeps the largest round.
+        # Redis freeing what an earlier cell left (expired or deleted
+        # messages) during a cell understates a round, once even below 0.
+        mem = [r["bytes_per_msg"] for r in (old, res) if "bytes_per_msg" in r]
         # A cell whose queue ran dry measured empty claims: never prefer it.
         if (old.get("dry", False), -old["rps"]) > (res.get("dry", False), -res["rps"]):
             best["cells"][cell] = res
+        if mem:
+            best["cells"][cell]["bytes_per_msg"] = max(mem)
     best["load_rss_kib"] = max(best["load_rss_kib"], run["load_rss_kib"])
     best["idle_rss_kib"] = min(best["idle_rss_kib"], run["idle_rss_kib"])
     return best

@@ -3,6 +3,8 @@ as CI, and "fail under CI, else skip"."""
 
 from __future__ import annotations
 
+import copy
+import random
 import socket
 import subprocess
 import sys
@@ -64,3 +66,47 @@ def test_benchmark_driver_starts(driver):
 
 def test_benchmark_drivers_found():
     assert "e2e/bench/bench_server.py" in BENCH_DRIVERS
+
+
+def _bench_server():
+    sys.path.insert(0, str(harness.ROOT / "e2e" / "bench"))
+    try:
+        import bench_server
+    finally:
+        sys.path.pop(0)
+    return bench_server
+
+
+@pytest.mark.parametrize("seed", range(50))
+def test_bench_server_merge_keeps_best_rate_and_largest_memory(seed):
+    """Rounds merged in any order: each cell keeps the fastest round that
+    did not run dry (its latencies with it) and the largest memory per
+    message of any round, however small or negative another round's."""
+    merge = _bench_server().merge
+    rng = random.Random(seed)
+    rounds = []
+    for _ in range(rng.randint(1, 4)):
+        cells = {}
+        for name in ("post-32", "claim-32"):
+            r = {"rps": rng.uniform(100, 50000), "p99_us": rng.uniform(100, 9000)}
+            if name == "post-32" and rng.random() < 0.8:
+                r["bytes_per_msg"] = rng.uniform(-100, 2000)
+            if name == "claim-32":
+                r["dry"] = rng.random() < 0.3
+            cells[name] = r
+        rounds.append({"errors_total": rng.randint(0, 2), "load_rss_kib": rng.randint(1, 9),
+                       "idle_rss_kib": rng.randint(1, 9), "cells": cells})
+    want_errors = sum(r["errors_total"] for r in rounds)
+    expected = {}
+    for name in ("post-32", "claim-32"):
+        runs = [copy.deepcopy(r["cells"][name]) for r in rounds]
+        fastest = min(runs, key=lambda r: (r.get("dry", False), -r["rps"]))
+        mem = [r["bytes_per_msg"] for r in runs if "bytes_per_msg" in r]
+        expected[name] = (fastest["rps"], fastest["p99_us"], max(mem) if mem else None)
+    best = None
+    for r in copy.deepcopy(rounds):
+        best = merge(best, r)
+    assert best["errors_total"] == want_errors
+    for name, (rps, p99, mem) in expected.items():
+        cell = best["cells"][name]
+        assert (cell["rps"], cell["p99_us"], cell.get("bytes_per_msg")) == (rps, p99, mem)
