@@ -7,19 +7,18 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	goredis "github.com/redis/go-redis/v9"
 )
 
-// dialer dials Redis as go-redis' own dialer does (TCP keep-alive every 5
-// minutes, TLS when configured), and gives a plain TCP connection the
-// health check of conn. A TLS connection is go-redis' as before (which
-// never checks one).
+// dialer is go-redis' own dialer (NewDialer: its timeout, keep-alive and
+// TLS) with the health check of conn on every plain TCP connection. A TLS
+// connection is no syscall.Conn, which go-redis never checks: it stays as
+// dialed.
 func dialer(timeout time.Duration, tlsConf *tls.Config) func(context.Context, string, string) (net.Conn, error) {
+	dial := goredis.NewDialer(&goredis.Options{DialTimeout: timeout, TLSConfig: tlsConf})
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		d := &net.Dialer{Timeout: timeout, KeepAlive: 5 * time.Minute}
-		if tlsConf != nil {
-			return tls.DialWithDialer(d, network, addr, tlsConf)
-		}
-		c, err := d.DialContext(ctx, network, addr)
+		c, err := dial(ctx, network, addr)
 		if err != nil {
 			return nil, err
 		}
