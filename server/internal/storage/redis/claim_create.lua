@@ -1,6 +1,8 @@
 -- KEYS: scope, dead-letter queue scope, its project index, registry.
--- ARGV: now, dead-letter queue name, dead-letter scope, then one or more
--- claims, each: claim id, ttl ms, grace ms, limit, max claim count (0: no
+-- ARGV: now, dead-letter queue name, dead-letter scope, the layout flag
+-- ("x": entries of the stream area are held in place, "h": they become
+-- message hashes, which servers of versions before holding in place
+-- understand; options.go), then one or more claims, each: claim id, ttl ms, grace ms, limit, max claim count (0: no
 -- policy), dead-letter ttl ms (0: keep the message's own). Concurrent
 -- claims on one queue arrive here as one call (groupcommit.go) and are
 -- made in the order they were asked for.
@@ -12,7 +14,8 @@
 -- dead-lettered, messages...} (the lapsed claims counted in the first), or
 -- the error every claim would get.
 local now, dlq = tonumber(ARGV[1]), ARGV[2]
-local nclaims = (#ARGV - 3) / 6
+local inplace = ARGV[4] == 'x'
+local nclaims = (#ARGV - 4) / 6
 local replies = {}
 local answer, transit = busy(now)
 if answer then
@@ -48,7 +51,7 @@ end
 -- read alone; messages a claim dead-letters into this very queue come
 -- after all of them, as they would.
 local demand = 0
-for i = 0, nclaims - 1 do demand = demand + tonumber(ARGV[7 + i * 6]) end
+for i = 0, nclaims - 1 do demand = demand + tonumber(ARGV[8 + i * 6]) end
 local pool, pi = {}, 1
 local function pull()
   if pi > #pool then
@@ -68,10 +71,14 @@ end
 -- added after the last, one ZADD per index, and the latest end is kept in
 -- horizon for one keepalive: nothing in between reads those indexes.
 -- b is where the claim's arguments start in ARGV; the strings among them
--- go to Redis as they came. Entries of the stream area a claim takes
--- become message hashes (promoted: see lib.lua), their index entries
--- added at the end too.
-local horizon, held, claimed, pids, pexps = 0, {}, {}, {}, {}
+-- go to Redis as they came. A claim holds the entries of the stream area
+-- it takes in place (lib.lua, "The stream area"): their :k fields (kept,
+-- seq -> claim id) are written at the end too, and the cursor moves once.
+-- An entry whose expiry the claim must raise becomes a message hash
+-- (promoted), its index entries added at the end; entries skipped as
+-- expired go at the end (xgone).
+local horizon, held, claimed, pids, pexps, kept, xgone = 0, {}, {}, {}, {}, {}, {}
+local xlast -- the newest entry handled
 local function claim(b, out)
   local cid, ttl, grace = ARGV[b], tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2])
   local limit, maxcc, dlttl = tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4]), tonumber(ARGV[b + 5])
@@ -91,13 +98,26 @@ local function claim(b, out)
     local id = it[1]
     if not id then
       local f = it[3]
-      if tonumber(f.e) > now then
-        local ss, es = digits(it[2]), f.e
+      local ss = digits(it[2])
+      local e = tonumber(f.e)
+      xlast = it[2]
+      if inplace and e >= mexp then
         id = xid(INC, it[2])
-        if tonumber(es) < mexp then
+        kept[#kept + 1], kept[#kept + 2] = ss, cid
+        held[#held + 1], held[#held + 2] = cexps, id
+        taken[#taken + 1] = id
+        demand = demand - 1
+        out[#out + 1] = {id, f.b, f.c, f.e, '0', f.u or '', cid, cexps, '1'}
+      elseif e > now then
+        -- The claim outlives the entry, or the layout says so: it becomes a
+        -- message hash.
+        id = xid(INC, it[2])
+        local es = f.e
+        if e < mexp then
           mexps = mexps or digits(mexp)
           es = mexps
         end
+        xgone[#xgone + 1] = ss
         local mk = mkey(id)
         redis.call('HSET', mk, 'b', f.b, 'c', f.c, 'e', es, 's', ss, 'u', f.u or '', 'k', cid, 'x', cexps, 'n', '1')
         redis.call('PEXPIRE', mk, digits(tonumber(es) - now))
@@ -107,6 +127,8 @@ local function claim(b, out)
         taken[#taken + 1] = id
         demand = demand - 1
         out[#out + 1] = {id, f.b, f.c, es, '0', f.u or '', cid, cexps, '1'}
+      else
+        xgone[#xgone + 1] = ss
       end
     else
       local mk = mkey(id)
@@ -155,22 +177,27 @@ local function claim(b, out)
 end
 
 for i = 0, nclaims - 1 do
-  local b = 4 + i * 6
+  local b = 5 + i * 6
   local first = 0
   if i == 0 then first = lapsed end
   replies[i + 1] = claim(b, {first, 0})
 end
+xdrop(xgone)
+-- Every entry up to the newest one handled was held, promoted or dropped:
+-- the cursor moves past it.
+if xlast and xlast > XR then redis.call('HSET', Q, 'r', digits(xlast)) end
 if horizon > 0 then
   -- :exp is not among them when nothing was promoted: a claim only moves
   -- entries it holds.
   local fresh
   if #pids > 0 then
-    fresh = absent(HELD, CL, IDS, EXP)
+    fresh = absent(HELD, CL, K, IDS, EXP)
     zchunks('ZADD', IDS, pids)
     zchunks('ZADD', EXP, pexps)
   else
-    fresh = absent(HELD, CL)
+    fresh = absent(HELD, CL, K)
   end
+  if #kept > 0 then zchunks('HSET', K, kept) end
   redis.call('ZADD', HELD, unpack(held))
   redis.call('ZADD', CL, unpack(claimed))
   keepalive(P, now, horizon, fresh)

@@ -8,9 +8,10 @@ if not h[1] then
   return answer or whereabouts(cid, target) or {}
 end
 if tonumber(h[3]) <= now then return {} end
+incarnation()
 local out = {h[1], h[2]}
 for _, id in ipairs(split(h[4])) do
-  local m = load(id, now)
+  local m = find(id, now)
   if m and m[7] == cid then out[#out + 1] = m end
 end
 return out

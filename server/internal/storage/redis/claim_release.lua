@@ -17,6 +17,8 @@ for _, id in ipairs(ids) do
     redis.call('ZREM', HELD, id)
     local s = redis.call('ZSCORE', IDS, id)
     if s then redis.call('ZADD', RDY, s, id) end
+  elseif xfree(id, now, cid) then
+    redis.call('ZREM', HELD, id)
   end
 end
 redis.call('DEL', ck)

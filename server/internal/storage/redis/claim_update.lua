@@ -16,10 +16,20 @@ local mexp = cexp + grace
 redis.call('HSET', ck, 't', ttl, 'g', grace, 'e', cexp)
 redis.call('PEXPIRE', ck, ttl)
 redis.call('ZADD', CL, cexp, cid)
+incarnation()
 for _, id in ipairs(split(h[2])) do
   local mk = mkey(id)
   local f = redis.call('HMGET', mk, 'k', 'e')
-  if f[1] == cid and tonumber(f[2]) > now then
+  -- An entry held in place whose expiry the claim must now raise becomes
+  -- a message hash (lib.lua's xpromote); one that outlives it stays.
+  local seq = not f[2] and xseq(id)
+  if seq and seq <= XR and redis.call('HGET', K, digits(seq)) == cid then
+    local x = xread(seq)
+    if x and tonumber(x.e) > now then
+      redis.call('ZADD', HELD, cexp, id)
+      if tonumber(x.e) < mexp then xpromote(seq, x, id, now, cid, digits(cexp), mexp) end
+    end
+  elseif f[1] == cid and tonumber(f[2]) > now then
     redis.call('HSET', mk, 'x', cexp)
     redis.call('ZADD', HELD, cexp, id)
     if tonumber(f[2]) < mexp then

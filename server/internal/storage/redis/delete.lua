@@ -17,15 +17,60 @@ local now = tonumber(ARGV[1])
 -- no live claim held (which may also be in :rdy or :dly; a held one is in
 -- :ids, :exp and :held only); gone marks them, so a second delete of one id
 -- in this call finds it absent.
--- entries lists the seqs of stream entries deleted (never claimed, so
--- free: a claim id is the wrong one).
-local removed, free, gone, entries = {}, {}, {}, {}
+-- entries lists the seqs of stream entries deleted, unheld the ids and
+-- seqs of those a claim held in place (lib.lua, "The stream area").
+local removed, free, gone, entries, unheld, unkept = {}, {}, {}, {}, {}, {}
+
+-- Entries a claim holds in place are found for the whole call at once:
+-- the ids at or below the cursor, their claim ids (:k) and claim expiries
+-- (:held), one command each.
+incarnation()
+local holder, until_ = {}, {}
+do
+  local ids, seqs = {}, {}
+  for i = 2, #ARGV, 2 do
+    local seq = xseq(ARGV[i])
+    if seq and seq <= XR then
+      ids[#ids + 1], seqs[#seqs + 1] = ARGV[i], digits(seq)
+    end
+  end
+  if #ids > 0 then
+    local ks = redis.call('HMGET', K, unpack(seqs))
+    local xs = redis.call('ZMSCORE', HELD, unpack(ids))
+    for i, id in ipairs(ids) do
+      if ks[i] then holder[id], until_[id] = {ks[i], seqs[i]}, xs[i] end
+    end
+  end
+end
+
+-- kept deletes the entry held in place for id: by claim k (its seq ks)
+-- until x.
+local function kept(id, cid, k, ks, x)
+  local live = x and tonumber(x) > now
+  if not live then
+    -- Its claim lapsed: the message is free, if it still lives.
+    local f = xread(tonumber(ks))
+    if not f or tonumber(f.e) <= now then return {0, 0} end
+    if cid ~= '' then return {0, 3} end
+  elseif k ~= cid then
+    if cid == '' then return {0, 1} end
+    local e = redis.call('HGET', ckey(cid), 'e')
+    if e and tonumber(e) > now then return {0, 1} end
+    return {0, 2}
+  end
+  entries[#entries + 1] = ks
+  unkept[#unkept + 1] = ks
+  unheld[#unheld + 1] = id
+  gone[id] = true
+  return {0, 0, 1}
+end
 
 local function delete(id, cid)
   if gone[id] then return {0, 0} end
+  local hk = holder[id]
+  if hk then return kept(id, cid, hk[1], hk[2], until_[id]) end
   local h = redis.call('HMGET', mkey(id), 'e', 'k', 'x')
   if not h[1] then
-    incarnation() -- only when an id is not a message hash
     local seq = xseq(id)
     local f = seq and xread(seq)
     if f then
@@ -72,4 +117,8 @@ if #free > 0 then
   redis.call('ZREM', DLY, unpack(free))
 end
 xdrop(entries)
+if #unkept > 0 then
+  redis.call('HDEL', K, unpack(unkept))
+  redis.call('ZREM', HELD, unpack(unheld))
+end
 return replies

@@ -15,20 +15,29 @@ if target then
   end
 end
 local lapsed = advance(now)
--- Entries of the stream area are free: they go whatever the claim id.
+-- Entries of the stream area above the cursor are free: they go whatever
+-- the claim id; one a claim holds in place goes as a claimed message hash
+-- does.
 incarnation()
-local entries = {}
+local entries, unkept, unheld = {}, {}, {}
 for i = 3, #ARGV do
   local id = ARGV[i]
-  local h = redis.call('HMGET', mkey(id), 'k', 'x')
-  if not h[1] or h[1] == '' or tonumber(h[2]) <= now or (cid ~= '' and h[1] == cid) then
+  local h = redis.call('HMGET', mkey(id), 'k', 'x', 'e')
+  local seq = not h[3] and xseq(id)
+  if seq then
+    local k = xclaim(seq, id, now)
+    if k == '' or (cid ~= '' and k == cid) then
+      entries[#entries + 1] = digits(seq)
+      if seq <= XR then unkept[#unkept + 1], unheld[#unheld + 1] = digits(seq), id end
+    end
+  elseif not h[1] or h[1] == '' or tonumber(h[2]) <= now or (cid ~= '' and h[1] == cid) then
     drop(id)
-  end
-  if not h[1] then
-    local seq = xseq(id)
-    if seq then entries[#entries + 1] = digits(seq) end
   end
 end
 xdrop(entries)
+if #unkept > 0 then
+  redis.call('HDEL', K, unpack(unkept))
+  redis.call('ZREM', HELD, unpack(unheld))
+end
 if moved then return moved_reply(target) end
 return {lapsed}

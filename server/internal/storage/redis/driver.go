@@ -36,7 +36,7 @@ type Driver struct {
 	fc     functionCaller // what scripts run through: c, with group commit
 	clock  storage.Clock
 	events storage.Events
-	layout string // where posts go: "x" the stream area, "h" message hashes (options.go)
+	layout string // "x": posts go to the stream area and claims hold entries in place; "h": message hashes (options.go)
 }
 
 // Open builds a driver for a redis:// or rediss:// URI (see clientConfig

@@ -312,3 +312,87 @@ func modelKeepsTTLs(t *testing.T, uri string) {
 		}
 	}})
 }
+
+// TestClaimHoldsEntriesInPlace checks the stream layout's claim path
+// (lib.lua, "The stream area"): a claim that need not raise a message's
+// expiry writes no key per message, a delete with its claim id removes
+// the entry, and a message whose claim ends without a delete (released,
+// lapsed) or must outlive its entry becomes a message hash, free or held
+// as before, claimed once.
+func TestClaimHoldsEntriesInPlace(t *testing.T) {
+	r := testutil.StartRedis(t, testutil.RedisOptions{})
+	clock := storagetest.NewClock()
+	d := openAt(t, withLayout(r.URL, "stream"), clock)
+	ctx := context.Background()
+	q := queueRef("p", "q")
+	msgKeys := func() int {
+		t.Helper()
+		keys, err := d.c.Keys(ctx, escapeGlob(scope(q)+":m:")+"*").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(keys)
+	}
+	if _, err := post(t, d, q, 6, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	claim := func(limit int, ttl time.Duration) storage.Claim {
+		t.Helper()
+		c, err := d.Claims().Create(ctx, q, storage.ClaimOptions{TTL: ttl, Grace: time.Minute, Limit: limit})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(c.Messages) != limit {
+			t.Fatalf("claimed %d messages, want %d", len(c.Messages), limit)
+		}
+		return c
+	}
+	a := claim(2, time.Minute)
+	if n := msgKeys(); n != 0 {
+		t.Fatalf("a claim within the messages' lives wrote %d message keys, want 0", n)
+	}
+	if err := d.Messages().Delete(ctx, q, a.Messages[0].ID, a.ID); err != nil {
+		t.Fatal(err)
+	}
+	if n := stored(t, d, q); n != 5 {
+		t.Fatalf("%d messages stored after deleting one of 6, want 5", n)
+	}
+	got, err := d.Messages().Get(ctx, q, a.Messages[1].ID)
+	if err != nil || got.ClaimID != a.ID || got.ClaimCount != 1 {
+		t.Fatalf("held message: %+v, %v; want claim %s, count 1", got, err, a.ID)
+	}
+	// Released: free again, as a message hash, claimed once.
+	if err := d.Claims().Delete(ctx, q, a.ID); err != nil {
+		t.Fatal(err)
+	}
+	if n := msgKeys(); n != 1 {
+		t.Fatalf("%d message keys after a release, want 1", n)
+	}
+	b := claim(1, time.Minute)
+	if b.Messages[0].ID != a.Messages[1].ID || b.Messages[0].ClaimCount != 2 {
+		t.Fatalf("the next claim took %s (count %d), want the released %s (count 2)",
+			b.Messages[0].ID, b.Messages[0].ClaimCount, a.Messages[1].ID)
+	}
+	// Lapsed: the same, once a call runs the cleanup.
+	c := claim(1, time.Minute)
+	clock.Advance(2 * time.Minute)
+	if _, err := d.Queues().Stats(ctx, q); err != nil {
+		t.Fatal(err)
+	}
+	got, err = d.Messages().Get(ctx, q, c.Messages[0].ID)
+	if err != nil || got.ClaimID != "" || got.ClaimCount != 1 {
+		t.Fatalf("message of a lapsed claim: %+v, %v; want free, count 1", got, err)
+	}
+	// A claim that outlives the entry raises its expiry as a message hash:
+	// the messages of the lapsed claims it takes are hashes already, the
+	// third an entry.
+	keys := msgKeys()
+	long := claim(3, 2*time.Hour)
+	if n := msgKeys(); n != keys+1 {
+		t.Fatalf("%d message keys after a claim that outlives its messages, want %d", n, keys+1)
+	}
+	got, err = d.Messages().Get(ctx, q, long.Messages[2].ID)
+	if err != nil || got.ClaimID != long.ID || got.Created.Add(got.TTL).Before(clock.Now().Add(2*time.Hour+time.Minute)) {
+		t.Fatalf("message of a long claim: %+v, %v; want it held and living past the claim and its grace", got, err)
+	}
+}

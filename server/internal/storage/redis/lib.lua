@@ -9,13 +9,15 @@
 -- same effects.
 local P         -- the queue's key prefix
 local Q         -- hash: m = metadata JSON, s = last seq, x = index keys' keepalive horizon,
-                -- i = incarnation and h = the stream's expiry order (see "The stream area")
+                -- i = incarnation, h = the stream's expiry order and r = the
+                -- claim cursor (see "The stream area")
 local IDS       -- zset id -> seq: every message, in posting order
 local EXP       -- zset id -> expiry
 local RDY       -- zset id -> seq: free, visible messages (what claims and pops take)
 local DLY       -- zset id -> end of delay
 local CL        -- zset claim id -> claim expiry
 local HELD      -- zset id -> expiry of the claim holding it
+local K         -- hash seq -> claim id: stream entries a claim holds in place
 -- Subscriptions and deliveries: see below.
 local SX, SD, SI, SN, DA, DS
 -- Moving a queue: see below.
@@ -23,20 +25,21 @@ local TI, TC, MV, IM
 -- The stream area: see below.
 local X, XE
 -- What move_state read of the queue hash besides the seal, so the calls
--- after it need not read the hash again: the incarnation (INC) and the
--- keepalive horizon (QX); QREAD says they are this call's, INCREAD that
--- INC is (read by move_state or incarnation).
-local INC, QX, QREAD, INCREAD
+-- after it need not read the hash again: the incarnation (INC), the claim
+-- cursor (XR) and the keepalive horizon (QX); QREAD says they are this
+-- call's, INCREAD that INC and XR are (read by move_state or incarnation).
+-- XPOS is where free_head reads the stream next within this call.
+local INC, XR, QX, QREAD, INCREAD, XPOS
 
 local function bind(keys)
   P = keys[1]
   Q, IDS, EXP, RDY = P .. ':q', P .. ':ids', P .. ':exp', P .. ':rdy'
-  DLY, CL, HELD = P .. ':dly', P .. ':cl', P .. ':held'
+  DLY, CL, HELD, K = P .. ':dly', P .. ':cl', P .. ':held', P .. ':k'
   SX, SD, SI, SN = P .. ':sx', P .. ':sd', P .. ':si', P .. ':sn'
   DA, DS = P .. ':da', P .. ':ds'
   TI, TC, MV, IM = P .. ':ti', P .. ':tc', P .. ':mv', P .. ':im'
   X, XE = P .. ':x', P .. ':xe'
-  INC, QX, QREAD, INCREAD = nil, nil, false, false
+  INC, XR, QX, QREAD, INCREAD, XPOS = nil, 0, nil, false, false, nil
 end
 
 -- Work one call may spend on cleanup; what is left waits for the next call
@@ -89,7 +92,7 @@ end
 -- hold_until gives index keys of the queue with prefix p the horizon x:
 -- every one when the horizon just moved (renewed), otherwise only the keys
 -- in fresh (absent's answer before the caller wrote them), which lack it.
-local INDEXES = {':ids', ':exp', ':rdy', ':dly', ':cl', ':held', ':x', ':xe'}
+local INDEXES = {':ids', ':exp', ':rdy', ':dly', ':cl', ':held', ':x', ':xe', ':k'}
 local function hold_until(p, now, x, renewed, fresh)
   if renewed then
     fresh = {}
@@ -134,10 +137,18 @@ end
 -- with id <seq>-0 and fields b body, c created, e expiry, u client: no
 -- key, no TTL and no index entry of its own, which is what a stored
 -- message costs in the other area (docs/storage.md, "The stream area").
--- Every entry is free and was never claimed: a claim or a move turns the
--- entry into a message hash of the key-per-message area first (promote),
--- and a pop or delete removes it. Both areas share the queue's sequence,
--- so whoever takes or lists messages merges them by seq.
+-- Entries above the claim cursor (:q field r) are free and were never
+-- claimed: what claims and pops take, in order. A claim holds the entries
+-- it takes in place: the cursor moves past them, :k maps each one's seq to
+-- the claim's id and :held has its id, scored by the claim's expiry, as
+-- for a message hash; every entry at or below the cursor is so held, its
+-- claim count 1. Nothing else is written per claimed message, and a
+-- delete removes the entry and those two fields. Where a message needs
+-- more (a claim that must raise its expiry, a claim that ends without a
+-- delete, so the message is free again) the entry becomes a message hash
+-- of the key-per-message area first (xpromote), as does every entry a
+-- move takes. A pop or delete removes it. Both areas share the queue's
+-- sequence, so whoever takes or lists messages merges them by seq.
 -- Ids of messages posted here are the queue's incarnation (:q field i, 16
 -- hex digits written by the first post, so a queue deleted and created
 -- again never reissues an id) and the seq (16 hex digits: a queue moved
@@ -150,11 +161,12 @@ end
 -- the first live entry (xtrim) and dropping what :xe says fell due
 -- (expire) leaves only live entries: an in-order entry behind a live one
 -- expires after it.
--- incarnation returns the bound queue's incarnation, reading it at most
--- once per call.
+-- incarnation returns the bound queue's incarnation, reading it and the
+-- claim cursor at most once per call.
 local function incarnation()
   if not INCREAD then
-    INC, INCREAD = redis.call('HGET', Q, 'i'), true
+    local f = redis.call('HMGET', Q, 'i', 'r')
+    INC, XR, INCREAD = f[1], tonumber(f[2] or '0'), true
   end
   return INC
 end
@@ -187,9 +199,23 @@ local function fields(kv)
   return f
 end
 
--- xmsg is the load form of a live entry (never delayed or claimed).
-local function xmsg(seq, f)
-  return {xid(INC, seq), f.b, f.c, f.e, '0', f.u or '', '', '0', '0'}
+-- xmsg is the load form of a live entry (never delayed); k, x and n are
+-- its claim id, claim expiry and claim count (xclaim), none by default.
+local function xmsg(seq, f, k, x, n)
+  return {xid(INC, seq), f.b, f.c, f.e, '0', f.u or '', k or '', x or '0', n or '0'}
+end
+
+-- xclaim returns the claim id, claim expiry and claim count of the entry
+-- with sequence seq and id id: none above the cursor; at or below it, the
+-- claim :k names while :held says it lives (a lapsed one reads as none, as
+-- load's does), and a count of 1.
+local function xclaim(seq, id, now)
+  if seq > XR then return '', '0', '0' end
+  local k = redis.call('HGET', K, digits(seq))
+  if not k then return '', '0', '1' end
+  local x = redis.call('ZSCORE', HELD, id)
+  if x and tonumber(x) > now then return k, x, '1' end
+  return '', '0', '1'
 end
 
 -- xread returns the fields of the entry with sequence seq, or nil.
@@ -254,22 +280,26 @@ local function merged(z, x, n, desc)
 end
 
 -- free_head returns up to want of the oldest free messages of both areas,
--- merged by seq, and takes them out of where they were free (:rdy, the
--- stream): each item is {id, seq} for a message hash, {nil, seq, fields}
--- for an entry. The caller decides what becomes of each.
+-- merged by seq: each item is {id, seq} for a message hash, taken out of
+-- :rdy, or {nil, seq, fields} for an entry above the cursor, which stays
+-- in the stream (the next call in this script reads past it). The caller
+-- decides what becomes of each: an entry it does not hold in place it
+-- removes (xdrop), before it moves the cursor past it.
 local function free_head(want)
+  incarnation()
+  XPOS = XPOS or XR
+  local from = XPOS > 0 and '(' .. digits(XPOS) .. '-0' or '-'
   local r = redis.call('ZRANGE', RDY, '0', digits(want - 1), 'WITHSCORES')
-  local x = redis.call('XRANGE', X, '-', '+', 'COUNT', digits(want))
-  local out, taken, xtaken = merged(r, x, want, false), {}, {}
+  local x = redis.call('XRANGE', X, from, '+', 'COUNT', digits(want))
+  local out, taken = merged(r, x, want, false), {}
   for _, it in ipairs(out) do
     if it[1] then
       taken[#taken + 1] = it[1]
     else
-      xtaken[#xtaken + 1] = digits(it[2])
+      XPOS = it[2]
     end
   end
   if #taken > 0 then redis.call('ZREM', RDY, unpack(taken)) end
-  xdrop(xtaken)
   return out
 end
 
@@ -285,6 +315,52 @@ local function expire(now, ns)
     xdrop(late)
     redis.call('ZREM', XE, unpack(late))
   end
+end
+
+-- xpromote turns the entry with sequence seq (fields f, id id) that a
+-- claim holds in place into a message hash with claim count 1: still held
+-- by claim k until x when k is given, its expiry raised to e when e is
+-- later than its own, else free (the caller adds it to :rdy). The entry
+-- and its :k field go; its :held member, the same id, stays for the
+-- caller to keep or remove.
+local function xpromote(seq, f, id, now, k, x, e)
+  local ss, es = digits(seq), f.e
+  if e and e > tonumber(es) then es = digits(e) end
+  local mk = mkey(id)
+  local fresh = absent(IDS, EXP)
+  if k then
+    redis.call('HSET', mk, 'b', f.b, 'c', f.c, 'e', es, 's', ss, 'u', f.u or '', 'n', '1', 'k', k, 'x', x)
+  else
+    redis.call('HSET', mk, 'b', f.b, 'c', f.c, 'e', es, 's', ss, 'u', f.u or '', 'n', '1')
+  end
+  redis.call('PEXPIRE', mk, digits(tonumber(es) - now))
+  redis.call('ZADD', IDS, ss, id)
+  redis.call('ZADD', EXP, es, id)
+  keepalive(P, now, tonumber(es), fresh)
+  redis.call('HDEL', K, ss)
+  xdrop({ss})
+end
+
+-- xfree frees the message id when it is an entry held in place (by claim
+-- cid, when given) and says whether it was: a live one becomes a free
+-- message hash in :rdy, an expired one goes. Its :held member is the
+-- caller's.
+local function xfree(id, now, cid)
+  incarnation()
+  local seq = xseq(id)
+  if not seq or seq > XR then return false end
+  local ss = digits(seq)
+  local k = redis.call('HGET', K, ss)
+  if not k or (cid and k ~= cid) then return false end
+  local f = xread(seq)
+  if f and tonumber(f.e) > now then
+    xpromote(seq, f, id, now)
+    redis.call('ZADD', RDY, ss, id)
+  else
+    redis.call('HDEL', K, ss)
+    xdrop({ss})
+  end
+  return true
 end
 
 -- advance applies what fell due by now, within BUDGET per step: lapsed
@@ -304,9 +380,13 @@ local function advance(now)
   for _, id in ipairs(held) do
     local mk = mkey(id)
     local f = redis.call('HMGET', mk, 's', 'e')
-    if f[1] and tonumber(f[2]) > now then
-      redis.call('HDEL', mk, 'k', 'x')
-      redis.call('ZADD', RDY, f[1], id)
+    if f[1] then
+      if tonumber(f[2]) > now then
+        redis.call('HDEL', mk, 'k', 'x')
+        redis.call('ZADD', RDY, f[1], id)
+      end
+    else
+      xfree(id, now)
     end
   end
   if #held > 0 then redis.call('ZREM', HELD, unpack(held)) end
@@ -337,14 +417,15 @@ local function load(id, now, keyof)
   return {id, h[1], h[2], h[3], h[4] or '0', h[5] or '', k, x, h[8] or '0'}
 end
 
--- find is load over both areas: a message hash, else a live entry.
+-- find is load over both areas: a message hash, else a live entry with
+-- its claim (the caller has read the incarnation).
 local function find(id, now)
   local m = load(id, now)
   if m then return m end
   local seq = xseq(id)
   if not seq then return nil end
   local f = xread(seq)
-  if f and tonumber(f.e) > now then return xmsg(seq, f) end
+  if f and tonumber(f.e) > now then return xmsg(seq, f, xclaim(seq, id, now)) end
   return nil
 end
 
@@ -469,12 +550,12 @@ local function conflict_reply(why) return redis.error_reply('SLUICECONFLICT ' ..
 -- answer to give at once when the queue left (a live tombstone). A lapsed
 -- tombstone reads as no move at all.
 local function move_state(now)
-  local f = redis.call('HMGET', Q, 'g', 'z', 'i', 'x')
-  QREAD, INCREAD, INC, QX = true, true, f[3], tonumber(f[4] or '0')
+  local f = redis.call('HMGET', Q, 'g', 'z', 'i', 'x', 'r')
+  QREAD, INCREAD, INC, QX, XR = true, true, f[3], tonumber(f[4] or '0'), tonumber(f[5] or '0')
   if f[2] then
     if tonumber(f[2]) > now then return f[1], moved_reply(f[1]) end
-    redis.call('DEL', Q, X, XE) -- a tombstone holds nothing else
-    INC, QX = nil, 0
+    redis.call('DEL', Q, X, XE, K) -- a tombstone holds nothing else
+    INC, QX, XR = nil, 0, 0
     return nil, nil
   end
   return f[1], nil

@@ -40,7 +40,7 @@ local function page(part, n)
     if it[1] then
       m = load(it[1], now)
     elseif tonumber(f.e) > now then
-      m = xmsg(it[2], f)
+      m = xmsg(it[2], f, xclaim(it[2], xid(INC, it[2]), now))
     end
     out[#out + 1] = {m, digits(it[2])}
   end

@@ -43,6 +43,26 @@ local function page()
   return items
 end
 
+-- bring takes claim k along (once), and lowers lowest to the oldest
+-- message it still holds, in either area.
+local function bring(k)
+  if claims[k] then return end
+  claims[k] = true
+  local c = redis.call('HMGET', ckey(k), 't', 'g', 'c', 'e', 'i')
+  if not c[4] then return end
+  cls[#cls + 1] = {k, c[1] or '0', c[2] or '0', c[3] or '0', c[4]}
+  for _, held in ipairs(split(c[5])) do
+    local hs = redis.call('ZSCORE', IDS, held)
+    if hs then
+      if redis.call('HGET', mkey(held), 'k') ~= k then hs = nil end
+    else
+      local xs = xseq(held)
+      if xs and xs <= XR and redis.call('HGET', K, digits(xs)) == k then hs = xs end
+    end
+    if hs and (not lowest or tonumber(hs) < lowest) then lowest = tonumber(hs) end
+  end
+end
+
 while not stop do
   local items = page()
   if #items == 0 then break end
@@ -57,12 +77,14 @@ while not stop do
     if f then
       if tonumber(f.e) > now then
         id = xid(INC, s)
+        local k, x, cc = xclaim(s, id, now)
         out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5] = id, f.b, f.c, f.e, '0'
-        out[n + 6], out[n + 7], out[n + 8], out[n + 9], out[n + 10] = f.u or '', '', '0', '0', seq
+        out[n + 6], out[n + 7], out[n + 8], out[n + 9], out[n + 10] = f.u or '', k, x, cc, seq
         n = n + 10
         nm = nm + 1
-        entries[#entries + 1] = {id, seq, f}
+        entries[#entries + 1] = {id, seq, f, k, x, cc}
         ti[#ti + 1], ti[#ti + 2] = seq, id
+        if k ~= '' then bring(k) end
       end
     end
     -- As lib.lua's load: a lapsed claim reads as none.
@@ -76,19 +98,7 @@ while not stop do
       nm = nm + 1
       ids[#ids + 1] = id
       ti[#ti + 1], ti[#ti + 2] = seq, id
-      if k ~= '' and not claims[k] then
-        claims[k] = true
-        local c = redis.call('HMGET', ckey(k), 't', 'g', 'c', 'e', 'i')
-        if c[4] then
-          cls[#cls + 1] = {k, c[1] or '0', c[2] or '0', c[3] or '0', c[4]}
-          for _, held in ipairs(split(c[5])) do
-            local hs = redis.call('ZSCORE', IDS, held)
-            if hs and redis.call('HGET', mkey(held), 'k') == k and (not lowest or tonumber(hs) < lowest) then
-              lowest = tonumber(hs)
-            end
-          end
-        end
-      end
+      if k ~= '' then bring(k) end
     end
   end
 end
@@ -99,15 +109,25 @@ for i = 1, #ids do redis.call('RENAME', mkey(ids[i]), tkey(ids[i])) end
 for _, key in ipairs({IDS, EXP, RDY, DLY, HELD}) do
   if #ids > 0 then zchunks('ZREM', key, ids) end
 end
--- An entry's transit record is the message hash it would have become.
-local seqs = {}
+-- An entry's transit record is the message hash it would have become
+-- (lib.lua's xpromote); one a claim held in place takes its :k and :held
+-- entries along.
+local seqs, kept, unheld = {}, {}, {}
 for i, e in ipairs(entries) do
   local f = e[3]
-  redis.call('HSET', tkey(e[1]), 'b', f.b, 'c', f.c, 'e', f.e, 's', e[2], 'u', f.u or '')
-  redis.call('PEXPIRE', tkey(e[1]), digits(tonumber(f.e) - now))
+  local tk = tkey(e[1])
+  redis.call('HSET', tk, 'b', f.b, 'c', f.c, 'e', f.e, 's', e[2], 'u', f.u or '')
+  if e[4] ~= '' then redis.call('HSET', tk, 'k', e[4], 'x', e[5]) end
+  if e[6] ~= '0' then redis.call('HSET', tk, 'n', e[6]) end
+  redis.call('PEXPIRE', tk, digits(tonumber(f.e) - now))
   seqs[i] = e[2]
+  if tonumber(e[2]) <= XR then kept[#kept + 1], unheld[#unheld + 1] = e[2], e[1] end
 end
 xdrop(seqs)
+if #kept > 0 then
+  zchunks('HDEL', K, kept)
+  zchunks('ZREM', HELD, unheld)
+end
 zchunks('ZADD', TI, ti)
 for _, c in ipairs(cls) do
   push(out, unpack(c))

@@ -36,10 +36,12 @@ const (
 // roots: a private CA mounted from a Secret). db=N is accepted in place of
 // the path (the catalog's documented Sentinel form); the two must agree.
 // layout=stream (the default) or layout=hash is where the store driver
-// posts messages (lib.lua, "The stream area"): stream entries cost about
-// 60 % of a message hash's memory and a third of its Redis time; hash keeps
-// every message readable by servers of versions before the stream area,
-// for a rolling upgrade. Either way every message of both is served.
+// posts messages, and whether its claims hold entries of the stream area
+// in place (lib.lua, "The stream area"): stream entries cost about 60 % of
+// a message hash's memory and a third of its Redis time, and a claim held
+// in place writes no key per message; hash keeps every message readable
+// and every claim exclusive for servers of versions before either, for a
+// rolling upgrade. Either way every message of both is served.
 type clientConfig struct {
 	addrs            []string
 	master           string
@@ -54,7 +56,7 @@ type clientConfig struct {
 	readTimeout      time.Duration
 	writeTimeout     time.Duration
 	poolSize         int
-	layout           string // the post script's layout flag: "x" stream, "h" hash
+	layout           string // the post and claim scripts' layout flag: "x" stream, "h" hash
 }
 
 func parseURI(u *url.URL) (clientConfig, error) {

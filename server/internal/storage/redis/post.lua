@@ -58,7 +58,7 @@ if qh[4] then
     for i = 1, nreq do replies[i] = moved_reply(qh[4]) end
     return replies
   end
-  redis.call('DEL', Q, X, XE)
+  redis.call('DEL', Q, X, XE, K)
   qh = {}
 end
 local seq = tonumber(qh[2] or '0')

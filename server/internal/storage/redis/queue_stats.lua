@@ -39,7 +39,8 @@ local function xfirst(rev)
     if #es == 0 then break end
     for _, e in ipairs(es) do
       local f = fields(e[2])
-      if tonumber(f.e) > now then return xmsg(entry_seq(e[1]), f), entry_seq(e[1]) end
+      local seq = entry_seq(e[1])
+      if tonumber(f.e) > now then return xmsg(seq, f, xclaim(seq, xid(INC, seq), now)), seq end
     end
     seen = seen + #es
     bound = '(' .. es[#es][1]

@@ -27,9 +27,18 @@ if #ids > 0 then
 end
 local seqs = {}
 if #ids < step then
+  -- Entries a claim holds in place take their :k and :held entries along.
+  incarnation()
+  local kept, held = {}, {}
   for i, e in ipairs(redis.call('XRANGE', X, '-', bound .. '-0', 'COUNT', step - #ids)) do
     seqs[i] = e[1]:sub(1, -3)
+    local seq = entry_seq(e[1])
+    if seq <= XR then kept[#kept + 1], held[#held + 1] = seqs[i], xid(INC, seq) end
   end
   xdrop(seqs)
+  if #kept > 0 then
+    redis.call('HDEL', K, unpack(kept))
+    redis.call('ZREM', HELD, unpack(held))
+  end
 end
 return {bound, #ids + #seqs}
