@@ -171,22 +171,35 @@ local function incarnation()
   return INC
 end
 
--- xid is the id of the entry with sequence seq of incarnation inc.
+-- xprefix is the part of an id that names incarnation inc,
+-- "iiiiiiii-iiii-iiii-", made once per incarnation seen rather than per id
+-- (Lua strings are interned, so the comparison is of pointers).
+local XPRE, XPREOF
+local function xprefix(inc)
+  if inc ~= XPREOF then
+    XPRE, XPREOF = inc:sub(1, 8) .. '-' .. inc:sub(9, 12) .. '-' .. inc:sub(13, 16) .. '-', inc
+  end
+  return XPRE
+end
+
+-- xid is the id of the entry with sequence seq of incarnation inc: the seq
+-- in 16 hex digits, split 4-12 (2^48 apart).
+local SPLIT = 281474976710656
 local function xid(inc, seq)
-  local s = string.format('%016x', seq)
-  return inc:sub(1, 8) .. '-' .. inc:sub(9, 12) .. '-' .. inc:sub(13, 16) .. '-' .. s:sub(1, 4) .. '-' .. s:sub(5)
+  local hi = math.floor(seq / SPLIT)
+  return xprefix(inc) .. string.format('%04x-%012x', hi, seq - hi * SPLIT)
 end
 
 -- xseq is the sequence of the entry id names, or nil when id is not of
--- this queue's incarnation (INC) or not of that form.
+-- this queue's incarnation (INC) or not of that form, or names a seq past
+-- 2^53 (hi 32, lo 0), which no queue reaches and a Lua number would
+-- round. Three substrings per id: deletes read one per message.
 local function xseq(id)
-  if not INC or #id ~= 36 or id:sub(1, 8) .. id:sub(10, 13) .. id:sub(15, 18) ~= INC then return nil end
-  if id:sub(9, 9) ~= '-' or id:sub(14, 14) ~= '-' or id:sub(19, 19) ~= '-' or id:sub(24, 24) ~= '-' then
-    return nil
-  end
-  local hex = id:sub(20, 23) .. id:sub(25)
-  if not hex:match('^%x+$') then return nil end
-  return tonumber(hex, 16)
+  if not INC or #id ~= 36 or id:sub(1, 19) ~= xprefix(INC) then return nil end
+  if not id:find('^%x%x%x%x%-%x%x%x%x%x%x%x%x%x%x%x%x$', 20) then return nil end
+  local hi, lo = tonumber(id:sub(20, 23), 16), tonumber(id:sub(25), 16)
+  if hi > 32 or (hi == 32 and lo > 0) then return nil end
+  return hi * SPLIT + lo
 end
 
 -- entry_seq reads the seq out of a stream entry id "<seq>-0".
