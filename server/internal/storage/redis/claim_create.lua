@@ -67,8 +67,9 @@ local function pull()
 end
 
 -- claim makes one claim and returns its reply. The index entries of all
--- claims made (held: message -> claim end, claimed: claim -> its end) are
--- added after the last, one ZADD per index, and the latest end is kept in
+-- claims made (held: message -> claim end, claimed: claim -> its end) and
+-- the claims themselves (records: :ch fields, lib.lua's claim_value) are
+-- added after the last, one command per key, and the latest end is kept in
 -- horizon for one keepalive: nothing in between reads those indexes.
 -- b is where the claim's arguments start in ARGV; the strings among them
 -- go to Redis as they came. A claim holds the entries of the stream area
@@ -77,7 +78,7 @@ end
 -- An entry whose expiry the claim must raise becomes a message hash
 -- (promoted), its index entries added at the end; entries skipped as
 -- expired go at the end (xgone).
-local horizon, held, claimed, pids, pexps, kept, xgone = 0, {}, {}, {}, {}, {}, {}
+local horizon, held, claimed, records, pids, pexps, kept, xgone = 0, {}, {}, {}, {}, {}, {}, {}
 local xlast -- the newest entry handled
 local function claim(b, out)
   local cid, ttl, grace = ARGV[b], tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2])
@@ -163,9 +164,8 @@ local function claim(b, out)
     end
   end
   if #taken > 0 then
-    local ck = ckey(cid)
-    redis.call('HSET', ck, 't', ARGV[b + 1], 'g', ARGV[b + 2], 'c', ARGV[1], 'e', cexps, 'i', table.concat(taken, ' '))
-    redis.call('PEXPIRE', ck, ARGV[b + 1])
+    records[#records + 1] = cid
+    records[#records + 1] = claim_value(ARGV[b + 1], ARGV[b + 2], ARGV[1], cexps, table.concat(taken, ' '))
     claimed[#claimed + 1] = cexps
     claimed[#claimed + 1] = cid
     if mexp > horizon then horizon = mexp end
@@ -191,15 +191,16 @@ if horizon > 0 then
   -- entries it holds.
   local fresh
   if #pids > 0 then
-    fresh = absent(HELD, CL, K, IDS, EXP)
+    fresh = absent(HELD, CL, CH, K, IDS, EXP)
     zchunks('ZADD', IDS, pids)
     zchunks('ZADD', EXP, pexps)
   else
-    fresh = absent(HELD, CL, K)
+    fresh = absent(HELD, CL, CH, K)
   end
   if #kept > 0 then zchunks('HSET', K, kept) end
   redis.call('ZADD', HELD, unpack(held))
   redis.call('ZADD', CL, unpack(claimed))
+  zchunks('HSET', CH, records)
   keepalive(P, now, horizon, fresh)
 end
 return replies

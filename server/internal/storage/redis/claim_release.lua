@@ -2,14 +2,13 @@
 -- Returns {lapsed claims}.
 local now, cid = tonumber(ARGV[1]), ARGV[2]
 local lapsed = advance(now)
-local ck = ckey(cid)
-local list = redis.call('HGET', ck, 'i')
-if not list then
+local c = claim_read(cid)
+if not c then
   local target, answer = move_state(now)
   local w = answer or whereabouts(cid, target)
   if w then return w end
 end
-local ids = split(list)
+local ids = split(c and c[5])
 for _, id in ipairs(ids) do
   local mk = mkey(id)
   if redis.call('HGET', mk, 'k') == cid then
@@ -21,7 +20,6 @@ for _, id in ipairs(ids) do
     redis.call('ZREM', HELD, id)
   end
 end
-redis.call('DEL', ck)
-redis.call('ZREM', CL, cid)
+claim_drop(cid, c)
 if #ids > 0 then refresh_ttl(RDY, now) end
 return {lapsed}

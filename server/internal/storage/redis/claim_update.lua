@@ -3,21 +3,21 @@
 -- Returns {lapsed claims, 1 renewed or 0 no such claim}.
 local now, cid, ttl, grace = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 local lapsed = advance(now)
-local ck = ckey(cid)
-local h = redis.call('HMGET', ck, 'e', 'i')
-if not h[1] then
+local c = claim_read(cid)
+if not c then
   local target, answer = move_state(now)
   return answer or whereabouts(cid, target) or {lapsed, 0}
 end
-if tonumber(h[1]) <= now then return {lapsed, 0} end
-local fresh = absent(HELD, CL, EXP)
+if tonumber(c[4]) <= now then return {lapsed, 0} end
+local fresh = absent(HELD, CL, CH, EXP)
 local cexp = now + ttl
 local mexp = cexp + grace
-redis.call('HSET', ck, 't', ttl, 'g', grace, 'e', cexp)
-redis.call('PEXPIRE', ck, ttl)
+-- A claim made before claims were fields of :ch moves there now.
+if c[6] then redis.call('DEL', ckey(cid)) end
+redis.call('HSET', CH, cid, claim_value(ARGV[3], ARGV[4], c[3], digits(cexp), c[5]))
 redis.call('ZADD', CL, cexp, cid)
 incarnation()
-for _, id in ipairs(split(h[2])) do
+for _, id in ipairs(split(c[5])) do
   local mk = mkey(id)
   local f = redis.call('HMGET', mk, 'k', 'e')
   -- An entry held in place whose expiry the claim must now raise becomes

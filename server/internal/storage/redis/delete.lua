@@ -54,7 +54,7 @@ local function kept(id, cid, k, ks, x)
     if cid ~= '' then return {0, 3} end
   elseif k ~= cid then
     if cid == '' then return {0, 1} end
-    local e = redis.call('HGET', ckey(cid), 'e')
+    local e = redis.call('ZSCORE', CL, cid)
     if e and tonumber(e) > now then return {0, 1} end
     return {0, 2}
   end
@@ -90,7 +90,7 @@ local function delete(id, cid)
     if cid == '' then return {0, 1} end
     if holder == '' then return {0, 3} end
     -- Another live claim's id: the message is someone else's (403).
-    local e = redis.call('HGET', ckey(cid), 'e')
+    local e = redis.call('ZSCORE', CL, cid)
     if e and tonumber(e) > now then return {0, 1} end
     return {0, 2}
   end

@@ -396,3 +396,64 @@ func TestClaimHoldsEntriesInPlace(t *testing.T) {
 		t.Fatalf("message of a long claim: %+v, %v; want it held and living past the claim and its grace", got, err)
 	}
 }
+
+// TestClaimsOfEarlierVersions: a claim written as a key of its own
+// (:c:<id>, as versions before claims were fields of :ch wrote it) is
+// still read, renewed (moving it into :ch) and released.
+func TestClaimsOfEarlierVersions(t *testing.T) { eachLayout(t, claimsOfEarlierVersions) }
+
+func claimsOfEarlierVersions(t *testing.T, layout string) {
+	r := testutil.StartRedis(t, testutil.RedisOptions{})
+	clock := storagetest.NewClock()
+	d := openAt(t, withLayout(r.URL, layout), clock)
+	ctx := context.Background()
+	q := queueRef("p", "q")
+	if _, err := post(t, d, q, 3, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	c, err := d.Claims().Create(ctx, q, storage.ClaimOptions{TTL: time.Minute, Grace: time.Minute, Limit: 2})
+	if err != nil || len(c.Messages) != 2 {
+		t.Fatalf("claim: %+v, %v", c, err)
+	}
+	ch, old := scope(q)+":ch", scope(q)+":c:"+c.ID
+	// asEarlier rewrites the claim as an earlier version stored it.
+	asEarlier := func() {
+		t.Helper()
+		v, err := d.c.HGet(ctx, ch, c.ID).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := strings.SplitN(v, " ", 5)
+		if err := d.c.HSet(ctx, old, "t", f[0], "g", f[1], "c", f[2], "e", f[3], "i", f[4]).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.c.HDel(ctx, ch, c.ID).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	asEarlier()
+	got, err := d.Claims().Get(ctx, q, c.ID)
+	if err != nil || len(got.Messages) != 2 || got.TTL != time.Minute {
+		t.Fatalf("get of an earlier claim: %+v, %v", got, err)
+	}
+	if err := d.Claims().Update(ctx, q, c.ID, 2*time.Minute, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := d.c.Exists(ctx, old).Result(); n != 0 {
+		t.Error("a renewed earlier claim kept its own key")
+	}
+	if got, err = d.Claims().Get(ctx, q, c.ID); err != nil || got.TTL != 2*time.Minute || len(got.Messages) != 2 {
+		t.Fatalf("get after renewal: %+v, %v", got, err)
+	}
+	asEarlier()
+	if err := d.Claims().Delete(ctx, q, c.ID); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := d.c.Exists(ctx, old).Result(); n != 0 {
+		t.Error("a released earlier claim kept its key")
+	}
+	free, err := d.Claims().Create(ctx, q, storage.ClaimOptions{TTL: time.Minute, Grace: time.Minute, Limit: 3})
+	if err != nil || len(free.Messages) != 3 {
+		t.Fatalf("after the release %d of 3 messages are free (%v)", len(free.Messages), err)
+	}
+}

@@ -16,6 +16,7 @@ local EXP       -- zset id -> expiry
 local RDY       -- zset id -> seq: free, visible messages (what claims and pops take)
 local DLY       -- zset id -> end of delay
 local CL        -- zset claim id -> claim expiry
+local CH        -- hash claim id -> the claim (claim_read)
 local HELD      -- zset id -> expiry of the claim holding it
 local K         -- hash seq -> claim id: stream entries a claim holds in place
 -- Subscriptions and deliveries: see below.
@@ -34,7 +35,7 @@ local INC, XR, QX, QREAD, INCREAD, XPOS
 local function bind(keys)
   P = keys[1]
   Q, IDS, EXP, RDY = P .. ':q', P .. ':ids', P .. ':exp', P .. ':rdy'
-  DLY, CL, HELD, K = P .. ':dly', P .. ':cl', P .. ':held', P .. ':k'
+  DLY, CL, HELD, K, CH = P .. ':dly', P .. ':cl', P .. ':held', P .. ':k', P .. ':ch'
   SX, SD, SI, SN = P .. ':sx', P .. ':sd', P .. ':si', P .. ':sn'
   DA, DS = P .. ':da', P .. ':ds'
   TI, TC, MV, IM = P .. ':ti', P .. ':tc', P .. ':mv', P .. ':im'
@@ -63,7 +64,39 @@ local function digits(n)
 end
 
 local function mkey(id) return P .. ':m:' .. id end
+-- ckey is the key a claim had before claims were fields of :ch; claims
+-- made then are still read from it (claim_read).
 local function ckey(id) return P .. ':c:' .. id end
+
+-- Claims. A claim is one field of :ch, claim id -> "ttl grace created
+-- expiry ids..." (milliseconds; the ids of the messages it took, space
+-- separated), beside its :cl entry: no key per claim, and one HSET for
+-- every claim of a merged call. The lapse sweep removes it with its :cl
+-- entry; :ch has the index keys' TTL.
+-- claim_value is that field's value.
+local function claim_value(t, g, c, e, ids)
+  return t .. ' ' .. g .. ' ' .. c .. ' ' .. e .. ' ' .. ids
+end
+
+-- claim_read returns claim cid as {ttl, grace, created, expiry, ids} (the
+-- ids as one string; a sixth element true when it is a key of its own),
+-- or nil.
+local function claim_read(cid)
+  local v = redis.call('HGET', CH, cid)
+  if not v then
+    local h = redis.call('HMGET', ckey(cid), 't', 'g', 'c', 'e', 'i')
+    if not h[4] then return nil end
+    return {h[1] or '0', h[2] or '0', h[3] or '0', h[4], h[5] or '', true}
+  end
+  local t, g, c, e, ids = v:match('^(%S+) (%S+) (%S+) (%S+) ?(.*)$')
+  return {t, g, c, e, ids}
+end
+
+-- claim_drop removes claim c (claim_read's) with id cid.
+local function claim_drop(cid, c)
+  if c and c[6] then redis.call('DEL', ckey(cid)) else redis.call('HDEL', CH, cid) end
+  redis.call('ZREM', CL, cid)
+end
 
 -- drop deletes a message and every index entry of it.
 local function drop(id)
@@ -92,7 +125,7 @@ end
 -- hold_until gives index keys of the queue with prefix p the horizon x:
 -- every one when the horizon just moved (renewed), otherwise only the keys
 -- in fresh (absent's answer before the caller wrote them), which lack it.
-local INDEXES = {':ids', ':exp', ':rdy', ':dly', ':cl', ':held', ':x', ':xe', ':k'}
+local INDEXES = {':ids', ':exp', ':rdy', ':dly', ':cl', ':held', ':x', ':xe', ':k', ':ch'}
 local function hold_until(p, now, x, renewed, fresh)
   if renewed then
     fresh = {}
@@ -384,10 +417,10 @@ local function advance(now)
   -- again for each call (see digits).
   local ns = digits(now)
   local lapsed = redis.call('ZRANGEBYSCORE', CL, '-inf', ns, 'LIMIT', '0', BUDGETS)
-  for _, cid in ipairs(lapsed) do
-    redis.call('DEL', ckey(cid))
+  if #lapsed > 0 then
+    redis.call('HDEL', CH, unpack(lapsed))
+    redis.call('ZREM', CL, unpack(lapsed))
   end
-  if #lapsed > 0 then redis.call('ZREM', CL, unpack(lapsed)) end
 
   local held = redis.call('ZRANGEBYSCORE', HELD, '-inf', ns, 'LIMIT', '0', BUDGETS)
   for _, id in ipairs(held) do
@@ -548,7 +581,7 @@ end
 -- (sequence, exists, metadata), t = "1" once a batch was taken, z = end
 -- of the tombstone Finish leaves (the hash then holds only g and z). Under
 -- the scope: the batch in transit is its message hashes renamed to
--- :t:<id> and its claim hashes to :tc:<id> (out of every index, so no
+-- :t:<id> and its claims written to :tc:<id> (out of every index, so no
 -- other script finds them), listed in :ti (zset id -> seq) and :tc (zset
 -- claim id -> 0); :mv holds the ids settled; on a target :im the ids
 -- imported. Errors go back as replies the Go side maps to kinds

@@ -20,7 +20,7 @@ end
 delete_all(IDS, mkey)
 delete_all(CL, ckey)
 drop_all_subs()
-redis.call('DEL', IDS, EXP, RDY, DLY, CL, HELD, Q, TI, TC, MV, IM, X, XE, K)
+redis.call('DEL', IDS, EXP, RDY, DLY, CL, CH, HELD, Q, TI, TC, MV, IM, X, XE, K)
 redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('SREM', KEYS[3], ARGV[2])
 redis.call('HSET', Q, 'g', f[1], 'z', now + ttl)

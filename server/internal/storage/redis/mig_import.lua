@@ -64,16 +64,14 @@ for i = 0, nm - 1 do
     if seq > top then top = seq end
   end
 end
-local created = absent(IDS, EXP, RDY, DLY, HELD, CL)
+local created = absent(IDS, EXP, RDY, DLY, HELD, CL, CH)
 for _, z in ipairs({{IDS, ids}, {EXP, exps}, {RDY, rdy}, {DLY, dly}, {HELD, held}}) do
   if #z[2] > 0 then zchunks('ZADD', z[1], z[2]) end
 end
 for cid, c in pairs(claims) do
   if #c[2] > 0 then
     local k = c[1]
-    redis.call('HSET', ckey(cid), 't', ARGV[k + 2], 'g', ARGV[k + 3], 'c', ARGV[k + 4], 'e', ARGV[k + 5],
-      'i', table.concat(c[2], ' '))
-    redis.call('PEXPIRE', ckey(cid), tonumber(ARGV[k + 5]) - now)
+    redis.call('HSET', CH, cid, claim_value(ARGV[k + 2], ARGV[k + 3], ARGV[k + 4], ARGV[k + 5], table.concat(c[2], ' ')))
     redis.call('ZADD', CL, ARGV[k + 5], cid)
   end
 end

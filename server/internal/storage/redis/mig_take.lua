@@ -45,12 +45,14 @@ end
 
 -- bring takes claim k along (once), and lowers lowest to the oldest
 -- message it still holds, in either area.
+local records = {} -- claim id -> claim_read's record
 local function bring(k)
   if claims[k] then return end
   claims[k] = true
-  local c = redis.call('HMGET', ckey(k), 't', 'g', 'c', 'e', 'i')
-  if not c[4] then return end
-  cls[#cls + 1] = {k, c[1] or '0', c[2] or '0', c[3] or '0', c[4]}
+  local c = claim_read(k)
+  if not c then return end
+  cls[#cls + 1] = {k, c[1], c[2], c[3], c[4]}
+  records[k] = c
   for _, held in ipairs(split(c[5])) do
     local hs = redis.call('ZSCORE', IDS, held)
     if hs then
@@ -131,8 +133,11 @@ end
 zchunks('ZADD', TI, ti)
 for _, c in ipairs(cls) do
   push(out, unpack(c))
-  redis.call('RENAME', ckey(c[1]), tckey(c[1]))
-  redis.call('ZREM', CL, c[1])
+  -- A claim's transit record lives as long as the claim.
+  local tk = tckey(c[1])
+  redis.call('HSET', tk, 't', c[2], 'g', c[3], 'c', c[4], 'e', c[5])
+  redis.call('PEXPIRE', tk, digits(math.max(1, tonumber(c[5]) - now)))
+  claim_drop(c[1], records[c[1]])
   redis.call('ZADD', TC, 0, c[1])
 end
 redis.call('HSET', Q, 't', '1')
