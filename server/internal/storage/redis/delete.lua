@@ -43,21 +43,29 @@ do
   end
 end
 
+-- refusal is the reply to a delete with claim id cid of a live message
+-- that holder's live claim holds ('': none), or nil when it may go.
+local function refusal(holder, cid)
+  if holder == cid then return nil end
+  if cid == '' then return {0, 1} end
+  if holder == '' then return {0, 3} end
+  -- Another live claim's id: the message is someone else's (403).
+  local e = redis.call('ZSCORE', CL, cid)
+  if e and tonumber(e) > now then return {0, 1} end
+  return {0, 2}
+end
+
 -- kept deletes the entry held in place for id: by claim k (its seq ks)
 -- until x.
 local function kept(id, cid, k, ks, x)
-  local live = x and tonumber(x) > now
-  if not live then
+  if not (x and tonumber(x) > now) then
     -- Its claim lapsed: the message is free, if it still lives.
     local f = xread(tonumber(ks))
     if not f or tonumber(f.e) <= now then return {0, 0} end
-    if cid ~= '' then return {0, 3} end
-  elseif k ~= cid then
-    if cid == '' then return {0, 1} end
-    local e = redis.call('ZSCORE', CL, cid)
-    if e and tonumber(e) > now then return {0, 1} end
-    return {0, 2}
+    k = ''
   end
+  local no = refusal(k, cid)
+  if no then return no end
   entries[#entries + 1] = ks
   unkept[#unkept + 1] = ks
   unheld[#unheld + 1] = id
@@ -86,14 +94,8 @@ local function delete(id, cid)
   if tonumber(h[1]) <= now then return {0, 0} end
   local holder = ''
   if h[2] and tonumber(h[3]) > now then holder = h[2] end
-  if holder ~= cid then
-    if cid == '' then return {0, 1} end
-    if holder == '' then return {0, 3} end
-    -- Another live claim's id: the message is someone else's (403).
-    local e = redis.call('ZSCORE', CL, cid)
-    if e and tonumber(e) > now then return {0, 1} end
-    return {0, 2}
-  end
+  local no = refusal(holder, cid)
+  if no then return no end
   removed[#removed + 1] = id
   if holder == '' then free[#free + 1] = id end
   gone[id] = true
