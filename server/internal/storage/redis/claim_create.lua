@@ -2,8 +2,9 @@
 -- ARGV: now, dead-letter queue name, dead-letter scope, the layout flag
 -- ("x": entries of the stream area are held in place, "h": they become
 -- message hashes, which servers of versions before holding in place
--- understand; options.go), then one or more claims, each: claim id, ttl ms, grace ms, limit, max claim count (0: no
--- policy), dead-letter ttl ms (0: keep the message's own). Concurrent
+-- understand; options.go), then one or more claims, each: claim id, ttl
+-- ms, grace ms, limit, max claim count (0: no policy), dead-letter ttl ms
+-- (0: keep the message's own). Concurrent
 -- claims on one queue arrive here as one call (groupcommit.go) and are
 -- made in the order they were asked for.
 -- Each takes the oldest free, visible messages; exhausted ones are moved
