@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"sluice.dev/server/internal/sockio"
 )
 
 // The lean HTTP/1.1 loop. At saturation a third of the server's CPU per
@@ -111,8 +113,11 @@ func (l *leanConns) isClosing() bool { return l.closing.Load() }
 
 // leanConn is one connection in the lean loop.
 type leanConn struct {
-	s    *Server
-	raw  net.Conn // what this loop reads and writes
+	s   *Server
+	raw net.Conn // what this loop reads and writes
+	// sock reads and writes raw's socket directly (sockio: the scheduler's
+	// monitor stays asleep); raw itself where it is no socket (TLS).
+	sock io.ReadWriter
 	give func(net.Conn) bool
 	set  *leanConns
 	idle atomic.Bool // waiting for a request's first byte
@@ -140,6 +145,10 @@ func (s *Server) serveLean(raw net.Conn, set *leanConns, give func(net.Conn) boo
 	lc := &leanConn{s: s, raw: raw, give: give, set: set, buf: make([]byte, leanBufSize),
 		header: make(http.Header, 8), remote: raw.RemoteAddr().String()}
 	lc.resp.h = make(http.Header, 8)
+	lc.sock = raw
+	if sc, ok := sockio.New(raw); ok {
+		lc.sock = sc
+	}
 	if !set.add(lc) {
 		raw.Close()
 		closed()
@@ -186,7 +195,7 @@ func (lc *leanConn) loop() bool {
 				}
 				lc.setDeadline(start, lc.headerTimeout())
 			}
-			n, err := lc.raw.Read(lc.buf[lc.w:])
+			n, err := lc.sock.Read(lc.buf[lc.w:])
 			lc.idle.Store(false)
 			lc.w += n
 			if err != nil && n == 0 {
@@ -293,7 +302,7 @@ func (lc *leanConn) serve(start time.Time) bool {
 	var err error
 	if body := lc.resp.body; len(body) <= leanCopyMax {
 		lc.out = append(lc.out, body...)
-		_, err = lc.raw.Write(lc.out)
+		_, err = lc.sock.Write(lc.out)
 	} else {
 		// A large answer (a listing of big messages) goes out as it is,
 		// head and body in one writev, rather than copied.
@@ -390,7 +399,7 @@ func (b *leanBody) Read(p []byte) (int, error) {
 	} else {
 		lc.setDeadline(b.start, lc.s.opts.ReadTimeout)
 		var err error
-		n, err = lc.raw.Read(p)
+		n, err = lc.sock.Read(p)
 		if n == 0 && err != nil {
 			b.failed = true
 			if err == io.EOF {

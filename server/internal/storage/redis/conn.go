@@ -9,6 +9,8 @@ import (
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
+
+	"sluice.dev/server/internal/sockio"
 )
 
 // dialer is go-redis' own dialer (NewDialer: its timeout, keep-alive and
@@ -30,7 +32,11 @@ func dialer(timeout time.Duration, tlsConf *tls.Config) func(context.Context, st
 		if err != nil {
 			return c, nil
 		}
-		cc := &conn{Conn: c}
+		sock, ok := sockio.New(c)
+		if !ok {
+			return c, nil
+		}
+		cc := &conn{Conn: c, sock: sock}
 		cc.probe = probe{RawConn: rc, c: cc}
 		return cc, nil
 	}
@@ -54,15 +60,20 @@ type conn struct {
 	// pub/sub connection is read by one goroutine and checked by another.
 	lastRead atomic.Int64
 	probe    syscall.RawConn // built once: the pool asks for it per use
+	// sock reads and writes the socket without the scheduler's system
+	// call bookkeeping (sockio): a pipeline's write and its reply's reads.
+	sock *sockio.Conn
 }
 
 func (c *conn) Read(p []byte) (int, error) {
-	n, err := c.Conn.Read(p)
+	n, err := c.sock.Read(p)
 	if n > 0 {
 		c.lastRead.Store(time.Now().UnixNano())
 	}
 	return n, err
 }
+
+func (c *conn) Write(p []byte) (int, error) { return c.sock.Write(p) }
 
 // SyscallConn is what go-redis' health check reads through.
 func (c *conn) SyscallConn() (syscall.RawConn, error) { return c.probe, nil }
