@@ -47,6 +47,9 @@ func New(c net.Conn) (*Conn, bool) {
 	return &Conn{c: c, rc: rc}, true
 }
 
+// Raw is the connection's own syscall.RawConn.
+func (s *Conn) Raw() syscall.RawConn { return s.rc }
+
 // Read reads as net.Conn's Read does: at least one byte, or io.EOF when
 // the peer has closed, or the connection's error (a passed deadline is
 // os.ErrDeadlineExceeded inside a *net.OpError, as net reports it).

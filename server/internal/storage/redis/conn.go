@@ -24,20 +24,12 @@ func dialer(timeout time.Duration, tlsConf *tls.Config) func(context.Context, st
 		if err != nil {
 			return nil, err
 		}
-		sc, ok := c.(syscall.Conn)
-		if !ok {
-			return c, nil
-		}
-		rc, err := sc.SyscallConn()
-		if err != nil {
-			return c, nil
-		}
 		sock, ok := sockio.New(c)
 		if !ok {
 			return c, nil
 		}
 		cc := &conn{Conn: c, sock: sock}
-		cc.probe = probe{RawConn: rc, c: cc}
+		cc.probe = probe{RawConn: sock.Raw(), c: cc}
 		return cc, nil
 	}
 }
