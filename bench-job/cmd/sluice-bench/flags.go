@@ -27,6 +27,7 @@ type runFlags struct {
 	minRPS, maxP99                  float64
 	maxLost                         int64
 	clientID, projectID, token      string
+	tokenFile                       string
 	timeout, drain                  time.Duration
 	claimTTL, claimGrace            int
 	msgSize, largeSize              int
@@ -97,6 +98,7 @@ func newRunFlags(name string) *runFlags {
 	fs.StringVar(&f.clientID, "client-id", "", "Client-ID for every request (default: a random UUID per process)")
 	fs.StringVar(&f.projectID, "project-id", "my-lovely-benchmark", "X-Project-ID (zaqar-bench's noauth project; not sent with --token unless given)")
 	fs.StringVar(&f.token, "token", "", "auth token, sent as X-Auth-Token and Authorization: Bearer")
+	fs.StringVar(&f.tokenFile, "token-file", "", "file holding the auth token (e.g. a projected ServiceAccount token), re-read every 30 s")
 	fs.DurationVar(&f.timeout, "timeout", 30*time.Second, "per-request timeout (until response headers)")
 	fs.DurationVar(&f.drain, "drain", 30*time.Second, "how long consumers may drain the queues after the run (delivery check)")
 	fs.IntVar(&f.claimTTL, "claim-ttl", 300, "claim ttl in seconds (a claim whose answer was lost comes back after it: runs with faults want it short)")

@@ -145,12 +145,15 @@ func (f *runFlags) config() (*load.Config, *result.Verdict, error) {
 		}
 	}
 	cfg := &load.Config{Scenario: preset.Name, Kind: preset.Kind, Params: p, Target: f.server,
-		ProjectID: f.projectID, Token: f.token, ClientID: f.clientID, Timeout: f.timeout,
+		ProjectID: f.projectID, Token: f.token, TokenFile: f.tokenFile, ClientID: f.clientID, Timeout: f.timeout,
 		Verify: preset.Verify, SkipReset: f.skipReset, Drain: f.drain,
 		Notify: load.Notify{Listen: f.recvListen, URL: f.recvURL, Secret: f.recvSecret, Subscribe: f.subscribe},
 		Move: load.Move{Pool: f.moveTo, After: f.moveAfter, Timeout: f.moveTimeout, Poll: f.movePoll,
 			AdminToken: os.Getenv(load.AdminTokenEnv)}}
-	if f.token != "" && !set["project-id"] {
+	if f.token != "" && f.tokenFile != "" {
+		return nil, nil, fmt.Errorf("--token and --token-file: give one, not both")
+	}
+	if (f.token != "" || f.tokenFile != "") && !set["project-id"] {
 		cfg.ProjectID = "" // with a token the server takes the project from it
 	}
 	if f.verify {

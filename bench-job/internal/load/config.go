@@ -37,6 +37,7 @@ type Config struct {
 	Target    string
 	ProjectID string
 	Token     string
+	TokenFile string // instead of Token: re-read as it rotates
 	ClientID  string // fixed Client-ID for every worker (default: one per process)
 	Timeout   time.Duration
 

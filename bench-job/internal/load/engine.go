@@ -94,7 +94,7 @@ func Run(ctx context.Context, cfg *Config) (*result.Result, error) {
 	for _, v := range p.Sweep {
 		conns = max(conns, int(v)+1)
 	}
-	cl, err := zaqar.New(zaqar.Options{BaseURL: cfg.Target, ProjectID: cfg.ProjectID, Token: cfg.Token, Conns: conns, Timeout: cfg.Timeout, ErrorLog: cfg.ErrorLog})
+	cl, err := zaqar.New(zaqar.Options{BaseURL: cfg.Target, ProjectID: cfg.ProjectID, Token: cfg.Token, TokenFile: cfg.TokenFile, Conns: conns, Timeout: cfg.Timeout, ErrorLog: cfg.ErrorLog})
 	if err != nil {
 		return nil, err
 	}

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -18,9 +19,13 @@ import (
 
 // Options configure a Client.
 type Options struct {
-	BaseURL   string        // e.g. http://127.0.0.1:8888
-	ProjectID string        // X-Project-ID (noauth deployments require it)
-	Token     string        // sent as X-Auth-Token and Authorization: Bearer
+	BaseURL   string // e.g. http://127.0.0.1:8888
+	ProjectID string // X-Project-ID (noauth deployments require it)
+	Token     string // sent as X-Auth-Token and Authorization: Bearer
+	// TokenFile, instead of Token: a file holding the token, re-read every
+	// 30 s, so a projected ServiceAccount token that the kubelet
+	// rotates keeps working through a long run.
+	TokenFile string
 	Conns     int           // keep-alive pool size; one per concurrent worker
 	Timeout   time.Duration // whole-request timeout
 	// ErrorLog receives the first LoggedErrors failures that got no HTTP
@@ -42,7 +47,13 @@ type Client struct {
 	opts   Options
 	start  time.Time
 	logged atomic.Int64 // transport errors seen, logged up to LoggedErrors
+	token  atomic.Pointer[string]
+	stop   chan struct{}
 }
+
+// tokenRefresh is how often a TokenFile is read again; the kubelet renews a
+// projected token when 80 % of its lifetime (at least 10 minutes) is gone.
+var tokenRefresh = 30 * time.Second
 
 // New validates the base URL and builds a transport whose idle pool holds
 // one connection per worker, so steady-state load never re-dials.
@@ -78,11 +89,57 @@ func New(o Options) (*Client, error) {
 		// context), so the timeout is the transport's header deadline.
 		ResponseHeaderTimeout: o.Timeout,
 	}
-	return &Client{base: u, tr: tr, opts: o, start: time.Now()}, nil
+	c := &Client{base: u, tr: tr, opts: o, start: time.Now(), stop: make(chan struct{})}
+	tok := o.Token
+	if o.TokenFile != "" {
+		if tok, err = readToken(o.TokenFile); err != nil {
+			return nil, err
+		}
+		go c.refreshToken()
+	}
+	c.token.Store(&tok)
+	return c, nil
 }
 
-// Close drops idle connections.
-func (c *Client) Close() { c.tr.CloseIdleConnections() }
+func readToken(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("token file: %w", err)
+	}
+	tok := strings.TrimSpace(string(b))
+	if tok == "" {
+		return "", fmt.Errorf("token file %s is empty", path)
+	}
+	return tok, nil
+}
+
+// refreshToken re-reads the token file until Close; a failed read keeps the
+// token it has (the kubelet replaces the file atomically, so a read fails
+// only when the volume is gone, and the old token may still be valid).
+func (c *Client) refreshToken() {
+	t := time.NewTicker(tokenRefresh)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-t.C:
+			if tok, err := readToken(c.opts.TokenFile); err == nil && tok != *c.token.Load() {
+				c.token.Store(&tok)
+			}
+		}
+	}
+}
+
+// Close drops idle connections and stops reading the token file.
+func (c *Client) Close() {
+	select {
+	case <-c.stop:
+	default:
+		close(c.stop)
+	}
+	c.tr.CloseIdleConnections()
+}
 
 // BaseURL returns the endpoint the client targets.
 func (c *Client) BaseURL() string { return c.base.String() }
@@ -91,6 +148,8 @@ func (c *Client) BaseURL() string { return c.base.String() }
 // a reusable body reader and response buffer.
 type Session struct {
 	c    *Client
+	id   string
+	tok  *string // the token hdr carries
 	hdr  http.Header
 	hdrJ http.Header // same plus Content-Type: application/json
 	body *reqBody
@@ -122,19 +181,27 @@ func (s *Session) settle(b *reqBody) {
 
 // NewSession returns a session that identifies itself with clientID.
 func (c *Client) NewSession(clientID string) *Session {
+	s := &Session{c: c, id: clientID, body: &reqBody{}}
+	s.headers(c.token.Load())
+	return s
+}
+
+// headers builds the session's fixed headers around token tok. New maps,
+// not edits: a request still in the transport keeps the headers it has.
+func (s *Session) headers(tok *string) {
 	h := http.Header{}
-	h.Set("Client-ID", clientID)
+	h.Set("Client-ID", s.id)
 	h.Set("Accept", "application/json")
-	if c.opts.ProjectID != "" {
-		h.Set("X-Project-ID", c.opts.ProjectID)
+	if s.c.opts.ProjectID != "" {
+		h.Set("X-Project-ID", s.c.opts.ProjectID)
 	}
-	if c.opts.Token != "" {
-		h.Set("X-Auth-Token", c.opts.Token)
-		h.Set("Authorization", "Bearer "+c.opts.Token)
+	if *tok != "" {
+		h.Set("X-Auth-Token", *tok)
+		h.Set("Authorization", "Bearer "+*tok)
 	}
 	hj := h.Clone()
 	hj.Set("Content-Type", "application/json")
-	return &Session{c: c, hdr: h, hdrJ: hj, body: &reqBody{}}
+	s.tok, s.hdr, s.hdrJ = tok, h, hj
 }
 
 // URL builds an absolute URL for a path (with optional query), reusing the
@@ -156,6 +223,9 @@ func (c *Client) Href(href string) *url.URL {
 // error means no HTTP status was received; status codes are the caller's
 // to judge (see Reason).
 func (s *Session) Do(method string, u *url.URL, body []byte) (int, error) {
+	if tok := s.c.token.Load(); tok != s.tok {
+		s.headers(tok)
+	}
 	req := &http.Request{
 		Method:     method,
 		URL:        u,

@@ -4,6 +4,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -132,5 +133,69 @@ func TestErrorLogIsBounded(t *testing.T) {
 	}
 	if !strings.Contains(lines[len(lines)-1], "not logged") {
 		t.Errorf("the last logged line does not say that further ones are not: %q", lines[len(lines)-1])
+	}
+}
+
+// A token file is read at start and again as the kubelet rotates it: the
+// requests after a rotation carry the new token, those before the old one.
+func TestTokenFileRotates(t *testing.T) {
+	defer func(d time.Duration) { tokenRefresh = d }(tokenRefresh)
+	tokenRefresh = 10 * time.Millisecond
+	var seen atomic.Pointer[string]
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tok := r.Header.Get("X-Auth-Token")
+		if r.Header.Get("Authorization") != "Bearer "+tok {
+			w.WriteHeader(400)
+			return
+		}
+		seen.Store(&tok)
+		w.WriteHeader(204)
+	}))
+	defer srv.Close()
+	file := t.TempDir() + "/token"
+	if _, err := New(Options{BaseURL: srv.URL, TokenFile: file}); err == nil {
+		t.Fatal("a missing token file was accepted")
+	}
+	write := func(tok string) {
+		// As the kubelet does: a new file renamed over the old one.
+		if err := os.WriteFile(file+".new", []byte(tok+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(file+".new", file); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("")
+	if _, err := New(Options{BaseURL: srv.URL, TokenFile: file}); err == nil || !strings.Contains(err.Error(), "empty") {
+		t.Fatalf("an empty token file: %v", err)
+	}
+	write("first")
+	c, err := New(Options{BaseURL: srv.URL, TokenFile: file})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	s := c.NewSession("cid")
+	call := func() string {
+		if st, err := s.Do("GET", c.URL("/v2/ping", ""), nil); err != nil || st != 204 {
+			t.Fatalf("ping: %d %v", st, err)
+		}
+		return *seen.Load()
+	}
+	if got := call(); got != "first" {
+		t.Fatalf("token %q, want first", got)
+	}
+	write("second")
+	deadline := time.Now().Add(5 * time.Second)
+	for call() != "second" {
+		if time.Now().After(deadline) {
+			t.Fatal("the rotated token was never sent")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	os.Remove(file)
+	time.Sleep(5 * tokenRefresh)
+	if got := call(); got != "second" {
+		t.Fatalf("after the file went away: token %q, want the last one read", got)
 	}
 }
