@@ -29,11 +29,6 @@ type Options struct {
 	AccessLog bool
 	// Metrics serves Prometheus metrics on /metrics.
 	Metrics bool
-	// MetricsListen, when set, serves /metrics on a listener of its own at
-	// this host:port and not on Listen, so a NetworkPolicy can admit the
-	// scraper to metrics without opening them to every client. Empty: on
-	// Listen, next to the API.
-	MetricsListen string
 	// PprofAddr serves Go's net/http/pprof on this loopback address (for
 	// make bench-profile); empty, the default, serves nothing. It is its
 	// own listener so profiles never share the API's port or its auth.
@@ -57,15 +52,10 @@ type Options struct {
 	// of queues with _enable_encrypt_messages (EncryptionKeys reads it).
 	// Empty: no key, and such queues cannot be made.
 	EncryptionKeyFile string
-	// Auth is none, tokens, keystone or kubernetes; empty picks tokens when
-	// Tokens is set (see AuthMode). Keystone and Kubernetes configure their
-	// modes.
-	Auth       string
-	Keystone   KeystoneOptions
-	Kubernetes KubernetesOptions
-	// AccessFile is the JSON file of access grants to other projects'
-	// queues (kubernetes mode; auth.Grants reads it). Empty: no grants.
-	AccessFile string
+	// Auth is none, tokens or keystone; empty picks tokens when Tokens is
+	// set (see AuthMode). Keystone configures the keystone mode.
+	Auth     string
+	Keystone KeystoneOptions
 	// TLS serves HTTPS from certificate and key files.
 	TLS TLSOptions
 
@@ -171,7 +161,6 @@ func Defaults() Options {
 		Tokens:              map[string]string{},
 		TrustRolesHeader:    true,
 		Keystone:            keystoneDefaults(),
-		Kubernetes:          kubernetesDefaults(),
 		MaxBodyBytes:        1 << 20,
 		MaxMessagesPostSize: 262144,
 		MaxMessageTTL:       1209600 * time.Second,
@@ -217,7 +206,6 @@ func (o *Options) Validate() error {
 	if _, _, err := net.SplitHostPort(o.Listen); err != nil {
 		bad("listen: %q is not host:port: %v", o.Listen, err)
 	}
-	errs = append(errs, o.validateMetricsListen()...)
 	if o.PprofAddr != "" && !loopbackAddr(o.PprofAddr) {
 		bad("pprof-addr: %q must be a loopback host:port (127.0.0.1:6060, [::1]:6060, localhost:6060)", o.PprofAddr)
 	}
@@ -361,30 +349,6 @@ func (o *Options) SignedURLKey() ([]byte, error) {
 	}
 	return b, nil
 }
-
-// validateMetricsListen checks --metrics-listen: host:port, with metrics
-// on, and not the API's own address.
-func (o *Options) validateMetricsListen() []error {
-	if o.MetricsListen == "" {
-		return nil
-	}
-	host, port, err := net.SplitHostPort(o.MetricsListen)
-	if err != nil {
-		return []error{fmt.Errorf("metrics-listen: %q is not host:port: %v", o.MetricsListen, err)}
-	}
-	if !o.Metrics {
-		return []error{errors.New("metrics-listen: set while metrics is false; drop one of them")}
-	}
-	// Port 0 binds a free port each: never a clash.
-	if lhost, lport, err := net.SplitHostPort(o.Listen); err == nil && port == lport && port != "0" &&
-		(host == lhost || wildcardHost(host) || wildcardHost(lhost)) {
-		return []error{fmt.Errorf("metrics-listen: %q overlaps listen %q; give metrics a port of their own", o.MetricsListen, o.Listen)}
-	}
-	return nil
-}
-
-// wildcardHost reports whether a listen host binds every address.
-func wildcardHost(h string) bool { return h == "" || h == "0.0.0.0" || h == "::" }
 
 // loopbackAddr reports whether addr is host:port with a loopback host:
 // profiles expose internals and cost CPU, so they are never served on a
