@@ -98,7 +98,9 @@ func New(opts config.Options, drv storage.Driver, log *slog.Logger, m *metrics.M
 	// Without this, ServeMux would redirect /v2 to /v2/; Zaqar answers 404.
 	s.mux.Handle("/v2", http.HandlerFunc(s.notFound))
 	s.routesV2()
-	if opts.Metrics {
+	// With a metrics listener of its own (app.Run serves it), /metrics is
+	// an unknown path here.
+	if opts.Metrics && opts.MetricsListen == "" {
 		mh := m.Handler()
 		s.Handle("GET", "/metrics", Public, func(w http.ResponseWriter, r *http.Request, _ *Call) { mh.ServeHTTP(w, r) })
 	}

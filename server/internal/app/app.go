@@ -64,6 +64,14 @@ func Run(ctx context.Context, opts config.Options, log *slog.Logger, ready Ready
 	if ln, err = listenTLS(ln, opts.TLS, log); err != nil {
 		return err
 	}
+	if opts.Metrics && opts.MetricsListen != "" {
+		stopMetrics, err := serveMetrics(opts, m, log)
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		defer stopMetrics()
+	}
 	stopEngine, err := s.StartDeliveries(ctx)
 	if err != nil {
 		ln.Close()

@@ -29,6 +29,11 @@ type Options struct {
 	AccessLog bool
 	// Metrics serves Prometheus metrics on /metrics.
 	Metrics bool
+	// MetricsListen, when set, serves /metrics on a listener of its own at
+	// this host:port and not on Listen, so a NetworkPolicy can admit the
+	// scraper to metrics without opening them to every client. Empty: on
+	// Listen, next to the API.
+	MetricsListen string
 	// PprofAddr serves Go's net/http/pprof on this loopback address (for
 	// make bench-profile); empty, the default, serves nothing. It is its
 	// own listener so profiles never share the API's port or its auth.
@@ -206,6 +211,7 @@ func (o *Options) Validate() error {
 	if _, _, err := net.SplitHostPort(o.Listen); err != nil {
 		bad("listen: %q is not host:port: %v", o.Listen, err)
 	}
+	errs = append(errs, o.validateMetricsListen()...)
 	if o.PprofAddr != "" && !loopbackAddr(o.PprofAddr) {
 		bad("pprof-addr: %q must be a loopback host:port (127.0.0.1:6060, [::1]:6060, localhost:6060)", o.PprofAddr)
 	}
@@ -349,6 +355,30 @@ func (o *Options) SignedURLKey() ([]byte, error) {
 	}
 	return b, nil
 }
+
+// validateMetricsListen checks --metrics-listen: host:port, with metrics
+// on, and not the API's own address.
+func (o *Options) validateMetricsListen() []error {
+	if o.MetricsListen == "" {
+		return nil
+	}
+	host, port, err := net.SplitHostPort(o.MetricsListen)
+	if err != nil {
+		return []error{fmt.Errorf("metrics-listen: %q is not host:port: %v", o.MetricsListen, err)}
+	}
+	if !o.Metrics {
+		return []error{errors.New("metrics-listen: set while metrics is false; drop one of them")}
+	}
+	// Port 0 binds a free port each: never a clash.
+	if lhost, lport, err := net.SplitHostPort(o.Listen); err == nil && port == lport && port != "0" &&
+		(host == lhost || wildcardHost(host) || wildcardHost(lhost)) {
+		return []error{fmt.Errorf("metrics-listen: %q overlaps listen %q; give metrics a port of their own", o.MetricsListen, o.Listen)}
+	}
+	return nil
+}
+
+// wildcardHost reports whether a listen host binds every address.
+func wildcardHost(h string) bool { return h == "" || h == "0.0.0.0" || h == "::" }
 
 // loopbackAddr reports whether addr is host:port with a loopback host:
 // profiles expose internals and cost CPU, so they are never served on a

@@ -155,6 +155,8 @@ var options = func() []option {
 	add("access-log", "log one JSON line per request", s, g)
 	s, g = boolean(func(o *Options) *bool { return &o.Metrics })
 	add("metrics", "serve Prometheus metrics on /metrics", s, g)
+	s, g = str(func(o *Options) *string { return &o.MetricsListen })
+	add("metrics-listen", "serve /metrics only on this host:port, not on listen; empty: on listen", s, g)
 	s, g = str(func(o *Options) *string { return &o.PprofAddr })
 	add("pprof-addr", "serve Go profiles (net/http/pprof) on this loopback host:port; empty: off", s, g)
 	add("auth-tokens", "static bearer tokens bound to projects: token=project,... (empty: no auth)", tokens, tokensString)
