@@ -53,6 +53,13 @@ var (
 	// ErrDeadLetterPool: the dead-letter queue lives on another pool than
 	// the queue it serves.
 	ErrDeadLetterPool = errors.New("dead-letter queue lives on another pool")
+	// ErrNoKey: a post asks for encryption and the server has no
+	// encryption key.
+	ErrNoKey = errors.New("no encryption key configured")
+	// ErrUndecryptable: a body stored encrypted that no configured key
+	// decrypts (not returned as an error: it is what Message.Unreadable
+	// means, and the delivery engine's error text for such a delivery).
+	ErrUndecryptable = errors.New("the message body is encrypted and no configured key decrypts it")
 )
 
 // Public is a cause written for clients: the pool catalog's placement

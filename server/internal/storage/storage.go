@@ -114,6 +114,12 @@ type NewMessage struct {
 	TTL   time.Duration
 	Delay time.Duration
 	Body  json.RawMessage
+	// Encrypt asks for the body to be stored encrypted (the queue has
+	// _enable_encrypt_messages). The encryption wrapper (storage/encrypt)
+	// replaces Body with its envelope and clears Encrypt, so no driver
+	// ever sees it set: the instrumentation wrapper refuses a post that
+	// still has it rather than store the body in the clear.
+	Encrypt bool
 }
 
 // Message is a stored message as seen at the time it was read.
@@ -131,6 +137,10 @@ type Message struct {
 	ClaimExpires time.Time
 	// ClaimCount is how many claims have held the message so far.
 	ClaimCount int
+	// Unreadable: the body is stored encrypted and no configured key
+	// decrypts it (the key was dropped, or the bytes were changed); Body
+	// is nil. Set by the encryption wrapper, for this message only.
+	Unreadable bool
 }
 
 // ListMessagesOptions filters and pages a message listing. Messages come

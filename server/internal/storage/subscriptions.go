@@ -134,6 +134,9 @@ type Delivery struct {
 	// Lease is the token of the lease this copy was handed out under; Retry
 	// is ignored once the lease has moved on to another caller.
 	Lease string
+	// Unreadable: as Message.Unreadable, the body could not be decrypted
+	// and is nil.
+	Unreadable bool
 }
 
 // ID is the delivery's stable identity, the same on every attempt and every

@@ -22,9 +22,16 @@ func checkPost(msgs []storage.NewMessage) error {
 		if m.TTL < time.Millisecond || m.Delay < 0 {
 			return badArgument(storage.OpMessagePost)
 		}
+		if m.Encrypt {
+			// The encryption wrapper clears it once the body is sealed:
+			// still set, the body would be stored in the clear.
+			return errUnsealed
+		}
 	}
 	return nil
 }
+
+var errUnsealed = storage.E(storage.OpMessagePost, storage.Internal, "a body to be encrypted reached the driver unencrypted")
 
 func checkLimit(op string, limit int) error {
 	if limit <= 0 {
