@@ -296,7 +296,7 @@ func TestServiceAccountClaimsProperty(t *testing.T) {
 		for _, a := range auds {
 			hasAud = hasAud || a == "sluice"
 		}
-		want := expIn > -clockLeeway && nbfIn <= clockLeeway && hasAud && issuer == iss.Issuer &&
+		want := expIn >= -clockLeeway && nbfIn <= clockLeeway && hasAud && issuer == iss.Issuer &&
 			kid != "stray" && (withSub || withClaim)
 		id, err := v.Validate(context.Background(), tok)
 		if want != (err == nil) {
