@@ -3,6 +3,7 @@ module sluice.dev/server
 go 1.26
 
 require (
+	github.com/go-jose/go-jose/v4 v4.1.9
 	github.com/google/uuid v1.6.0
 	github.com/prometheus/client_golang v1.23.2
 	github.com/prometheus/client_model v0.6.2

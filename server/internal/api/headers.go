@@ -141,6 +141,9 @@ func (s *Server) authorize(r *http.Request, c *Call) *apiError {
 	if s.keystone != nil {
 		return s.authorizeKeystone(r, c)
 	}
+	if s.kube != nil {
+		return s.authorizeKubernetes(r, c)
+	}
 	h := r.Header
 	proj, hasProj := h["X-Project-Id"]
 	if s.authRequired || s.adminToken != "" {
@@ -168,6 +171,22 @@ func (s *Server) authorize(r *http.Request, c *Call) *apiError {
 		c.Admin = hasRole(h["X-Roles"], "admin")
 	}
 	if !hasProj {
+		return errNoProject
+	}
+	if proj[0] == "" {
+		return errEmptyProj
+	}
+	c.Project = proj[0]
+	return nil
+}
+
+// adminFor resolves a caller holding the static admin token in the modes
+// that validate tokens elsewhere (keystone, kubernetes): the admin role,
+// acting for the project X-Project-ID names.
+func adminFor(h http.Header, c *Call) *apiError {
+	c.Admin = true
+	proj := h["X-Project-Id"]
+	if len(proj) == 0 {
 		return errNoProject
 	}
 	if proj[0] == "" {

@@ -65,16 +65,7 @@ func (s *Server) authorizeKeystone(r *http.Request, c *Call) *apiError {
 		return s.keystoneChallenge(errNoToken)
 	}
 	if s.adminToken != "" && subtle.ConstantTimeCompare([]byte(tok), []byte(s.adminToken)) == 1 {
-		c.Admin = true
-		proj := h["X-Project-Id"]
-		if len(proj) == 0 {
-			return errNoProject
-		}
-		if proj[0] == "" {
-			return errEmptyProj
-		}
-		c.Project = proj[0]
-		return nil
+		return adminFor(h, c)
 	}
 	id, err := s.keystone.Authenticate(r.Context(), tok)
 	var down *auth.UnavailableError

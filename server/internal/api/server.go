@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"sluice.dev/server/internal/auth"
 	"sluice.dev/server/internal/config"
 	"sluice.dev/server/internal/logging"
 	"sluice.dev/server/internal/metrics"
@@ -50,6 +51,10 @@ type Server struct {
 	// keystone validates tokens in keystone mode (nil otherwise).
 	keystone    authenticator
 	keystoneURL string
+	// kube validates ServiceAccount tokens in kubernetes mode (nil
+	// otherwise); grants are the access file's.
+	kube   authenticator
+	grants *auth.Grants
 
 	// locate names the pool a queue is placed on; set with pooling on, so
 	// GET of a queue can tell operators its shard (X-Sluice-Pool).
@@ -90,6 +95,8 @@ func New(opts config.Options, drv storage.Driver, log *slog.Logger, m *metrics.M
 		trustRoles:   opts.TrustRolesHeader,
 		keystone:     newKeystone(opts, log),
 		keystoneURL:  opts.Keystone.URL,
+		kube:         newKubernetes(opts, log),
+		grants:       auth.NewGrants(opts.AccessFile, log),
 	}
 	// Validate has read the key file already; an error here left it nil.
 	s.signKey, _ = opts.SignedURLKey()

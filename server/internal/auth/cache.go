@@ -30,6 +30,7 @@ type Cached struct {
 	v          Validator
 	size       int
 	revalidate time.Duration
+	refusals   time.Duration // how long a refusal is remembered
 	now        func() time.Time
 
 	mu      sync.RWMutex
@@ -45,7 +46,15 @@ type entry struct {
 
 // NewCached wraps v with a cache of at most size tokens.
 func NewCached(v Validator, size int, revalidate time.Duration) *Cached {
-	return &Cached{v: v, size: size, revalidate: revalidate, now: time.Now, entries: make(map[string]*entry, min(size, 1024))}
+	return &Cached{v: v, size: size, revalidate: revalidate, refusals: revalidate, now: time.Now, entries: make(map[string]*entry, min(size, 1024))}
+}
+
+// RememberRefusals makes refusals last d instead of revalidate, for a
+// validator whose answers are cheap but may change soon (a key the issuer
+// has just published); it returns c.
+func (c *Cached) RememberRefusals(d time.Duration) *Cached {
+	c.refusals = d
+	return c
 }
 
 // Authenticate returns the identity of a token, from the cache when the
@@ -55,13 +64,11 @@ func (c *Cached) Authenticate(ctx context.Context, token string) (Identity, erro
 	c.mu.RLock()
 	e := c.entries[token]
 	c.mu.RUnlock()
-	if e != nil && now.Sub(e.checked) < c.revalidate {
-		if e.err != nil {
-			return Identity{}, e.err
-		}
-		if now.Before(e.id.Expires) {
-			return e.id, nil
-		}
+	if e != nil && e.err != nil && now.Sub(e.checked) < c.refusals {
+		return Identity{}, e.err
+	}
+	if e != nil && e.err == nil && now.Sub(e.checked) < c.revalidate && now.Before(e.id.Expires) {
+		return e.id, nil
 	}
 	// One Keystone call per token however many requests carry it at once.
 	res, err, _ := c.flight.Do(token, func() (any, error) {
@@ -110,7 +117,7 @@ func (c *Cached) evictLocked(now time.Time) {
 		if n == 0 {
 			victim = k
 		}
-		if e.err != nil && now.Sub(e.checked) >= c.revalidate || e.err == nil && !now.Before(e.id.Expires) {
+		if e.err != nil && now.Sub(e.checked) >= c.refusals || e.err == nil && !now.Before(e.id.Expires) {
 			victim = k
 			break
 		}

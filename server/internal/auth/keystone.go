@@ -1,8 +1,11 @@
-// Package auth validates clients' Keystone v3 tokens for sluice-server, as
-// keystonemiddleware's auth_token does in front of Zaqar: the server holds a
-// service token, asks Keystone about each client token it has not seen
-// (GET /v3/auth/tokens), and remembers the answer until the token expires or
-// the revalidation interval passes, whichever comes first.
+// Package auth validates clients' tokens for sluice-server. Keystone v3
+// tokens as keystonemiddleware's auth_token does in front of Zaqar: the
+// server holds a service token, asks Keystone about each client token it has
+// not seen (GET /v3/auth/tokens), and remembers the answer until the token
+// expires or the revalidation interval passes, whichever comes first.
+// Kubernetes ServiceAccount tokens offline, against the keys the cluster's
+// issuer publishes (kubernetes.go); access grants to other projects' queues
+// come from a file (access.go).
 package auth
 
 import (
@@ -29,6 +32,9 @@ type Identity struct {
 	Admin bool
 	// Expires is when Keystone stops honouring the token.
 	Expires time.Time
+	// ServiceAccount is the token's "namespace/name" in kubernetes mode,
+	// empty otherwise.
+	ServiceAccount string
 }
 
 // ErrInvalid means Keystone does not know the token, or it expired or was

@@ -1,7 +1,9 @@
 package config
 
 import (
+	"crypto/x509"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"strings"
@@ -16,7 +18,50 @@ const (
 	AuthTokens = "tokens"
 	// AuthKeystone validates X-Auth-Token against Keystone v3.
 	AuthKeystone = "keystone"
+	// AuthKubernetes validates Kubernetes ServiceAccount tokens against the
+	// cluster issuer's published keys; the token's namespace is the project.
+	AuthKubernetes = "kubernetes"
 )
+
+// KubernetesOptions say how sluice-server reads its cluster's
+// service-account issuer keys and what a client's token must be for.
+type KubernetesOptions struct {
+	// API is the apiserver's URL; empty: the in-cluster address from
+	// KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT.
+	API string
+	// TokenFile is the server's own ServiceAccount token (read again at
+	// every key fetch; the kubelet rotates it). Empty: fetch anonymously.
+	TokenFile string
+	// CAFile is the PEM bundle of the apiserver's CA.
+	CAFile string
+	// Audience must be among a client token's audiences.
+	Audience string
+}
+
+func kubernetesDefaults() KubernetesOptions {
+	return KubernetesOptions{
+		TokenFile: "/var/run/secrets/kubernetes.io/serviceaccount/token",
+		CAFile:    "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt",
+		Audience:  "sluice",
+	}
+}
+
+// KubernetesAPI is the apiserver's URL: --kubernetes-api, else
+// https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT (what the
+// kubelet sets in every pod); "" outside a pod when unset.
+func (o *Options) KubernetesAPI() string {
+	if o.Kubernetes.API != "" {
+		return strings.TrimRight(o.Kubernetes.API, "/")
+	}
+	host, port := os.Getenv("KUBERNETES_SERVICE_HOST"), os.Getenv("KUBERNETES_SERVICE_PORT")
+	if host == "" {
+		return ""
+	}
+	if port == "" {
+		port = "443"
+	}
+	return "https://" + net.JoinHostPort(host, port)
+}
 
 // KeystoneOptions say where Keystone is and how sluice-server authenticates
 // itself to validate its clients' tokens, as keystonemiddleware's
@@ -85,6 +130,9 @@ func (o *Options) validateAuth() []error {
 	var errs []error
 	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
 	k := o.Keystone
+	if o.AccessFile != "" && o.AuthMode() != AuthKubernetes {
+		bad("access-file: grants name service accounts, so they need --auth %s", AuthKubernetes)
+	}
 	switch o.AuthMode() {
 	case AuthNone:
 		if len(o.Tokens) > 0 {
@@ -126,8 +174,33 @@ func (o *Options) validateAuth() []error {
 		if k.Timeout <= 0 {
 			bad("keystone-timeout: %v must be positive", k.Timeout)
 		}
+	case AuthKubernetes:
+		errs = append(errs, o.validateKubernetes()...)
 	default:
-		bad("auth: %q is not one of none, tokens, keystone", o.Auth)
+		bad("auth: %q is not one of none, tokens, keystone, kubernetes", o.Auth)
+	}
+	return errs
+}
+
+func (o *Options) validateKubernetes() []error {
+	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	kube := o.Kubernetes
+	if len(o.Tokens) > 0 {
+		bad("auth: %q cannot be used with auth-tokens", AuthKubernetes)
+	}
+	if api := o.KubernetesAPI(); api == "" {
+		bad("kubernetes-api: required outside a pod (KUBERNETES_SERVICE_HOST is unset)")
+	} else if u, err := url.Parse(api); err != nil || u.Scheme != "https" || u.Host == "" {
+		bad("kubernetes-api: %q is not an https URL", api)
+	}
+	if pem, err := os.ReadFile(kube.CAFile); err != nil {
+		bad("kubernetes-ca-file: %v", err)
+	} else if !x509.NewCertPool().AppendCertsFromPEM(pem) {
+		bad("kubernetes-ca-file: %s holds no PEM certificate", kube.CAFile)
+	}
+	if strings.TrimSpace(kube.Audience) == "" {
+		bad("kubernetes-audience: must not be empty")
 	}
 	return errs
 }
@@ -139,8 +212,9 @@ func redacted(s string) string {
 	return "<redacted>"
 }
 
-// authOptions are the --auth and --keystone-* settings, appended to the one
-// options table so flags, environment and YAML all know them.
+// authOptions are the --auth, --keystone-*, --kubernetes-* and
+// --access-file settings, appended to the one options table so flags,
+// environment and YAML all know them.
 func authOptions() []option {
 	ks := func(name, usage string, p func(*KeystoneOptions) *string) option {
 		return opt(name, usage, func(o *Options, v string) error { *p(&o.Keystone) = v; return nil },
@@ -150,10 +224,15 @@ func authOptions() []option {
 		s, g := duration(func(o *Options) *time.Duration { return p(&o.Keystone) })
 		return opt(name, usage, s, g)
 	}
+	kube := func(name, usage string, p func(*KubernetesOptions) *string) option {
+		return opt(name, usage, func(o *Options, v string) error { *p(&o.Kubernetes) = v; return nil },
+			func(o *Options) string { return *p(&o.Kubernetes) })
+	}
+	access, accessGet := str(func(o *Options) *string { return &o.AccessFile })
 	auth, authGet := str(func(o *Options) *string { return &o.Auth })
 	size, sizeGet := integer(func(o *Options) *int { return &o.Keystone.CacheSize })
 	return []option{
-		opt("auth", "none, tokens or keystone (empty: tokens when auth-tokens are given, else none)", auth, authGet),
+		opt("auth", "none, tokens, keystone or kubernetes (empty: tokens when auth-tokens are given, else none)", auth, authGet),
 		ks("keystone-url", "Keystone public endpoint, e.g. https://keystone:5000/v3", func(k *KeystoneOptions) *string { return &k.URL }),
 		ks("keystone-username", "service user that validates tokens", func(k *KeystoneOptions) *string { return &k.Username }),
 		opt("keystone-password", "service user's password (prefer keystone-password-file)",
@@ -167,6 +246,13 @@ func authOptions() []option {
 		opt("keystone-cache-size", "most validated tokens kept in memory", size, sizeGet),
 		d("keystone-revalidate", "re-check a cached token with Keystone after this long (revocation delay)", func(k *KeystoneOptions) *time.Duration { return &k.Revalidate }),
 		d("keystone-timeout", "bound on one call to Keystone", func(k *KeystoneOptions) *time.Duration { return &k.Timeout }),
+		kube("kubernetes-api", "apiserver URL whose service-account issuer keys validate tokens (empty: https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT)",
+			func(k *KubernetesOptions) *string { return &k.API }),
+		kube("kubernetes-token-file", "the server's own ServiceAccount token, read again at each key fetch (empty: anonymous)",
+			func(k *KubernetesOptions) *string { return &k.TokenFile }),
+		kube("kubernetes-ca-file", "PEM CA bundle of the apiserver", func(k *KubernetesOptions) *string { return &k.CAFile }),
+		kube("kubernetes-audience", "audience a client's ServiceAccount token must carry", func(k *KubernetesOptions) *string { return &k.Audience }),
+		opt("access-file", "JSON access grants: service accounts allowed on one queue of another project; re-read when it changes", access, accessGet),
 	}
 }
 

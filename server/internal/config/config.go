@@ -57,10 +57,15 @@ type Options struct {
 	// of queues with _enable_encrypt_messages (EncryptionKeys reads it).
 	// Empty: no key, and such queues cannot be made.
 	EncryptionKeyFile string
-	// Auth is none, tokens or keystone; empty picks tokens when Tokens is
-	// set (see AuthMode). Keystone configures the keystone mode.
-	Auth     string
-	Keystone KeystoneOptions
+	// Auth is none, tokens, keystone or kubernetes; empty picks tokens when
+	// Tokens is set (see AuthMode). Keystone and Kubernetes configure their
+	// modes.
+	Auth       string
+	Keystone   KeystoneOptions
+	Kubernetes KubernetesOptions
+	// AccessFile is the JSON file of access grants to other projects'
+	// queues (kubernetes mode; auth.Grants reads it). Empty: no grants.
+	AccessFile string
 	// TLS serves HTTPS from certificate and key files.
 	TLS TLSOptions
 
@@ -166,6 +171,7 @@ func Defaults() Options {
 		Tokens:              map[string]string{},
 		TrustRolesHeader:    true,
 		Keystone:            keystoneDefaults(),
+		Kubernetes:          kubernetesDefaults(),
 		MaxBodyBytes:        1 << 20,
 		MaxMessagesPostSize: 262144,
 		MaxMessageTTL:       1209600 * time.Second,
