@@ -23,6 +23,7 @@ func (s *Server) StartDeliveries(ctx context.Context) (stop func(), err error) {
 		RetryMax:      s.opts.DeliveryRetryMax,
 		SMTPURL:       s.opts.SMTPURL,
 		SignKey:       s.signKey,
+		Trusts:        s.trusts,
 	}, s.log, s.m)
 	if err != nil {
 		return nil, err

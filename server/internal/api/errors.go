@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"sluice.dev/server/internal/auth"
 	"sluice.dev/server/internal/storage"
 )
 
@@ -136,6 +137,26 @@ func storageErr(err error, what, missing string) *apiError {
 		e.desc = kindDesc[k]
 	}
 	return e
+}
+
+// trustErr words why the Keystone trust of a trust+ subscriber could not
+// be created: the identity service's refusal is the user's to act on
+// (403, with Keystone's reason); its absence is a 503.
+func trustErr(err error) *apiError {
+	var refused *auth.RefusedError
+	switch {
+	case errors.As(err, &refused):
+		return &apiError{http.StatusForbidden, "Not authorized",
+			"The identity service refused the trust that notifies a trust+ subscriber: " + refused.Message}
+	case errors.Is(err, auth.ErrInvalid):
+		return errBadToken
+	case errors.Is(err, auth.ErrUnscoped):
+		return errUnscoped
+	case errors.Is(err, auth.ErrNoUser):
+		return errTrustNeedsUser
+	}
+	return &apiError{http.StatusServiceUnavailable, titleUnavailable,
+		"The identity service could not create the trust that notifies a trust+ subscriber." + retrySuffix}
 }
 
 // causeText is the cause without the operation prefix: the admin API shows

@@ -30,21 +30,12 @@ func newKeystone(opts config.Options, log *slog.Logger) authenticator {
 	if opts.AuthMode() != config.AuthKeystone {
 		return nil
 	}
-	k := opts.Keystone
-	pw, err := opts.KeystonePassword()
+	cl, err := keystoneClient(opts)
 	if err != nil {
 		log.Error("keystone auth cannot validate tokens", "error", err.Error())
 		return brokenAuth{err}
 	}
-	cl, err := auth.NewClient(k.URL, auth.Credentials{
-		Username: k.Username, Password: pw, UserDomain: k.UserDomain,
-		Project: k.Project, ProjectDomain: k.ProjectDomain,
-	}, k.CAFile, k.Timeout)
-	if err != nil {
-		log.Error("keystone auth cannot validate tokens", "error", err.Error())
-		return brokenAuth{err}
-	}
-	return auth.NewCached(cl, k.CacheSize, k.Revalidate)
+	return auth.NewCached(cl, opts.Keystone.CacheSize, opts.Keystone.Revalidate)
 }
 
 var (

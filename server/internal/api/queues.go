@@ -236,9 +236,13 @@ func (s *Server) patchQueue(w http.ResponseWriter, r *http.Request, c *Call) {
 // deleteQueue: DELETE /v2/queues/{queue_name} (idempotent).
 func (s *Server) deleteQueue(w http.ResponseWriter, r *http.Request, c *Call) {
 	q := c.ref()
+	trusts := s.trustsOf(c, q)
 	if err := s.drv.Queues().Delete(c.ctx, q); err != nil && !storage.Is(err, storage.NotFound) {
 		s.fail(w, storageErr(err, "Queue could not be deleted.", ""))
 		return
+	}
+	for _, id := range trusts {
+		s.revokeTrust(r, c, id)
 	}
 	s.cache.forget(q)
 	writeEmpty(w, http.StatusNoContent)
@@ -327,9 +331,13 @@ func (s *Server) purgeQueue(w http.ResponseWriter, r *http.Request, c *Call) {
 		}
 	}
 	if purgeSubs {
+		trusts := s.trustsOf(c, c.ref())
 		if err := s.drv.Subscriptions().Purge(c.ctx, c.ref()); err != nil {
 			s.fail(w, storageErr(err, "Queue could not be purged.", ""))
 			return
+		}
+		for _, id := range trusts {
+			s.revokeTrust(r, c, id)
 		}
 	}
 	writeEmpty(w, http.StatusNoContent)

@@ -55,6 +55,9 @@ type Server struct {
 	// otherwise); grants are the access file's.
 	kube   authenticator
 	grants *auth.Grants
+	// trusts are the Keystone trusts of trust+ subscribers (keystone
+	// mode; nil otherwise).
+	trusts trustService
 
 	// locate names the pool a queue is placed on; set with pooling on, so
 	// GET of a queue can tell operators its shard (X-Sluice-Pool).
@@ -97,6 +100,7 @@ func New(opts config.Options, drv storage.Driver, log *slog.Logger, m *metrics.M
 		keystoneURL:  opts.Keystone.URL,
 		kube:         newKubernetes(opts, log),
 		grants:       auth.NewGrants(opts.AccessFile, log),
+		trusts:       newTrusts(opts, log),
 	}
 	// Validate has read the key file already; an error here left it nil.
 	s.signKey, _ = opts.SignedURLKey()

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"sluice.dev/server/internal/notify"
 	"sluice.dev/server/internal/storage"
 )
 
@@ -38,7 +39,80 @@ var (
 	errConfirmedType     = badRequest("The 'confirmed' should be boolean.")
 	errSubscriberTaken   = &apiError{http.StatusConflict, "Conflict",
 		"Such subscription already exists. Subscriptions are unique by project + queue + subscriber URI."}
+
+	errPostData    = badRequest(`The option post_data must be a string: a template in which "$zaqar_message$" (with its quotes) stands for the notification.`)
+	errPostHeaders = badRequest("The option post_headers must be an object of header names and string values.")
+	errTrustOption = badRequest("The option trust_id is the server's: it holds the Keystone trust of a trust+ subscriber and cannot be set.")
+	// Zaqar answers these 503 "Subscription could not be created." after
+	// its trust creation fails.
+	errTrustNeedsKeystone = badRequest("A trust+ subscriber is notified with a Keystone trust, and this server does not use Keystone (--auth keystone): subscribe with http or https instead.")
+	errTrustNeedsUser     = badRequest("A trust+ subscriber needs the token of a Keystone user, who delegates a trust to the server: the admin token names no user.")
 )
+
+// reservedHeaderErr refuses a post_headers name the sender owns.
+func reservedHeaderErr(name string) *apiError {
+	if notify.ReservedHeader(name, false) {
+		return badRequest("The header " + strconv.Quote(name) + " cannot be set with post_headers: hop-by-hop headers, Content-Length, Host and X-Sluice-* are the server's.")
+	}
+	return badRequest("The header " + strconv.Quote(name) + " cannot be set with post_headers of a trust+ subscriber: it carries the trust's token.")
+}
+
+// optionsErr checks the options the notifier reads, as far as they do not
+// depend on the subscriber: post_data a string, post_headers an object of
+// valid headers that are not reserved.
+func optionsErr(opts storage.Metadata) *apiError {
+	if v, ok := opts["post_data"]; ok {
+		if _, ok := v.(string); !ok {
+			return errPostData
+		}
+	}
+	v, ok := opts["post_headers"]
+	if !ok {
+		return nil
+	}
+	h, ok := v.(map[string]any)
+	if !ok {
+		return errPostHeaders
+	}
+	for k, v := range h {
+		s, ok := v.(string)
+		switch {
+		case !ok:
+			return errPostHeaders
+		case !validHeaderName(k):
+			return badRequest("The post_headers name " + strconv.Quote(k) + " is not a valid HTTP header name.")
+		case !validHeaderValue(s):
+			return badRequest("The post_headers value of " + strconv.Quote(k) + " is not a valid HTTP header value.")
+		case notify.ReservedHeader(k, false):
+			return reservedHeaderErr(k)
+		}
+	}
+	return nil
+}
+
+// validHeaderName: a token (RFC 9110 section 5.6.2).
+func validHeaderName(k string) bool {
+	if k == "" {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// validHeaderValue: no control character but tab (RFC 9110 section 5.5).
+func validHeaderValue(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c < ' ' && c != '\t' || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}
 
 func subscriptionMissing(id string) string { return "Subscription " + id + " does not exist" }
 
@@ -163,6 +237,9 @@ func parseSubscription(body []byte, post bool) (subscriptionDoc, *apiError) {
 				stricter = errOptionsType
 			}
 		}
+		if e := optionsErr(m); e != nil && stricter == nil {
+			stricter = e
+		}
 		d.options = m
 	}
 	if raw, ok := doc["ttl"]; ok && !isNull(raw) {
@@ -236,10 +313,34 @@ func (s *Server) createSubscription(w http.ResponseWriter, r *http.Request, c *C
 	if sub.Options == nil {
 		sub.Options = storage.Metadata{}
 	}
-	id, _, err := s.drv.Subscriptions().Create(c.ctx, c.ref(), sub)
+	if _, ok := sub.Options[notify.TrustOption]; ok {
+		s.fail(w, errTrustOption)
+		return
+	}
+	trust := notify.IsTrust(sub.Subscriber)
+	if e := trustHeadersErr(sub.Options, trust); e != nil {
+		s.fail(w, e)
+		return
+	}
+	// A trust+ subscriber's trust is created first and stored with it, so
+	// a refusal stores nothing.
+	var trustID string
+	if trust {
+		if trustID, e = s.grantTrust(r, c, sub.TTL); e != nil {
+			s.fail(w, e)
+			return
+		}
+		sub.Options[notify.TrustOption] = trustID
+	}
+	id, created, err := s.drv.Subscriptions().Create(c.ctx, c.ref(), sub)
 	if err != nil {
+		s.revokeTrust(r, c, trustID)
 		s.fail(w, storageErr(err, "Subscription could not be created.", ""))
 		return
+	}
+	if !created {
+		// The subscriber was there already and keeps its own trust.
+		s.revokeTrust(r, c, trustID)
 	}
 	if s.onSubscribe != nil {
 		// Also for a subscriber posted again: one still unconfirmed gets
@@ -323,19 +424,32 @@ func (s *Server) patchSubscription(w http.ResponseWriter, r *http.Request, c *Ca
 		s.fail(w, e)
 		return
 	}
+	old, err := s.drv.Subscriptions().Get(c.ctx, c.ref(), id)
+	if err != nil {
+		s.fail(w, storageErr(err, "Subscription could not be updated.", subscriptionMissing(id)))
+		return
+	}
 	if d.options != nil && d.options["secret"] == redacted {
-		old, err := s.drv.Subscriptions().Get(c.ctx, c.ref(), id)
-		if err != nil {
-			s.fail(w, storageErr(err, "Subscription could not be updated.", subscriptionMissing(id)))
-			return
-		}
 		if secret, ok := old.Options["secret"]; ok {
 			d.options["secret"] = secret
 		}
 	}
-	err := s.drv.Subscriptions().Update(c.ctx, c.ref(), id, storage.SubscriptionUpdate{
+	plan, e := s.planTrust(r, c, old, d)
+	if e != nil {
+		s.fail(w, e)
+		return
+	}
+	if plan.options != nil {
+		d.options = plan.options
+	}
+	err = s.drv.Subscriptions().Update(c.ctx, c.ref(), id, storage.SubscriptionUpdate{
 		Subscriber: d.subscriber, TTL: d.ttl, Options: d.options,
 	})
+	if err != nil {
+		s.revokeTrust(r, c, plan.created)
+	} else {
+		s.revokeTrust(r, c, plan.retired)
+	}
 	if storage.Is(err, storage.Conflict) {
 		s.fail(w, errSubscriberTaken)
 		return
@@ -349,12 +463,20 @@ func (s *Server) patchSubscription(w http.ResponseWriter, r *http.Request, c *Ca
 }
 
 // deleteSubscription: DELETE /v2/queues/{q}/subscriptions/{id} -> 204, also
-// for unknown ids.
+// for unknown ids. A trust+ subscription's trust is deleted after it.
 func (s *Server) deleteSubscription(w http.ResponseWriter, r *http.Request, c *Call) {
-	if err := s.drv.Subscriptions().Delete(c.ctx, c.ref(), r.PathValue("subscription_id")); err != nil {
+	id := r.PathValue("subscription_id")
+	var trustID string
+	if s.trusts != nil {
+		if old, err := s.drv.Subscriptions().Get(c.ctx, c.ref(), id); err == nil {
+			trustID = trustOf(old)
+		}
+	}
+	if err := s.drv.Subscriptions().Delete(c.ctx, c.ref(), id); err != nil {
 		s.fail(w, storageErr(err, "Subscription could not be deleted.", ""))
 		return
 	}
+	s.revokeTrust(r, c, trustID)
 	writeEmpty(w, http.StatusNoContent)
 }
 

@@ -75,7 +75,8 @@ func (e *Engine) Subscribed(q storage.QueueRef, sub storage.Subscription) {
 			if scheme(cur.Subscriber) == "mailto" {
 				err = e.mail.send(sctx, cur, q.Name, body)
 			} else {
-				err = e.web.post(sctx, cur, "", body)
+				// As Zaqar, through the subscription's post_data template.
+				err = e.web.post(sctx, q, cur, "", webhookBody(cur, body))
 			}
 			cancel()
 			if err == nil {

@@ -34,8 +34,9 @@ type Options struct {
 	RetryMax      time.Duration // longest backoff
 	SMTPURL       string        // smtp://host:port[?from=addr]; "" : no mail
 	SignKey       []byte        // key of pre-signed URLs: signs confirmation requests
-	// Project-wide identity: the server answers trust+ subscribers as
-	// plain http(s) because it has no identity service to get trusts from.
+	// Trusts gives trust+ subscribers their tokens (keystone mode); nil:
+	// their deliveries fail, they are never posted to unauthenticated.
+	Trusts Trusts
 }
 
 // Observer is told the outcome of each attempt (the server's metrics).
@@ -109,7 +110,7 @@ func New(drv storage.Driver, opts Options, log *slog.Logger, obs Observer) (*Eng
 	}
 	return &Engine{
 		drv: drv, opts: opts, log: log, obs: obs,
-		web:    newWebhook(opts.Timeout, opts.PerSubscriber),
+		web:    newWebhook(opts.Timeout, opts.PerSubscriber, opts.Trusts),
 		mail:   mail,
 		subs:   newSubCache(drv.Subscriptions()),
 		wake:   make(chan struct{}, 1),
@@ -348,7 +349,7 @@ func (e *Engine) send(ctx context.Context, j job) {
 	case "mailto":
 		err = e.mail.send(ctx, j.sub, j.d.Queue.Name, notification(j.d))
 	default:
-		err = e.web.post(ctx, j.sub, j.d.ID(), webhookBody(j.sub, notification(j.d)))
+		err = e.web.post(ctx, j.d.Queue, j.sub, j.d.ID(), webhookBody(j.sub, notification(j.d)))
 	}
 	if err == nil {
 		// Counted once recorded, so a scrape that shows it delivered no

@@ -30,9 +30,10 @@ const (
 // webhook posts notifications over HTTP.
 type webhook struct {
 	client *http.Client
+	trusts Trusts // nil: trust+ subscribers cannot be notified
 }
 
-func newWebhook(timeout time.Duration, perSubscriber int) *webhook {
+func newWebhook(timeout time.Duration, perSubscriber int, trusts Trusts) *webhook {
 	tr := &http.Transport{
 		Proxy:               http.ProxyFromEnvironment,
 		DialContext:         (&net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second}).DialContext,
@@ -41,7 +42,7 @@ func newWebhook(timeout time.Duration, perSubscriber int) *webhook {
 		IdleConnTimeout:     90 * time.Second,
 		TLSHandshakeTimeout: timeout,
 	}
-	return &webhook{client: &http.Client{Transport: tr, Timeout: timeout}}
+	return &webhook{client: &http.Client{Transport: tr, Timeout: timeout}, trusts: trusts}
 }
 
 // scheme is the subscriber's URI scheme, lower case.
@@ -50,10 +51,10 @@ func scheme(subscriber string) string {
 	return strings.ToLower(s)
 }
 
-// target is the URL to post to. trust+http(s) subscribers are posted to
-// as plain http(s): sluice has no identity service to obtain a trust from.
+// target is the URL to post to: a trust+http(s) subscriber's without the
+// prefix (it is posted to with its trust's token).
 func target(subscriber string) string {
-	if strings.HasPrefix(strings.ToLower(subscriber), "trust+") {
+	if IsTrust(subscriber) {
 		return subscriber[len("trust+"):]
 	}
 	return subscriber
@@ -73,8 +74,9 @@ func notification(d storage.Delivery) []byte {
 	return append(b, '}')
 }
 
-// webhookBody applies Zaqar's "post_data" option: a template whose
-// "$zaqar_message$" (quoted) is replaced by the notification.
+// webhookBody applies Zaqar's "post_data" option: a template in which
+// every "$zaqar_message$", quotes included, is replaced by the
+// notification; a template without it is sent as it is.
 func webhookBody(sub storage.Subscription, msg []byte) []byte {
 	tmpl, ok := sub.Options["post_data"].(string)
 	if !ok {
@@ -90,8 +92,14 @@ func Sign(secret string, body []byte) string {
 	return "sha256=" + hex.EncodeToString(mac.Sum(nil))
 }
 
-// post sends one request; any answer but 2xx is an error.
-func (w *webhook) post(ctx context.Context, sub storage.Subscription, deliveryID string, body []byte) error {
+// post sends one request for a subscription of q; any answer but 2xx is
+// an error. A trust+ subscriber is never posted to without its trust's
+// token.
+func (w *webhook) post(ctx context.Context, q storage.QueueRef, sub storage.Subscription, deliveryID string, body []byte) error {
+	token, trustID, err := w.trustToken(ctx, q, sub)
+	if err != nil {
+		return err
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target(sub.Subscriber), bytes.NewReader(body))
 	if err != nil {
 		return fmt.Errorf("bad subscriber URL: %w", err)
@@ -100,13 +108,17 @@ func (w *webhook) post(ctx context.Context, sub storage.Subscription, deliveryID
 	h.Set("Content-Type", "application/json")
 	h.Set("Accept", "*/*")
 	h.Set("User-Agent", "sluice-server")
-	// Zaqar's "post_headers" option adds headers to every request.
+	// Zaqar's "post_headers" option adds headers to every request (the
+	// API refuses reserved ones; those stored before are skipped).
 	if extra, ok := sub.Options["post_headers"].(map[string]any); ok {
 		for k, v := range extra {
-			if s, ok := v.(string); ok {
+			if s, ok := v.(string); ok && !ReservedHeader(k, token != "") {
 				h.Set(k, s)
 			}
 		}
+	}
+	if token != "" {
+		h.Set("X-Auth-Token", token)
 	}
 	if deliveryID != "" {
 		h.Set(HeaderDelivery, deliveryID)
@@ -121,6 +133,10 @@ func (w *webhook) post(ctx context.Context, sub storage.Subscription, deliveryID
 	// Drain a little so the connection can be reused, never a lot.
 	_, _ = io.Copy(io.Discard, io.LimitReader(res.Body, 64<<10))
 	res.Body.Close()
+	if res.StatusCode == http.StatusUnauthorized && token != "" {
+		// Revoked before it expired: the next attempt gets a new one.
+		w.trusts.Refused(trustID, token)
+	}
 	if res.StatusCode < 200 || res.StatusCode > 299 {
 		return fmt.Errorf("subscriber answered %s", res.Status)
 	}
