@@ -46,13 +46,15 @@ operator-integration-suite: venv-operator
 	cd operator && KUBECONFIG=$(KUBECONFIG_PATH) $(OPERATOR_PY) -m pytest -q --durations=8 tests/integration
 
 # Every suite that needs a real apiserver but no kubelet, on one control-plane
-# bring-up: the operator's integration suite and the chart's cluster tests.
-# Both run even when the first fails; the control plane always goes down.
+# bring-up: the operator's integration suite, the chart's cluster tests and
+# the server's ServiceAccount token checks. All run even when one fails; the
+# control plane always goes down.
 TEST_TARGETS += test-controlplane
 test-controlplane: deps-apt venv-operator build-server build-bench helm mongodb-operator-binary cert-manager-binary ## operator integration + chart cluster tests on one control-plane-only cluster
 	@$(call with-controlplane,rc=0; \
 	  $(MAKE) --no-print-directory operator-integration-suite || rc=$$?; \
 	  $(MAKE) --no-print-directory chart-cluster-suite || rc=$$?; \
+	  $(MAKE) --no-print-directory server-kube-suite || rc=$$?; \
 	  exit $$rc)
 
 run-operator: venv-operator ## run the operator locally against the cluster (build/kube/kubeconfig)

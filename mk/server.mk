@@ -1,4 +1,6 @@
 # sluice-server: the Zaqar v2 data plane (Go module in server/).
+include $(ROOT)/mk/common.mk
+
 APT_PACKAGES  += redis-server python3-venv
 TEST_TARGETS  += test-server
 
@@ -29,7 +31,19 @@ $(SMTP_VENV)/.installed:
 	@touch $@
 
 test-server: deps-apt venv-smtp ## unit, conformance (memory + real redis-server), HTTP API and fuzz-seed tests
-	cd server && $(GO) vet ./... && $(GO) test -race -count=1 -p 2 ./...
+	cd server && $(GO) vet ./... && $(GO) test -race -count=1 -p 2 -skip '^TestRealAPIServer$$' ./...
+
+# ServiceAccount tokens the real kube-apiserver issues, validated against its
+# own discovery document and keys. make test runs it in test-controlplane
+# (mk/operator.mk), on the control plane the operator's suites use;
+# test-server-kube brings one up for it alone.
+.PHONY: server-kube-suite test-server-kube
+server-kube-suite:
+	cd server && SLUICE_KUBECONFIG=$(KUBECONFIG_PATH) SLUICE_KUBECTL=$(KUBECTL) \
+	  $(GO) test -count=1 -v -run '^TestRealAPIServer$$' ./internal/auth/
+
+test-server-kube: ## the server's ServiceAccount token validation against a real apiserver (the running cluster, else the local control plane)
+	@$(call with-controlplane,$(MAKE) --no-print-directory server-kube-suite)
 
 fuzz-server: ## fuzz every request parser for FUZZTIME each (default 30s)
 	cd server && for f in $(SERVER_FUZZ_TARGETS); do \
