@@ -207,6 +207,8 @@ func parsePostMessages(body []byte, qs queueSettings, lim messageLimits) ([]stor
 			TTL:   time.Duration(ttls[i]) * time.Second,
 			Delay: time.Duration(delays[i]) * time.Second,
 			Body:  posted[i].Body,
+			// Sealed by the storage layer's encryption wrapper.
+			Encrypt: qs.encrypt,
 		}
 	}
 	return out, nil

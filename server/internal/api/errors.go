@@ -94,7 +94,17 @@ var reasonText = [...]struct {
 	{storage.ErrDeadLetterPool, "Invalid API request", "The dead-letter queue lives on another pool than this queue; " +
 		"name a dead-letter queue that does not exist yet, and it is created next to the queue."},
 	{storage.ErrArgument, "Invalid API request", "A limit or TTL is out of range."},
+	{storage.ErrNoKey, "Unable to encrypt", "The queue encrypts its messages (_enable_encrypt_messages) " +
+		"and this server has no encryption key (--encryption-key-file)."},
 }
+
+// Encryption at rest, worded here with the rest: a queue may not ask for
+// it of a server without a key, and a message whose body no configured
+// key decrypts is shown with "body": null and this "body_error".
+const (
+	descEncryptNeedsKey = "_enable_encrypt_messages needs the server to have an encryption key (--encryption-key-file)."
+	descBodyUnreadable  = "The message is encrypted and none of the server's encryption keys decrypts it."
+)
 
 // kindDesc describes a kind when the driver gave no reason the table words.
 var kindDesc = [...]string{

@@ -25,9 +25,21 @@ func appendMessage(b []byte, base string, m *storage.Message, now time.Time) []b
 	b = appendInt(b, int64(m.TTL/time.Second))
 	b = append(b, `,"age":`...)
 	b = appendInt(b, age(now, m.Created))
+	b = appendMessageBody(b, m)
+	return append(b, '}')
+}
+
+// appendMessageBody appends the "body" member, and after it for a message
+// no configured key decrypts the "body_error" that says so: one such
+// message never costs the others of a page.
+func appendMessageBody(b []byte, m *storage.Message) []byte {
 	b = append(b, `,"body":`...)
 	b = appendBody(b, m.Body)
-	return append(b, '}')
+	if m.Unreadable {
+		b = append(b, `,"body_error":`...)
+		b = appendString(b, descBodyUnreadable)
+	}
+	return b
 }
 
 func appendHref(b []byte, base, id, claimID string) []byte {
@@ -365,8 +377,7 @@ func appendMessageState(b []byte, m *storage.Message, now time.Time) []byte {
 	b = appendInt(b, age(now, m.Created))
 	b = append(b, `,"ttl":`...)
 	b = appendInt(b, int64(m.TTL/time.Second))
-	b = append(b, `,"body":`...)
-	b = appendBody(b, m.Body)
+	b = appendMessageBody(b, m)
 	b = append(b, `,"claim_id":`...)
 	b = appendNullableString(b, m.ClaimID)
 	b = append(b, `,"claim_count":`...)

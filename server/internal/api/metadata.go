@@ -146,8 +146,12 @@ func (s *Server) validateMetadata(meta storage.Metadata) string {
 		}
 	}
 	if v, ok := meta["_enable_encrypt_messages"]; ok && v != nil {
-		if _, isBool := v.(bool); !isBool {
+		on, isBool := v.(bool)
+		if !isBool {
 			return "_enable_encrypt_messages must be boolean."
+		}
+		if on && s.keys == nil {
+			return descEncryptNeedsKey
 		}
 	}
 	return ""

@@ -11,6 +11,7 @@ import (
 
 	"sluice.dev/server/internal/storage"
 	"sluice.dev/server/internal/storage/catalog"
+	"sluice.dev/server/internal/storage/encrypt"
 	"sluice.dev/server/internal/storage/pooling"
 )
 
@@ -18,8 +19,10 @@ import (
 // store and mounts the pools and flavors routes (the admin API). Pools are
 // opened with the server's clock, each wrapped by wrap (may be nil).
 func (s *Server) EnablePooling(cat *catalog.Catalog, wrap pooling.PoolWrapper) *pooling.Driver {
-	pd := pooling.New(cat, s.drv, storage.Options{Events: s.m, Clock: s.clock}, s.log, wrap)
-	s.drv = pd
+	pd := pooling.New(cat, s.store, storage.Options{Events: s.m, Clock: s.clock}, s.log, wrap)
+	// Bodies are sealed before pooling routes them, so moves between pools
+	// carry envelopes as they are.
+	s.store, s.drv = pd, encrypt.Wrap(pd, s.keys)
 	a := &admin{s: s, cat: cat, pd: pd}
 	s.locate = cat.Locate
 	s.Handle("GET", "/v2/pools", Admin, a.listPools)

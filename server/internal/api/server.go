@@ -19,12 +19,13 @@ import (
 	"sluice.dev/server/internal/logging"
 	"sluice.dev/server/internal/metrics"
 	"sluice.dev/server/internal/storage"
+	"sluice.dev/server/internal/storage/encrypt"
 )
 
 // Server answers the Zaqar v2 API over one storage driver.
 type Server struct {
 	opts config.Options
-	drv  storage.Driver // what handlers call (instrumented, routed with pooling)
+	drv  storage.Driver // what handlers call (instrumented, routed with pooling, encrypting)
 	log  *slog.Logger
 	// clock is the drivers' clock: message and claim ages are measured on
 	// the time the store decides expiry by.
@@ -68,6 +69,11 @@ type Server struct {
 	// wakes the engine). Both are nil without an engine.
 	onSubscribe func(storage.QueueRef, storage.Subscription)
 	afterPost   func()
+
+	// store is drv without the encryption wrapper, which stays in front of
+	// whatever pooling routes to; keys are its keys (nil: none configured).
+	store storage.Driver
+	keys  *encrypt.Keyring
 }
 
 // New builds a server over an open driver. m may be nil (no metrics); log
@@ -82,7 +88,8 @@ func New(opts config.Options, drv storage.Driver, log *slog.Logger, m *metrics.M
 	}
 	s := &Server{
 		opts:         opts,
-		drv:          drv,
+		store:        drv,
+		keys:         keyring(opts),
 		log:          log,
 		m:            m,
 		mux:          http.NewServeMux(),
@@ -104,6 +111,7 @@ func New(opts config.Options, drv storage.Driver, log *slog.Logger, m *metrics.M
 	}
 	// Validate has read the key file already; an error here left it nil.
 	s.signKey, _ = opts.SignedURLKey()
+	s.drv = encrypt.Wrap(drv, s.keys)
 	s.unmatched = m.Endpoint("other", "unmatched")
 	s.mux.Handle("/", http.HandlerFunc(s.notFound))
 	// Without this, ServeMux would redirect /v2 to /v2/; Zaqar answers 404.

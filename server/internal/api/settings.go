@@ -20,6 +20,8 @@ type queueSettings struct {
 	// listing hide delayed messages by default (as Zaqar).
 	hasDelay   bool
 	deadLetter *storage.DeadLetter
+	// encrypt: _enable_encrypt_messages, posts are stored encrypted.
+	encrypt bool
 }
 
 // settingsOf resolves a queue's metadata. Values were validated when they
@@ -36,6 +38,7 @@ func (s *Server) settingsOf(meta storage.Metadata) queueSettings {
 		qs.delay = time.Duration(n) * time.Second
 		qs.hasDelay = true
 	}
+	qs.encrypt, _ = meta["_enable_encrypt_messages"].(bool)
 	// Zaqar dead-letters only when both _max_claim_count and
 	// _dead_letter_queue are set; a claim limit alone changes nothing.
 	n, ok := metaInt(meta["_max_claim_count"])

@@ -345,8 +345,13 @@ func (e *Engine) start(ctx context.Context, j job) {
 // send makes one attempt and records its outcome.
 func (e *Engine) send(ctx context.Context, j job) {
 	var err error
-	switch scheme(j.sub.Subscriber) {
-	case "mailto":
+	switch {
+	case j.d.Unreadable:
+		// No key of this replica decrypts the body. Another replica's may
+		// (a new key reaches replicas one at a time): a failed attempt,
+		// retried until the message expires, never sent without its body.
+		err = storage.ErrUndecryptable
+	case scheme(j.sub.Subscriber) == "mailto":
 		err = e.mail.send(ctx, j.sub, j.d.Queue.Name, notification(j.d))
 	default:
 		err = e.web.post(ctx, j.d.Queue, j.sub, j.d.ID(), webhookBody(j.sub, notification(j.d)))
