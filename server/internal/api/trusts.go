@@ -66,7 +66,11 @@ func (s *Server) grantTrust(r *http.Request, c *Call, ttl time.Duration) (string
 	if s.adminToken != "" && subtle.ConstantTimeCompare([]byte(tok), []byte(s.adminToken)) == 1 {
 		return "", errTrustNeedsUser
 	}
-	id, err := s.trusts.Create(r.Context(), tok, s.clock.Now().Add(ttl+trustSlack))
+	// Finished even if the client hangs up, so that a trust Keystone made
+	// is not left behind unknown; bounded by the Keystone timeout.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 3*s.opts.Keystone.Timeout)
+	defer cancel()
+	id, err := s.trusts.Create(ctx, tok, s.clock.Now().Add(ttl+trustSlack))
 	if err != nil {
 		s.log.Info("no Keystone trust for a trust+ subscription", "error", err.Error(), "request_id", c.RequestID)
 		return "", trustErr(err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -141,5 +142,51 @@ func TestTrustTokenRefusedByReceiver(t *testing.T) {
 	testutil.Eventually(t, 10*time.Second, "delivered", func() bool { return len(rcv.Received()) == 1 })
 	if tok := rcv.Received()[0].Header.Get("X-Auth-Token"); tok == "trust-1#1" || !strings.HasPrefix(tok, "trust-1#") {
 		t.Errorf("retried with %q", tok)
+	}
+}
+
+// TestTrustTokenNotRedirectedElsewhere: a redirect on the subscriber's own
+// host is followed with the token; one to another host is not, and the
+// attempt fails.
+func TestTrustTokenNotRedirectedElsewhere(t *testing.T) {
+	var mu sync.Mutex
+	seen := map[string]string{} // path -> X-Auth-Token, on the other host
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen[r.URL.Path] = r.Header.Get("X-Auth-Token")
+		mu.Unlock()
+	}))
+	t.Cleanup(other.Close)
+	var own *httptest.Server
+	own = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/away":
+			http.Redirect(w, r, other.URL+"/stolen", http.StatusTemporaryRedirect)
+		case "/moved":
+			http.Redirect(w, r, own.URL+"/here", http.StatusTemporaryRedirect)
+		case "/here":
+			mu.Lock()
+			seen["own"] = r.Header.Get("X-Auth-Token")
+			mu.Unlock()
+		}
+	}))
+	t.Cleanup(own.Close)
+	w := newWebhook(2*time.Second, 4, &fakeTrusts{project: "p"})
+	q := storage.QueueRef{Project: "p", Name: "sq"}
+	ctx := context.Background()
+	err := w.post(ctx, q, storage.Subscription{Subscriber: "trust+" + own.URL + "/away", Options: storage.Metadata{TrustOption: "t"}}, "", []byte("{}"))
+	if err == nil || !strings.Contains(err.Error(), "307") {
+		t.Errorf("redirect to another host: %v", err)
+	}
+	if err := w.post(ctx, q, storage.Subscription{Subscriber: "trust+" + own.URL + "/moved", Options: storage.Metadata{TrustOption: "t"}}, "", []byte("{}")); err != nil {
+		t.Errorf("redirect on the same host: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if _, ok := seen["/stolen"]; ok {
+		t.Errorf("the other host got a request (token %q)", seen["/stolen"])
+	}
+	if !strings.HasPrefix(seen["own"], "t#") {
+		t.Errorf("same-host redirect token %q", seen["own"])
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -42,7 +43,23 @@ func newWebhook(timeout time.Duration, perSubscriber int, trusts Trusts) *webhoo
 		IdleConnTimeout:     90 * time.Second,
 		TLSHandshakeTimeout: timeout,
 	}
-	return &webhook{client: &http.Client{Transport: tr, Timeout: timeout}, trusts: trusts}
+	return &webhook{client: &http.Client{Transport: tr, Timeout: timeout, CheckRedirect: keepToken}, trusts: trusts}
+}
+
+// keepToken follows redirects as net/http does, except that a request
+// carrying X-Auth-Token (a trust's, or one from post_headers) is not
+// redirected to another host or scheme: net/http would send the token
+// along, as it does every header but Authorization and Cookie. The
+// redirect answer is then the subscriber's, and a failed attempt.
+func keepToken(req *http.Request, via []*http.Request) error {
+	if len(via) >= 10 {
+		return errors.New("stopped after 10 redirects")
+	}
+	first := via[0].URL
+	if req.Header.Get("X-Auth-Token") != "" && (req.URL.Host != first.Host || req.URL.Scheme != first.Scheme) {
+		return http.ErrUseLastResponse
+	}
+	return nil
 }
 
 // scheme is the subscriber's URI scheme, lower case.
