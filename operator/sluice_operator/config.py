@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 PROVISIONERS = ("auto", "redis-operator", "mongodb-community", "builtin", "external")
+# sluice-server --auth of every server the operator runs (docs/security.md).
+AUTH_MODES = ("kubernetes", "keystone", "tokens", "none")
 
 
 class ConfigError(ValueError):
@@ -50,6 +52,16 @@ def _bool(env: dict[str, str], name: str, default: bool) -> bool:
     return raw in ("true", "1", "yes")
 
 
+def _selector(env: dict[str, str], name: str, default: dict[str, Any]) -> dict[str, Any]:
+    """_selector reads a label selector (matchLabels, matchExpressions) given as JSON."""
+    sel = _json_obj(env, name, default)
+    if not isinstance(sel, dict) or not sel or set(sel) - {"matchLabels", "matchExpressions"}:
+        raise ConfigError(f"{name} must be a non-empty label selector: matchLabels and/or matchExpressions")
+    if not isinstance(sel.get("matchLabels", {}), dict) or not isinstance(sel.get("matchExpressions", []), list):
+        raise ConfigError(f"{name}: matchLabels must be an object, matchExpressions a list")
+    return sel
+
+
 def _json_obj(env: dict[str, str], name: str, default: Any) -> Any:
     raw = env.get(name)
     if raw is None or raw == "":
@@ -58,6 +70,38 @@ def _json_obj(env: dict[str, str], name: str, default: Any) -> Any:
         return json.loads(raw)
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{name} is not valid JSON: {exc}") from exc
+
+
+def _auth(e: dict[str, str], p: str, refs: dict[str, str]) -> dict[str, str]:
+    """_auth reads and checks the authentication settings: each mode's required ones present."""
+    mode = e.get(p + "AUTH_MODE", "kubernetes").strip().lower() or "kubernetes"
+    if mode not in AUTH_MODES:
+        raise ConfigError(f"{p}AUTH_MODE={mode!r} is not one of {', '.join(AUTH_MODES)}")
+    out = {"auth_mode": mode, "auth_audience": e.get(p + "AUTH_AUDIENCE", "sluice").strip()}
+    for key in ("URL", "USERNAME", "PROJECT", "USER_DOMAIN", "PROJECT_DOMAIN"):
+        value = e.get(p + "KEYSTONE_" + key, "").strip()
+        if value or key not in ("USER_DOMAIN", "PROJECT_DOMAIN"):
+            out["keystone_" + key.lower()] = value
+    out["keystone_password_secret"] = refs["KEYSTONE_PASSWORD_SECRET"]
+    out["auth_tokens_secret"] = refs["AUTH_TOKENS_SECRET"]
+    if mode == "kubernetes" and not out["auth_audience"]:
+        raise ConfigError(f"{p}AUTH_AUDIENCE: required with {p}AUTH_MODE=kubernetes")
+    if mode == "keystone":
+        missing = [
+            p + name
+            for name, value in (
+                ("KEYSTONE_URL", out["keystone_url"]),
+                ("KEYSTONE_USERNAME", out["keystone_username"]),
+                ("KEYSTONE_PROJECT", out["keystone_project"]),
+                ("KEYSTONE_PASSWORD_SECRET", out["keystone_password_secret"]),
+            )
+            if not value
+        ]
+        if missing:
+            raise ConfigError(f"{', '.join(missing)}: required with {p}AUTH_MODE=keystone")
+    if mode == "tokens" and not out["auth_tokens_secret"]:
+        raise ConfigError(f"{p}AUTH_TOKENS_SECRET: required with {p}AUTH_MODE=tokens")
+    return out
 
 
 @dataclass(frozen=True)
@@ -138,6 +182,11 @@ class Config:
     # the cluster); the server accepts clients on its port only.
     network_policies: bool = True
     network_policy_cidrs: tuple[str, ...] = ()
+    # The namespaces (a label selector) whose pods may reach the server's
+    # metrics port; its client port stays open to every pod.
+    metrics_namespace_selector: dict[str, Any] = field(
+        default_factory=lambda: {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}
+    )
     # HTTPS for every served namespace's sluice-server (builders/tls.py): a
     # cert-manager Certificate when that CRD is served (from tls_issuer,
     # "Issuer/name" or "ClusterIssuer/name", else a per-namespace CA made by
@@ -149,6 +198,26 @@ class Config:
     tls_issuer: str = ""
     tls_cert_days: int = 90
     tls_renew_days: int = 30
+    # How every server authenticates its clients (sluice-server --auth):
+    # kubernetes: a pod's projected ServiceAccount token of audience
+    # auth_audience, its namespace its project; keystone: Keystone tokens,
+    # validated with the service user keystone_username (password in Secret
+    # keystone_password_secret, "name/key", in each served namespace); tokens:
+    # static tokens from Secret auth_tokens_secret ("name/key", content
+    # "token=project,..."); none: no authentication, only on request.
+    auth_mode: str = "kubernetes"
+    auth_audience: str = "sluice"
+    keystone_url: str = ""
+    keystone_username: str = ""
+    keystone_project: str = ""
+    keystone_user_domain: str = "Default"
+    keystone_project_domain: str = "Default"
+    keystone_password_secret: str = ""
+    auth_tokens_secret: str = ""
+    # Keys of encrypted queues (sluice-server --encryption-key-file), as
+    # "name/key" of a Secret in each served namespace; empty: the operator
+    # generates Secret sluice-encryption in each served namespace.
+    encryption_key_secret: str = ""
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> Config:
@@ -177,7 +246,13 @@ class Config:
         monitor = _bool(e, p + "SERVICE_MONITOR", True)
         confirm = _bool(e, p + "REQUIRE_CONFIRMATION", d.require_confirmation)
         refs = {}
-        for key in ("SMTP_URL_SECRET", "SIGNED_URL_SECRET"):
+        for key in (
+            "SMTP_URL_SECRET",
+            "SIGNED_URL_SECRET",
+            "KEYSTONE_PASSWORD_SECRET",
+            "AUTH_TOKENS_SECRET",
+            "ENCRYPTION_KEY_SECRET",
+        ):
             refs[key] = e.get(p + key, "").strip()
             if refs[key] and len([x for x in refs[key].split("/") if x]) != 2:
                 raise ConfigError(f"{p}{key}={refs[key]!r} is not secret-name/key")
@@ -189,6 +264,7 @@ class Config:
         renew_days = env_int(e, p + "TLS_RENEW_DAYS", d.tls_renew_days, 1, 3649)
         if renew_days >= cert_days:
             raise ConfigError(f"{p}TLS_RENEW_DAYS={renew_days} must be below {p}TLS_CERT_DAYS={cert_days}")
+        auth = _auth(e, p, refs)
         level = e.get(p + "LOG_LEVEL", d.log_level).upper()
         if level not in ("DEBUG", "INFO", "WARNING", "WARN", "ERROR"):
             raise ConfigError(f"{p}LOG_LEVEL={level!r} is not debug, info, warning or error")
@@ -235,10 +311,13 @@ class Config:
             server_gomaxprocs=_opt_int(e, p + "SERVER_GOMAXPROCS", 0, 1024),
             network_policies=netpol,
             network_policy_cidrs=split(e.get(p + "NETWORK_POLICY_CIDRS", "")),
+            metrics_namespace_selector=_selector(e, p + "METRICS_NAMESPACE_SELECTOR", d.metrics_namespace_selector),
             server_tls=_bool(e, p + "SERVER_TLS", d.server_tls),
             tls_issuer=issuer,
             tls_cert_days=cert_days,
             tls_renew_days=renew_days,
+            encryption_key_secret=refs["ENCRYPTION_KEY_SECRET"],
+            **auth,
         )
 
     def server_url(self, namespace: str, service: str = "sluice-server") -> str:

@@ -49,6 +49,8 @@ reads SLUICE_OPERATOR_*). JSON-valued variables carry structured values as-is.
   value: {{ .Values.networkPolicies.enabled | quote }}
 - name: SLUICE_OPERATOR_NETWORK_POLICY_CIDRS
   value: {{ join "," .Values.networkPolicies.extraCIDRs | quote }}
+- name: SLUICE_OPERATOR_METRICS_NAMESPACE_SELECTOR
+  value: {{ toJson .Values.networkPolicies.metricsNamespaceSelector | quote }}
 - name: SLUICE_OPERATOR_SERVER_TLS
   value: {{ .Values.tls.enabled | quote }}
 - name: SLUICE_OPERATOR_TLS_ISSUER
@@ -83,4 +85,26 @@ reads SLUICE_OPERATOR_*). JSON-valued variables carry structured values as-is.
   value: {{ if kindIs "invalid" .Values.server.gomaxprocs }}""{{ else }}{{ .Values.server.gomaxprocs | int | toString | quote }}{{ end }}
 - name: SLUICE_OPERATOR_SIGNED_URL_SECRET
   value: {{ with .Values.notifications.signedUrlSecret }}{{ if .name }}{{ printf "%s/%s" .name .key | quote }}{{ else }}""{{ end }}{{ end }}
+- name: SLUICE_OPERATOR_AUTH_MODE
+  value: {{ .Values.auth.mode | quote }}
+- name: SLUICE_OPERATOR_AUTH_AUDIENCE
+  value: {{ .Values.auth.kubernetes.audience | quote }}
+{{- with .Values.auth.keystone }}
+- name: SLUICE_OPERATOR_KEYSTONE_URL
+  value: {{ .url | quote }}
+- name: SLUICE_OPERATOR_KEYSTONE_USERNAME
+  value: {{ .username | quote }}
+- name: SLUICE_OPERATOR_KEYSTONE_PROJECT
+  value: {{ .project | quote }}
+- name: SLUICE_OPERATOR_KEYSTONE_USER_DOMAIN
+  value: {{ .userDomain | quote }}
+- name: SLUICE_OPERATOR_KEYSTONE_PROJECT_DOMAIN
+  value: {{ .projectDomain | quote }}
+- name: SLUICE_OPERATOR_KEYSTONE_PASSWORD_SECRET
+  value: {{ with .passwordSecret }}{{ if .name }}{{ printf "%s/%s" .name .key | quote }}{{ else }}""{{ end }}{{ end }}
+{{- end }}
+- name: SLUICE_OPERATOR_AUTH_TOKENS_SECRET
+  value: {{ with .Values.auth.tokensSecret }}{{ if .name }}{{ printf "%s/%s" .name .key | quote }}{{ else }}""{{ end }}{{ end }}
+- name: SLUICE_OPERATOR_ENCRYPTION_KEY_SECRET
+  value: {{ with .Values.encryption.keySecret }}{{ if .name }}{{ printf "%s/%s" .name .key | quote }}{{ else }}""{{ end }}{{ end }}
 {{- end -}}

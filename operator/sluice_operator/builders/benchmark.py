@@ -31,6 +31,10 @@ MOVE_AFTER_SECONDS = 2
 MOVE_TIMEOUT_SECONDS = 120
 # notifications: each pod's webhook receiver, which the server reaches at the pod's IP.
 POD_IP_ENV = "SLUICE_BENCH_POD_IP"
+# Auth mode kubernetes: the pod's own ServiceAccount token, projected for the
+# server's audience, which sluice-bench re-reads as the kubelet rotates it.
+TOKEN_DIR = "/var/run/secrets/sluice"
+TOKEN_SECONDS = 3600
 RECEIVER_PORT = 9000
 
 # Seconds of load per preset (sweeps: all their steps), for the default deadline.
@@ -136,6 +140,8 @@ def bench_args(cfg: Config, body: dict[str, Any], run: int, start_at: str) -> li
         args.append("--skip_queue_reset")
     if (spec.get("target") or {}).get("tokenSecretRef"):
         args += ["--token", f"$({TOKEN_ENV})"]
+    elif projected_token(cfg, body):
+        args += ["--token-file", f"{TOKEN_DIR}/token"]
     if spec["scenario"] == "notifications":
         args += ["--receiver-listen", f"0.0.0.0:{RECEIVER_PORT}"]
         args += ["--receiver-url", f"http://$({POD_IP_ENV}):{RECEIVER_PORT}/notify"]
@@ -156,6 +162,13 @@ def bench_args(cfg: Config, body: dict[str, Any], run: int, start_at: str) -> li
     # the termination log the compact mergeable summary (the status's input).
     args += ["--json", "--series", "--progress", "never", "--termination-log", TERMINATION_LOG]
     return args
+
+
+def projected_token(cfg: Config, body: dict[str, Any]) -> bool:
+    """projected_token: the pods authenticate with their own ServiceAccount token
+    (auth mode kubernetes, and no spec.target.tokenSecretRef or foreign target URL)."""
+    target = body["spec"].get("target") or {}
+    return cfg.auth_mode == "kubernetes" and not target.get("tokenSecretRef") and not target.get("url")
 
 
 def admin_token_ref(spec: dict[str, Any]) -> dict[str, str]:
@@ -304,6 +317,10 @@ def job(cfg: Config, body: dict[str, Any], run: int, start_at: str, start_delay:
     }
     if cfg.image_pull_secrets:
         pod_spec["imagePullSecrets"] = common.pull_secrets(cfg)
+    if projected_token(cfg, body):
+        token = {"audience": cfg.auth_audience, "expirationSeconds": TOKEN_SECONDS, "path": "token"}
+        pod_spec["volumes"] = [{"name": "sluice-token", "projected": {"sources": [{"serviceAccountToken": token}]}}]
+        container["volumeMounts"] = [{"name": "sluice-token", "mountPath": TOKEN_DIR, "readOnly": True}]
     tls.trust_server_ca(cfg, container, pod_spec)
     return {
         "apiVersion": "batch/v1",

@@ -8,16 +8,30 @@ references), so the garbage collector removes it with the last Pool.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from ..config import Config
 from . import backend_tls, common, tls
 
 CATALOG_PORT = 6379
+# sluice-server's --metrics-listen port: /metrics only, so the NetworkPolicy
+# can admit the monitoring namespace to it and no one else.
+METRICS_PORT = 9464
 # The server container's variable holding the builtin catalog's password; the
 # catalog and store URIs refer to it as $(CATALOG_PASSWORD), which the kubelet
 # expands, so the password is never part of the Deployment object.
 CATALOG_PASSWORD_ENV = "CATALOG_PASSWORD"
+# Queue.spec.access of every Queue of the namespace, as the server's
+# --access-file (ServiceAccounts of other namespaces granted one queue each).
+ACCESS_CONFIGMAP = "sluice-access"
+ACCESS_KEY = "access.json"
+ACCESS_DIR = "/etc/sluice/access"
+# The keys of encrypted queues (--encryption-key-file): generated per served
+# namespace unless Config.encryption_key_secret names a Secret.
+ENCRYPTION_SECRET = "sluice-encryption"
+ENCRYPTION_KEY = "keys"
+ENCRYPTION_DIR = "/etc/sluice/encryption"
 
 
 def _builtin_catalog_uri(cfg: Config, namespace: str, db: int) -> str:
@@ -88,6 +102,88 @@ def notification_env(cfg: Config) -> list[dict[str, Any]]:
     return env
 
 
+def encryption_ref(cfg: Config) -> tuple[str, str]:
+    """encryption_ref is the (Secret, key) holding the namespace's encryption keys."""
+    if cfg.encryption_key_secret:
+        name, key = cfg.encryption_key_secret.split("/", 1)
+        return name, key
+    return ENCRYPTION_SECRET, ENCRYPTION_KEY
+
+
+def encryption_secret(cfg: Config, ns: str, keys: str, owners: list[dict[str, Any]]) -> dict[str, Any]:
+    """encryption_secret holds generated encryption keys, lines KEYID:BASE64 (the first
+    encrypts; a key rotates by prepending a new line and later dropping the old one)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": _meta(ENCRYPTION_SECRET, ns, common.labels(cfg, "server"), owners),
+        "type": "Opaque",
+        "stringData": {ENCRYPTION_KEY: keys},
+    }
+
+
+def access_configmap(
+    cfg: Config, ns: str, grants: list[dict[str, Any]], owners: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """access_configmap is the server's --access-file: which ServiceAccounts of other
+    namespaces may use which queue, from the namespace's Queues' spec.access."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": _meta(ACCESS_CONFIGMAP, ns, common.labels(cfg, "server"), owners),
+        "data": {ACCESS_KEY: json.dumps({"grants": grants}, indent=1, sort_keys=True)},
+    }
+
+
+def _secret_ref(name: str, ref: str) -> dict[str, Any]:
+    # Not optional: a server whose credentials are missing must not start
+    # (its pod reports the missing Secret) rather than run without them.
+    secret, key = ref.split("/", 1)
+    return {"name": name, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}}
+
+
+def auth_env(cfg: Config) -> list[dict[str, Any]]:
+    """auth_env sets how the server authenticates clients (its --auth and that mode's
+    settings) and where its encryption keys are (--encryption-key-file)."""
+    env: list[dict[str, Any]] = [{"name": "SLUICE_AUTH", "value": cfg.auth_mode}]
+    if cfg.auth_mode == "kubernetes":
+        env += [
+            {"name": "SLUICE_KUBERNETES_AUDIENCE", "value": cfg.auth_audience},
+            {"name": "SLUICE_ACCESS_FILE", "value": f"{ACCESS_DIR}/{ACCESS_KEY}"},
+        ]
+    elif cfg.auth_mode == "keystone":
+        env += [
+            {"name": "SLUICE_KEYSTONE_URL", "value": cfg.keystone_url},
+            {"name": "SLUICE_KEYSTONE_USERNAME", "value": cfg.keystone_username},
+            {"name": "SLUICE_KEYSTONE_PROJECT", "value": cfg.keystone_project},
+            {"name": "SLUICE_KEYSTONE_USER_DOMAIN", "value": cfg.keystone_user_domain},
+            {"name": "SLUICE_KEYSTONE_PROJECT_DOMAIN", "value": cfg.keystone_project_domain},
+            _secret_ref("SLUICE_KEYSTONE_PASSWORD", cfg.keystone_password_secret),
+        ]
+    elif cfg.auth_mode == "tokens":
+        env.append(_secret_ref("SLUICE_AUTH_TOKENS", cfg.auth_tokens_secret))
+    env.append({"name": "SLUICE_ENCRYPTION_KEY_FILE", "value": f"{ENCRYPTION_DIR}/{ENCRYPTION_KEY}"})
+    return env
+
+
+def _auth_volumes(cfg: Config, container: dict[str, Any], pod_spec: dict[str, Any]) -> None:
+    """_auth_volumes mounts the access grants (kubernetes mode) and the encryption keys,
+    and gives the pod its own ServiceAccount token, with which the server reads the
+    cluster's token-signing keys (kubernetes mode)."""
+    name, key = encryption_ref(cfg)
+    vols = [{"name": "encryption", "secret": {"secretName": name, "items": [{"key": key, "path": ENCRYPTION_KEY}]}}]
+    mounts = [{"name": "encryption", "mountPath": ENCRYPTION_DIR, "readOnly": True}]
+    if cfg.auth_mode == "kubernetes":
+        # Optional: the ConfigMap is written with the first Queue; until then no grants.
+        vols.append({"name": "access", "configMap": {"name": ACCESS_CONFIGMAP, "optional": True}})
+        mounts.append({"name": "access", "mountPath": ACCESS_DIR, "readOnly": True})
+        pod_spec["automountServiceAccountToken"] = True
+    else:
+        pod_spec["automountServiceAccountToken"] = False
+    pod_spec.setdefault("volumes", []).extend(vols)
+    container.setdefault("volumeMounts", []).extend(mounts)
+
+
 def migration_env(cfg: Config) -> list[dict[str, Any]]:
     """migration_env passes the pace of queue moves (--migrate-batch, --migrate-rate)
     when the operator is given one; otherwise the server's defaults apply."""
@@ -97,6 +193,12 @@ def migration_env(cfg: Config) -> list[dict[str, Any]]:
     if cfg.migrate_rate is not None:
         env.append({"name": "SLUICE_MIGRATE_RATE", "value": str(cfg.migrate_rate)})
     return env
+
+
+def metrics_env(cfg: Config) -> list[dict[str, Any]]:
+    """metrics_env serves /metrics on a port of its own (--metrics-listen), not on the
+    client port."""
+    return [{"name": "SLUICE_METRICS_LISTEN", "value": f"0.0.0.0:{METRICS_PORT}"}]
 
 
 def gomaxprocs_env(cfg: Config) -> list[dict[str, Any]]:
@@ -138,13 +240,17 @@ def deployment(cfg: Config, ns: str, owners: list[dict[str, Any]]) -> dict[str, 
             "valueFrom": {"secretKeyRef": {"name": common.ADMIN_SECRET, "key": "token"}},
         },
     ]
-    env += notification_env(cfg) + migration_env(cfg) + gomaxprocs_env(cfg)
+    env += auth_env(cfg) + notification_env(cfg) + migration_env(cfg) + gomaxprocs_env(cfg)
+    env += metrics_env(cfg)
     container: dict[str, Any] = {
         "name": "sluice-server",
         "image": cfg.server_image,
         "imagePullPolicy": cfg.image_pull_policy,
         "env": env,
-        "ports": [{"name": "http", "containerPort": cfg.server_port}],
+        "ports": [
+            {"name": "http", "containerPort": cfg.server_port},
+            {"name": "metrics", "containerPort": METRICS_PORT},
+        ],
         # The server keeps retrying its catalog for up to SLUICE_START_TIMEOUT
         # (2 min) while a fresh namespace's catalog Redis starts: the startup
         # probe holds liveness off that long instead of restarting it.
@@ -164,6 +270,7 @@ def deployment(cfg: Config, ns: str, owners: list[dict[str, Any]]) -> dict[str, 
     }
     if cfg.image_pull_secrets:
         pod_spec["imagePullSecrets"] = common.pull_secrets(cfg)
+    _auth_volumes(cfg, container, pod_spec)
     tls.serve_https(cfg, container, pod_spec)
     return {
         "apiVersion": "apps/v1",
@@ -187,7 +294,10 @@ def service(cfg: Config, ns: str, owners: list[dict[str, Any]]) -> dict[str, Any
         "metadata": _meta(common.SERVER_NAME, ns, lbls, owners),
         "spec": {
             "selector": common.selector(lbls),
-            "ports": [{"name": "http", "port": cfg.server_port, "targetPort": "http"}],
+            "ports": [
+                {"name": "http", "port": cfg.server_port, "targetPort": "http"},
+                {"name": "metrics", "port": METRICS_PORT, "targetPort": "metrics"},
+            ],
         },
     }
 
@@ -206,7 +316,7 @@ def pdb(cfg: Config, ns: str, owners: list[dict[str, Any]]) -> dict[str, Any]:
 def service_monitor(cfg: Config, ns: str, owners: list[dict[str, Any]]) -> dict[str, Any]:
     """service_monitor lets a Prometheus operator scrape every server replica."""
     lbls = common.labels(cfg, "server")
-    endpoint: dict[str, Any] = {"port": "http", "path": "/metrics", "interval": "30s"}
+    endpoint: dict[str, Any] = {"port": "metrics", "path": "/metrics", "interval": "30s"}
     if cfg.server_tls:
         endpoint["scheme"] = "https"
         endpoint["tlsConfig"] = {

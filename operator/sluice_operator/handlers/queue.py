@@ -16,6 +16,7 @@ import kopf
 
 from .. import conditions as cond
 from .. import events, kube, metrics
+from ..builders import server as sb
 from ..config import Config
 from ..kube import namespace_terminating
 from ..serverapi import ServerAPI, ServerError, Unavailable
@@ -91,6 +92,35 @@ def owner(body: dict[str, Any], claims: list[Claim]) -> Claim:
     return min(live.values(), key=lambda c: (c.created, c.name), default=me)
 
 
+def access_grants(queues: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """access_grants is the server's access file from the namespace's Queues: each
+    queue's spec.access as "namespace/serviceAccount" names. Only a queue's owner
+    (see owner) grants: a Queue in Conflict changes nothing on the server, its
+    access list included."""
+    by_queue: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for q in queues:
+        if not q["metadata"].get("deletionTimestamp"):
+            by_queue.setdefault(identity(q), []).append(q)
+    out = []
+    for (project, qname), named in sorted(by_queue.items()):
+        first = owner(named[0], [claim(q) for q in named])
+        body = next(q for q in named if claim(q).uid == first.uid)
+        accounts = sorted({f"{a['namespace']}/{a['serviceAccount']}" for a in body["spec"].get("access") or []})
+        if accounts:
+            out.append({"project": project, "queue": qname, "serviceAccounts": accounts})
+    return out
+
+
+def sync_access(cfg: Config, ns: str) -> None:
+    """sync_access writes the namespace's access grants where its server reads them
+    (kubernetes auth only: the other modes know no ServiceAccounts)."""
+    if cfg.auth_mode != "kubernetes":
+        return
+    refs = server.owners(kube.list_objects("Pool", ns))
+    if refs:
+        kube.apply(sb.access_configmap(cfg, ns, access_grants(kube.list_objects("Queue", ns)), refs))
+
+
 def queue_metadata(spec: dict[str, Any]) -> dict[str, Any]:
     """queue_metadata maps a Queue spec onto Zaqar's reserved metadata keys."""
     md: dict[str, Any] = {
@@ -99,6 +129,8 @@ def queue_metadata(spec: dict[str, Any]) -> dict[str, Any]:
         "_default_message_delay": int(spec.get("delay", 0)),
         "_max_messages_post_size": int(spec.get("maxPostSize", 262144)),
     }
+    if spec.get("encrypted") is not None:
+        md["_enable_encrypt_messages"] = bool(spec["encrypted"])
     dl = spec.get("deadLetter")
     if dl:
         md["_dead_letter_queue"] = dl["queue"]
@@ -194,6 +226,7 @@ def _reconcile(cfg: Config, body: dict[str, Any], patch: Any, claims: list[Claim
             metrics.ERRORS.labels("Queue", "Rejected").inc()
             _not_ready(patch, status, gen, "Rejected", f"{exc.title}: {exc.description}"[:400], ns, name)
             return
+    sync_access(cfg, ns)
     if got.created:
         events.info(body, reason="Created", message=f"queue {qname} created in project {project}")
     conds = cond.set_condition(conds, "Ready", True, "Ready", f"queue {qname} serves project {project}", gen)
@@ -225,6 +258,9 @@ def delete(cfg: Config, body: dict[str, Any], retry: int, logger: Any = log, cla
     ns, name = meta["namespace"], meta["name"]
     project, qname = identity(body)
     metrics.forget_queue(ns, name)
+    if kube.get("Pool", ns, spec["pool"]) is not None:
+        # The grants go with the Queue, whatever happens to the queue's messages.
+        sync_access(cfg, ns)
     if spec.get("deletionPolicy", "Delete") == "Retain":
         events.info(body, reason="Retained", message=f"queue {qname} kept on the server (deletionPolicy Retain)")
         return

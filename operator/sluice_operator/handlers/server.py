@@ -62,6 +62,12 @@ def ensure(cfg: Config, ns: str, pool: dict[str, Any]) -> str:
         changed.append("Secret/" + common.CATALOG_SECRET)
     elif not cfg.catalog_uri and adopt_secret(ns, common.CATALOG_SECRET, refs):
         changed.append(f"Secret/{common.CATALOG_SECRET} owners")
+    if not cfg.encryption_key_secret and kube.get("Secret", ns, sb.ENCRYPTION_SECRET) is None:
+        key = base64.b64encode(secrets.token_bytes(32)).decode()
+        kube.apply(sb.encryption_secret(cfg, ns, f"k1:{key}\n", refs))
+        changed.append("Secret/" + sb.ENCRYPTION_SECRET)
+    elif not cfg.encryption_key_secret and adopt_secret(ns, sb.ENCRYPTION_SECRET, refs):
+        changed.append(f"Secret/{sb.ENCRYPTION_SECRET} owners")
     changed += tls.ensure(cfg, ns, refs)
     catalog_tls = ""
     if cfg.server_tls and not cfg.catalog_uri:

@@ -32,6 +32,10 @@ class Store:
     def apply(self, obj: dict[str, Any]) -> tuple[dict[str, Any], str]:
         key = (obj["kind"], obj["metadata"]["namespace"], obj["metadata"]["name"])
         what = "updated" if key in self.objs else "created"
+        if not obj["metadata"].get("uid"):
+            # The apiserver gives every object a uid at creation and keeps it.
+            uid = (self.objs.get(key) or {}).get("metadata", {}).get("uid") or "uid-{}-{}-{}".format(*key)
+            obj = {**obj, "metadata": {**obj["metadata"], "uid": uid}}
         if obj["kind"] == "Secret" and "stringData" in obj:
             # The apiserver stores stringData base64-encoded under data.
             obj = {**obj, "data": {k: base64.b64encode(v.encode()).decode() for k, v in obj["stringData"].items()}}

@@ -76,15 +76,18 @@ def queue(name: str, dlq: str | None = None, uid: str | None = None, **meta: Any
 
 @pytest.fixture
 def env(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
-    state: dict[str, Any] = {"queues": [], "api": FakeAPI()}
+    state: dict[str, Any] = {"queues": [], "api": FakeAPI(), "applied": []}
     pool = {
         "kind": "Pool",
-        "metadata": {"name": "web", "namespace": "shop"},
+        "metadata": {"name": "web", "namespace": "shop", "uid": "uid-web"},
         "spec": {},
         "status": {"shards": [{"name": "web-0", "registered": True}]},
     }
     monkeypatch.setattr(kube, "get", lambda kind, ns, name: pool if kind == "Pool" else None)
-    monkeypatch.setattr(kube, "list_objects", lambda kind, ns, sel=None: list(state["queues"]))
+    monkeypatch.setattr(
+        kube, "list_objects", lambda kind, ns, sel=None: [pool] if kind == "Pool" else list(state["queues"])
+    )
+    monkeypatch.setattr(kube, "apply", lambda obj: (state["applied"].append(obj), (obj, "created"))[1])
     monkeypatch.setattr(server, "api", lambda cfg, ns: state["api"])
     monkeypatch.setattr(queue_handler, "namespace_terminating", lambda ns: False)
     monkeypatch.setattr("sluice_operator.events.info", lambda *a, **k: None)

@@ -44,6 +44,7 @@ def store(monkeypatch: pytest.MonkeyPatch, server: ZaqarDouble, events: list[tup
     s = Store()
     monkeypatch.setattr(kube, "get", s.get)
     monkeypatch.setattr(kube, "list_objects", s.list_objects)
+    monkeypatch.setattr(kube, "apply", s.apply)
     monkeypatch.setattr(queue_handler, "namespace_terminating", lambda ns: False)
     s.apply({"kind": "Secret", "metadata": {"name": "sluice-server-admin", "namespace": "shop"},
              "stringData": {"token": server.state.token}})  # fmt: skip
