@@ -49,3 +49,12 @@ bench-server: deps-apt build-server build-noop venv-compat ## sluice-server vs Z
 
 bench-auth: deps-apt build-server venv-compat venv-keystone ## POST throughput with Keystone auth on (token cached) vs off, table into docs/benchmarks.md
 	SLUICE_BIN=$(BIN) KEYSTONE_VENV=$(KEYSTONE_VENV) $(COMPAT_PY) e2e/bench/bench_auth.py --write-doc $(ROOT)/docs/benchmarks.md $(BENCH_ARGS)
+
+# The token comes from the running cluster (build/kube/kubeconfig) when it
+# answers, else from an issuer the script runs itself; with the cluster it
+# also compares first-sight validation, offline against TokenReview.
+BENCH_TARGETS += bench-auth-kube
+.PHONY: bench-auth-kube
+bench-auth-kube: deps-apt build-server venv-compat ## POST throughput with --auth kubernetes (token cached) vs off, first-sight JWKS vs TokenReview, table into docs/benchmarks.md
+	SLUICE_BIN=$(BIN) SLUICE_KUBECONFIG=$(KUBECONFIG_PATH) SLUICE_KUBECTL=$(KUBECTL) \
+	  $(COMPAT_PY) e2e/bench/bench_auth.py --mode kubernetes --write-doc $(ROOT)/docs/benchmarks.md $(BENCH_ARGS)
