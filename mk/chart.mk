@@ -20,6 +20,8 @@ export SLUICE_PROMETHEUS := $(PROMETHEUS)
 # The operator's own RBAC manifest: the chart's ClusterRole rules are a copy
 # of it.
 OPERATOR_RBAC := $(ROOT)/operator/deploy/rbac.yaml
+# Its opt-in roles for Benchmark drains: the chart binds them only when asked.
+OPERATOR_RBAC_FAULTS := $(ROOT)/operator/deploy/rbac-faults.yaml
 
 .PHONY: helm promtool prometheus chart-tools chart-sync chart-docs test-chart test-chart-cluster chart-cluster-suite
 deps: chart-tools
@@ -71,6 +73,7 @@ chart-sync: ## copy crds/ (and the operator's RBAC manifest) into the chart
 	rm -f $(CHART)/files/crds/*.yaml
 	cp $(ROOT)/crds/*.yaml $(CHART)/files/crds/
 	cp $(OPERATOR_RBAC) $(CHART)/files/operator-rbac.yaml
+	cp $(OPERATOR_RBAC_FAULTS) $(CHART)/files/operator-rbac-faults.yaml
 
 chart-docs: ## regenerate the values table in charts/sluice/README.md from values.yaml
 	cd e2e/chart && $(GO) run ./cmd/valuesdoc $(CHART)

@@ -160,6 +160,19 @@ def evict(namespace: str, name: str) -> None:
     _call("POST", path("Pod", namespace, name) + "/eviction", body=body)
 
 
+def can_i(verb: str, resource: str, namespace: str = "", group: str = "", subresource: str = "") -> bool:
+    """can_i asks the apiserver whether the operator itself may do something
+    (a SelfSubjectAccessReview, which every authenticated identity may create)."""
+    attrs = {"verb": verb, "resource": resource, "group": group, "subresource": subresource, "namespace": namespace}
+    review = {
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SelfSubjectAccessReview",
+        "spec": {"resourceAttributes": {k: v for k, v in attrs.items() if v}},
+    }
+    out = _call("POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", body=review)
+    return bool((out.get("status") or {}).get("allowed"))
+
+
 def cordon(node: str, unschedulable: bool) -> None:
     """cordon marks a node (un)schedulable."""
     _call(

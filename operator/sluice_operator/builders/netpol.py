@@ -6,15 +6,23 @@
   the operator, which probes shards and initiates replica sets: any pod of
   the operator's namespace, plus configured CIDRs for an operator running
   outside the cluster;
-- sluice-server accepts clients on its HTTP port only (which also serves
-  /metrics, so Prometheus needs no rule of its own).
+- sluice-server accepts clients on its HTTP port from anywhere, and its
+  metrics port (/metrics alone) only from the monitoring namespaces
+  (Config.metrics_namespace_selector);
+- each mongodb-community shard's members accept 27017 only from the
+  namespace's sluice-server pods, from each other (replication; the
+  community operator's agents talk to their own mongod over loopback and
+  never need another port) and from the operator's probes.
 
 Only ingress is restricted; the policies are inert where the cluster runs
 no policy engine. redis-operator copies a shard's labels into its pods, so
 its Redis and Sentinel pods are covered too: the Sentinel port is open to the
 same peers (the server finds the master through it; sentinels and replicas
-are backend pods). The MongoDB community operator's pods carry its own
-labels and are not covered.
+are backend pods). The community operator (v0.9.0) merges the template
+labels of a MongoDBCommunity's statefulSet override into its pods, so
+sluice-backends selects them as well; their own policy selects them by the
+label the community operator itself sets (`app: <shard>-svc`), so they stay
+covered whatever labels reach them.
 """
 
 from __future__ import annotations
@@ -23,7 +31,7 @@ from typing import Any
 
 from ..config import Config
 from . import builtin, common, thirdparty
-from .server import CATALOG_PORT
+from .server import CATALOG_PORT, METRICS_PORT
 
 
 def _pods(cfg: Config, component: str) -> dict[str, Any]:
@@ -73,9 +81,44 @@ def catalog(cfg: Config, ns: str, owners: list[dict[str, Any]]) -> dict[str, Any
 
 
 def server(cfg: Config, ns: str, owners: list[dict[str, Any]]) -> dict[str, Any]:
-    """server admits anyone to the server's HTTP port, and nothing else."""
-    rule = {"ports": [{"protocol": "TCP", "port": cfg.server_port}]}
-    return _policy(cfg, common.SERVER_NAME, ns, "server", owners, rule)
+    """server admits anyone to the server's HTTP port, the monitoring namespaces to its
+    metrics port, and nothing else."""
+    clients = {"ports": [{"protocol": "TCP", "port": cfg.server_port}]}
+    scrapers = {
+        "from": [{"namespaceSelector": dict(cfg.metrics_namespace_selector)}],
+        "ports": [{"protocol": "TCP", "port": METRICS_PORT}],
+    }
+    policy = _policy(cfg, common.SERVER_NAME, ns, "server", owners, clients)
+    policy["spec"]["ingress"].append(scrapers)
+    return policy
+
+
+def mongodb_policy_name(shard: str) -> str:
+    """mongodb_policy_name is the NetworkPolicy of one mongodb-community shard."""
+    return f"{shard}-mongodb"
+
+
+def mongodb_community(cfg: Config, pool: dict[str, Any], index: int) -> dict[str, Any]:
+    """mongodb_community admits the server, the replica set's own members and the
+    operator to a mongodb-community shard's mongod port, selecting its pods by the
+    label the community operator puts on them."""
+    meta = pool["metadata"]
+    shard = common.shard_name(meta["name"], index)
+    members = {"podSelector": {"matchLabels": {thirdparty.MONGO_APP_LABEL: thirdparty.mongo_service_name(shard)}}}
+    rule = {
+        "from": [_pods(cfg, "server"), members, *_operator_peers(cfg)],
+        "ports": [{"protocol": "TCP", "port": thirdparty.MONGO_PORT}],
+    }
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {
+            "name": mongodb_policy_name(shard),
+            "namespace": meta["namespace"],
+            "labels": common.shard_labels(cfg, meta["name"], index),
+        },
+        "spec": {"podSelector": members["podSelector"], "policyTypes": ["Ingress"], "ingress": [rule]},
+    }
 
 
 def desired(cfg: Config, ns: str, owners: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -22,6 +22,10 @@ SENTINEL_PORT = 26379
 SENTINEL_SIZE = 3
 SENTINEL_DOWN_AFTER_MS = "5000"
 SENTINEL_FAILOVER_TIMEOUT_MS = "30000"
+# The community operator (v0.9.0) labels a replica set's pods app: <name>-svc
+# (its governing Service's name) and runs mongod on 27017 (no spec.port set).
+MONGO_APP_LABEL = "app"
+MONGO_PORT = 27017
 MONGO_USER = "sluice"
 MONGO_DATABASE = "sluice"
 # The operator's own default for its logs claim.
@@ -176,6 +180,12 @@ def mongo_password_secret(cfg: Config, pool: dict[str, Any], index: int, passwor
         "type": "Opaque",
         "stringData": {"password": password},
     }
+
+
+def mongo_service_name(shard: str) -> str:
+    """mongo_service_name is the community operator's headless Service of a shard,
+    also the value of its pods' app label."""
+    return f"{shard}-svc"
 
 
 def mongo_connection_secret_name(shard: str) -> str:

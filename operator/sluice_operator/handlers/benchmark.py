@@ -142,7 +142,8 @@ def start_run(cfg: Config, st: Settings, body: dict[str, Any], patch: Any, logge
         _write(patch, body, status, {"phase": "Failed", "reason": "QueueConflict", "message": conflict, **done})
         return
     created = bp.parse_time(status.get("runCreated")) or _now()
-    problem = prepare_pool(cfg, body, gen)
+    status, denied = fault_access(patch, body, status, gen)
+    problem = denied or prepare_pool(cfg, body, gen)
     if problem:
         reason, message = problem
         waited = (_now() - created).total_seconds()
@@ -198,6 +199,28 @@ def start_run(cfg: Config, st: Settings, body: dict[str, Any], patch: Any, logge
             "loadStart": start_at,
         },
     )
+
+
+def fault_access(
+    patch: Any, body: dict[str, Any], status: dict[str, Any], gen: int
+) -> tuple[dict[str, Any], tuple[str, str] | None]:
+    """fault_access checks that the operator may inject every fault of spec.faults and
+    writes condition FaultsPermitted. Returns the status with it, and (reason, message)
+    while a permission is missing: the run waits for it as for its Pool (granting it
+    needs no change of the spec) and fails after the setup timeout."""
+    if not body["spec"].get("faults"):
+        return status, None
+    missing = faults.missing_access(body)
+    if missing:
+        reason, msg = "MissingPermission", faults.missing_message(missing)
+    else:
+        reason, msg = "Permitted", "the operator may inject every fault of spec.faults"
+    before = cond.get_condition(status.get("conditions"), "FaultsPermitted") or {}
+    if missing and before.get("status") != "False":
+        events.warn(body, reason="FaultsNotPermitted", message=msg[:1000])
+    conds = cond.set_condition(status.get("conditions"), "FaultsPermitted", not missing, reason, msg[:1000], gen)
+    cond.write_status(patch, status, {"conditions": conds})
+    return {**status, "conditions": conds}, (("FaultsNotPermitted", msg[:500]) if missing else None)
 
 
 def queue_conflict(body: dict[str, Any], run: int) -> str | None:

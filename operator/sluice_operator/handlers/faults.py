@@ -4,11 +4,20 @@ happened and what it hit, so sluice-bench can measure what clients saw around
 each one. Deciding what is due and which pod a fault hits is pure; the
 injection itself is the only I/O, and it acts in the Benchmark's namespace
 (the operator's own pod, and a drained node, are the two exceptions the
-fault asks for by name)."""
+fault asks for by name).
+
+What each fault needs from the operator's RBAC is checked before a run
+starts (required_access, missing_access): deleting, killing and scaling are
+in its ClusterRole; a drain needs the opt-in roles of deploy/rbac-faults.yaml
+(pods/eviction in the namespace, nodes patch), and a Benchmark asking for one
+without them waits with condition FaultsPermitted=False naming what is
+missing."""
 
 from __future__ import annotations
 
 import datetime as dt
+import json
+import logging
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -19,8 +28,108 @@ from .. import events, kube
 from ..builders import common
 from ..config import Config
 
+log = logging.getLogger(__name__)
+
 # redis-operator labels the pods of a RedisReplication with their role.
 ROLE_LABEL = "redis-role"
+
+
+@dataclass(frozen=True)
+class Access:
+    """Access is one permission a fault needs: a verb on a resource in a namespace
+    (empty: a cluster-scoped resource), what the fault does with it, and where
+    the operator gets it."""
+
+    verb: str
+    resource: str
+    namespace: str = ""
+    subresource: str = ""
+    group: str = ""
+    why: str = ""
+    grant: str = "the operator's ClusterRole (deploy/rbac.yaml) grants it"
+
+    def key(self) -> tuple[str, str, str, str, str]:
+        """key identifies the permission, whatever needs it."""
+        return (self.verb, self.group, self.resource, self.subresource, self.namespace)
+
+    def describe(self) -> str:
+        """describe says the permission as `kubectl auth can-i` takes it."""
+        what = self.resource + (f"/{self.subresource}" if self.subresource else "")
+        what += f".{self.group}" if self.group else ""
+        return f"{self.verb} {what}" + (f" in namespace {self.namespace}" if self.namespace else " (cluster-wide)")
+
+
+def required_access(faults: list[dict[str, Any]], ns: str, operator_ns: str) -> list[Access]:
+    """required_access lists, once each and in the order the faults ask, the permissions
+    the operator needs to inject faults into namespace ns (operator_ns: where its own pod
+    runs; empty when it runs outside the cluster)."""
+    out: list[Access] = []
+    for f in faults:
+        if f["action"] == "scale":
+            need = [Access("patch", "deployments", ns, group="apps", why="scale sets the server's replicas")]
+        elif f["action"] == "drain":
+            need = [
+                Access(
+                    "patch",
+                    "nodes",
+                    why="drain cordons the node",
+                    grant="bind ClusterRole sluice-operator-node-faults (chart: benchmarkFaults.nodeDrain=true)",
+                ),
+                Access(
+                    "create",
+                    "pods",
+                    ns,
+                    subresource="eviction",
+                    why="drain evicts the namespace's pods from the node",
+                    grant=f"bind ClusterRole sluice-operator-faults in {ns} (chart: benchmarkFaults.namespaces)",
+                ),
+            ]
+        elif f["target"] == "operator":
+            need = (
+                [Access("delete", "pods", operator_ns, why=f"{f['action']} deletes the operator's pod")]
+                if operator_ns
+                else []
+            )
+        else:
+            need = [Access("delete", "pods", ns, why=f"{f['action']} deletes the {f['target']}'s pod")]
+        seen = {a.key() for a in out}
+        out += [a for a in need if a.key() not in seen]
+    return out
+
+
+def missing_access(body: dict[str, Any]) -> list[Access]:
+    """missing_access asks the apiserver which of the Benchmark's required permissions
+    the operator lacks. A review that cannot be asked counts as granted: the injection
+    then records what the apiserver says."""
+    ns = body["metadata"]["namespace"]
+    missing = []
+    operator_ns = os.environ.get("SLUICE_OPERATOR_NAMESPACE", "")
+    for a in required_access(body["spec"].get("faults") or [], ns, operator_ns):
+        try:
+            allowed = kube.can_i(a.verb, a.resource, a.namespace, a.group, a.subresource)
+        except ApiException as exc:
+            log.warning(
+                "access review of %s failed (%s %s): left to the injection", a.describe(), exc.status, exc.reason
+            )
+            continue
+        if not allowed:
+            missing.append(a)
+    return missing
+
+
+def missing_message(missing: list[Access]) -> str:
+    """missing_message names each missing permission, what needs it and how to grant it."""
+    return "the operator may not " + "; ".join(f"{a.describe()} ({a.why}): {a.grant}" for a in missing)
+
+
+def _refusal(exc: ApiException) -> str:
+    """_refusal is the apiserver's own sentence for a refusal (which names the verb,
+    resource and user of a 403), or its status."""
+    try:
+        said = json.loads(exc.body or "{}").get("message") or ""
+    except (ValueError, AttributeError):
+        said = ""
+    return said or f"{exc.status} {exc.reason}"
 
 
 @dataclass(frozen=True)
@@ -168,8 +277,14 @@ def inject(cfg: Config, ns: str, d: Due, now: Any = None) -> dict[str, Any]:
                 for p in kube.list_objects("Pod", ns)
                 if (p.get("spec") or {}).get("nodeName") == node and _alive(p)
             ]
-            for victim in evicted:
-                kube.evict(ns, victim)
+            for i, victim in enumerate(evicted):
+                try:
+                    kube.evict(ns, victim)
+                except ApiException as exc:
+                    # The node is cordoned: its record says so, and restore uncordons it.
+                    done = ", ".join(evicted[:i]) or "nothing"
+                    msg = f"node {node} cordoned; evicted {done}; evicting {victim}: {_refusal(exc)}"
+                    return {**record(d, at, name, "Failed", msg), "node": node}
             out = record(
                 d, at, name, "Injected", f"node {node} cordoned; evicted {', '.join(evicted) or 'nothing'} in {ns}"
             )
@@ -184,7 +299,7 @@ def inject(cfg: Config, ns: str, d: Due, now: Any = None) -> dict[str, Any]:
         how = "killed (no grace period)" if grace == 0 else "deleted"
         return record(d, at, name, "Injected", f"pod {name} {how}")
     except ApiException as exc:
-        return record(d, None, "", "Failed", f"{fault_name(f)}: {exc.status} {exc.reason}")
+        return record(d, None, "", "Failed", f"{fault_name(f)}: {_refusal(exc)}")
 
 
 def delete_own_pod(f: dict[str, Any]) -> None:
@@ -200,11 +315,12 @@ def restore(cfg: Config, ns: str, records: list[dict[str, Any]]) -> list[str]:
     Returns what it did, for an Event."""
     done = []
     for r in records:
-        if r.get("result") != "Injected":
-            continue
+        # A drain refused after its cordon is Failed and still names the node.
         if r.get("node"):
             kube.cordon(str(r["node"]), False)
             done.append(f"node {r['node']} uncordoned")
+        if r.get("result") != "Injected":
+            continue
         if r.get("previousReplicas") is not None:
             kube.patch("Deployment", ns, common.SERVER_NAME, {"spec": {"replicas": int(r["previousReplicas"])}})
             done.append(f"{common.SERVER_NAME} back to {r['previousReplicas']} replica(s)")

@@ -14,7 +14,7 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from .. import kube
-from ..builders import backend_tls, builtin, common, thirdparty
+from ..builders import backend_tls, builtin, common, netpol, thirdparty
 from ..config import Config
 from . import tls
 
@@ -95,7 +95,8 @@ def shard_objects(
         # The settings first: the pods mount them.
         return [thirdparty.redis_config(cfg, pool, index), *thirdparty.redis_objects(cfg, pool, index)]
     if provisioner == "mongodb-community":
-        return [thirdparty.mongodb_community(cfg, pool, index)]
+        objs = [thirdparty.mongodb_community(cfg, pool, index)]
+        return objs + ([netpol.mongodb_community(cfg, pool, index)] if cfg.network_policies else [])
     return []
 
 

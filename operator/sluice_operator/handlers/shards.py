@@ -9,7 +9,7 @@ import logging
 from typing import Any
 
 from .. import kube
-from ..builders import common, thirdparty
+from ..builders import common, netpol, thirdparty
 from ..serverapi import ServerAPI, ServerError, queue_count_from
 from . import migration, provisioning
 
@@ -126,7 +126,11 @@ def delete_workloads(ns: str, provisioner: str, shard: str) -> list[str]:
             ("Redis", shard),
             ("ConfigMap", thirdparty.redis_config_name(shard)),
         ],
-        "mongodb-community": [("MongoDBCommunity", shard), ("Secret", f"{shard}-password")],
+        "mongodb-community": [
+            ("MongoDBCommunity", shard),
+            ("Secret", f"{shard}-password"),
+            ("NetworkPolicy", netpol.mongodb_policy_name(shard)),
+        ],
     }.get(provisioner, [])
     out = []
     for kind, obj in kinds:

@@ -194,9 +194,14 @@ def test_network_policies() -> None:
     ]
     assert _peers(objs["sluice-catalog"]) == [server_pods, operator_ns, {"ipBlock": {"cidr": "10.0.0.5/32"}}]
     assert objs["sluice-catalog"]["spec"]["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "catalog"
-    # The server: its port, from anyone; nothing else.
-    (rule,) = objs["sluice-server"]["spec"]["ingress"]
-    assert rule == {"ports": [{"protocol": "TCP", "port": 8888}]}
+    # The server: its port, from anyone; its metrics port from the monitoring
+    # namespace; nothing else.
+    clients, scrapers = objs["sluice-server"]["spec"]["ingress"]
+    assert clients == {"ports": [{"protocol": "TCP", "port": 8888}]}
+    assert scrapers == {
+        "from": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}],
+        "ports": [{"protocol": "TCP", "port": 9464}],
+    }
     # Every selected pod is one the builders label so.
     assert (
         common.selector(builtin.statefulset(cfg, make_pool(), 0)["spec"]["template"]["metadata"]["labels"]).items()
