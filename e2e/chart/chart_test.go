@@ -225,6 +225,14 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 		{"server.image.tag=1 0", "tag"},
 		{"operator.image.repository=sluice dev/operator", "repository"},
 		{"redisOperator.image= quay.io/opstree/redis-operator", "image"},
+		// Each auth mode needs its settings; none is only what a user asks for by name.
+		{"auth.mode=open", "mode"},
+		{"auth.mode=", "mode"},
+		{"auth.kubernetes.audience=", "audience"},
+		{"auth.mode=keystone", "keystone"},
+		{"auth.mode=tokens", "tokensSecret"},
+		{"auth.keystone.url=keystone:5000", "url"},
+		{"encryption.keySecret.name=Not_A_Name", "keySecret"},
 	}
 	for _, c := range cases {
 		t.Run(c.set, func(t *testing.T) {

@@ -223,8 +223,18 @@ func TestClusterInstallUpgradeUninstall(t *testing.T) {
 		t.Fatalf("helm install (previous chart): %v\n%s", err, out)
 	}
 	t.Cleanup(func() { _, _ = helmKube(t, "uninstall", release, "--namespace", ns) })
-	if out, err := helmKube(t, append([]string{"upgrade", release, chartDir(t), "--timeout", "2m", "--set", "server.replicas=3"}, common...)...); err != nil {
+	out, err := helmKube(t, append([]string{"upgrade", release, chartDir(t), "--timeout", "2m", "--set", "server.replicas=3"}, common...)...)
+	if err != nil {
 		t.Fatalf("helm upgrade to the working tree: %v\n%s", err, out)
+	}
+	// Default values authenticate with ServiceAccount tokens, and the notes say how.
+	if !strings.Contains(out, `serviceAccountToken: {audience: sluice`) || strings.Contains(out, "WARNING") {
+		t.Errorf("the default install's notes do not show the ServiceAccount token to project, or warn:\n%s", out)
+	}
+	// auth.mode none works only on request, and says what it gives away.
+	out, err = helmKube(t, append([]string{"upgrade", release, chartDir(t), "--dry-run=server", "--set", "auth.mode=none"}, common...)...)
+	if err != nil || !strings.Contains(out, `WARNING: auth.mode is "none"`) {
+		t.Errorf("helm upgrade --set auth.mode=none does not warn (%v):\n%s", err, out)
 	}
 	env, err := kubectl(t, "", "-n", ns, "get", "deploy", release, "-o", `jsonpath={.spec.template.spec.containers[0].env[?(@.name=="SLUICE_OPERATOR_SERVER_REPLICAS")].value}`)
 	if err != nil || strings.TrimSpace(env) != "3" {

@@ -78,10 +78,16 @@ def _auth(e: dict[str, str], p: str, refs: dict[str, str]) -> dict[str, str]:
     if mode not in AUTH_MODES:
         raise ConfigError(f"{p}AUTH_MODE={mode!r} is not one of {', '.join(AUTH_MODES)}")
     out = {"auth_mode": mode, "auth_audience": e.get(p + "AUTH_AUDIENCE", "sluice").strip()}
-    for key in ("URL", "USERNAME", "PROJECT", "USER_DOMAIN", "PROJECT_DOMAIN"):
-        value = e.get(p + "KEYSTONE_" + key, "").strip()
-        if value or key not in ("USER_DOMAIN", "PROJECT_DOMAIN"):
-            out["keystone_" + key.lower()] = value
+    for field_name, var in (
+        ("keystone_url", "KEYSTONE_URL"),
+        ("keystone_username", "KEYSTONE_USERNAME"),
+        ("keystone_project", "KEYSTONE_PROJECT"),
+        ("keystone_user_domain", "KEYSTONE_USER_DOMAIN"),
+        ("keystone_project_domain", "KEYSTONE_PROJECT_DOMAIN"),
+    ):
+        value = e.get(p + var, "").strip()
+        if value or not field_name.endswith("_domain"):
+            out[field_name] = value
     out["keystone_password_secret"] = refs["KEYSTONE_PASSWORD_SECRET"]
     out["auth_tokens_secret"] = refs["AUTH_TOKENS_SECRET"]
     if mode == "kubernetes" and not out["auth_audience"]:
