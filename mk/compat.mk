@@ -5,7 +5,7 @@ include $(ROOT)/mk/common.mk
 
 APT_PACKAGES  += redis-server wrk gcc
 TEST_TARGETS  += test-compat
-BENCH_TARGETS += bench-server bench-auth
+BENCH_TARGETS += bench-server bench-auth bench-encryption
 
 COMPAT_REQ  := $(ROOT)/e2e/compat/requirements.txt
 # The stamp is keyed by the requirements file, so editing a pin reinstalls
@@ -18,7 +18,7 @@ KEYSTONE_VENV  := $(BUILD)/venv-keystone
 KEYSTONE_REQ   := $(ROOT)/e2e/keystone/requirements.txt
 KEYSTONE_STAMP = $(KEYSTONE_VENV)/.installed-$(shell md5sum < $(KEYSTONE_REQ) | cut -c1-12)
 
-.PHONY: venv-compat venv-keystone test-compat bench-server bench-auth build-noop
+.PHONY: venv-compat venv-keystone test-compat bench-server bench-auth bench-encryption build-noop
 venv-compat: $(COMPAT_STAMP) ## python-zaqarclient, zaqar 23.0.1 (zaqar-bench, uwsgi), pytest in build/venv-compat
 
 $(COMPAT_STAMP): $(COMPAT_REQ)
@@ -58,3 +58,6 @@ BENCH_TARGETS += bench-auth-kube
 bench-auth-kube: deps-apt build-server venv-compat ## POST throughput with --auth kubernetes (token cached) vs off, first-sight JWKS vs TokenReview, table into docs/benchmarks.md
 	SLUICE_BIN=$(BIN) SLUICE_KUBECONFIG=$(KUBECONFIG_PATH) SLUICE_KUBECTL=$(KUBECTL) \
 	  $(COMPAT_PY) e2e/bench/bench_auth.py --mode kubernetes --write-doc $(ROOT)/docs/benchmarks.md $(BENCH_ARGS)
+
+bench-encryption: deps-apt build-server venv-compat ## POST and claim+delete on a queue with _enable_encrypt_messages vs one without (wrk, one Redis), table into docs/benchmarks.md
+	SLUICE_BIN=$(BIN) $(COMPAT_PY) e2e/bench/bench_encryption.py --write-doc $(ROOT)/docs/benchmarks.md $(BENCH_ARGS)

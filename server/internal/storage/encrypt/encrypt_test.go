@@ -234,3 +234,21 @@ func TestConformance(t *testing.T) { storagetest.Run(t, openSealed) }
 // post.
 func TestModel(t *testing.T) { storagetest.RunModel(t, openSealed, storagetest.ModelOptions{Checks: 50}) }
 
+
+// BenchmarkSealOpen1KiB: what one 1 KiB body costs to seal and open.
+func BenchmarkSealOpen1KiB(b *testing.B) {
+	body := []byte(`{"data":"` + strings.Repeat("x", 1010) + `"}`)
+	r := sealAll
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		env := r.Seal("bench-project", body)
+		if _, err := r.Open("bench-project", env); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkDriver runs the shared driver benchmarks on the memory driver
+// with every post encrypted; compare with the memory driver's own.
+func BenchmarkDriver(b *testing.B) { storagetest.Bench(b, openSealed) }

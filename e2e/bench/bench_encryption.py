@@ -1,0 +1,126 @@
+"""make bench-encryption: what _enable_encrypt_messages costs POST and claim.
+
+One sluice-server with --encryption-key-file on one Redis, two queues per
+cell and round: one with _enable_encrypt_messages, one without, measured
+back to back in the same run (the order alternates by round). Cells, wrk
+-t2, ~1 KiB messages as make bench-server's:
+  post-32   POST one message per request, 32 connections
+  claim-32  claim 1 message, then delete it with its claim_id, 32 connections
+            (the queue is pre-filled, encrypted when the queue is)
+Goal: the encrypted queue's throughput >= 85 % of the plain one's. Each
+cell keeps its best round (the median in brackets); CPU is the server
+process's CPU time per request in that round. The load average is
+printed with the table: the machine is shared.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "testsupport"))
+
+from bench_server import api, machine, prefill, run_wrk  # noqa: E402
+from harness import RedisServer, SluiceServer  # noqa: E402
+from report import write_doc_section  # noqa: E402
+
+SECTION = "## Encryption at rest cost"
+CELLS = [("post-32", "post.lua", 32), ("claim-32", "claim_delete.lua", 32)]
+SIDES = ["plain", "encrypted"]
+GOAL = 0.85
+
+
+def loadavg() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of a process, in seconds."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--duration", type=float, default=10, help="seconds per cell")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--msg-size", type=int, default=1024)
+    ap.add_argument("--write-doc", type=Path, help="replace the section in this markdown file")
+    args = ap.parse_args()
+    load_before = loadavg()
+    started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    best: dict[str, dict[str, dict]] = {s: {} for s in SIDES}
+    rates: dict[str, dict[str, list[float]]] = {s: {c: [] for c, _, _ in CELLS} for s in SIDES}
+    with tempfile.TemporaryDirectory(prefix="bench-encryption-") as tmp:
+        work = Path(tmp)
+        keys = work / "keys"
+        keys.write_text("bench:" + base64.b64encode(os.urandom(32)).decode() + "\n")
+        with RedisServer(work / "redis") as redis:
+            server = SluiceServer(work / "sluice", redis.url(1), extra_args=[
+                "--access-log=false", "--encryption-key-file", str(keys)])
+            server.start()
+            try:
+                for rnd in range(args.rounds):
+                    order = SIDES if rnd % 2 == 0 else SIDES[::-1]
+                    for cell, script, conns in CELLS:
+                        for side in order:
+                            queue = f"{side}-{cell}-r{rnd}"
+                            api(server.url, "PUT", f"/v2/queues/{queue}",
+                                {"_enable_encrypt_messages": side == "encrypted"})
+                            env = {"QUEUE": queue, "MSG_SIZE": str(args.msg_size)}
+                            if script == "claim_delete.lua":
+                                # A cycle is two requests; 1.5x the best POST
+                                # rate keeps the queue from running dry.
+                                post = max(best[s]["post-32"]["rps"] for s in SIDES)
+                                prefill(server.url, queue, int(post * args.duration * 1.5) + 1000,
+                                        args.msg_size, print)
+                            cpu0 = cpu_seconds(server.pid)
+                            r = run_wrk(server.url, script, conns, args.duration, env)
+                            r["cpu_us"] = (cpu_seconds(server.pid) - cpu0) * 1e6 / max(r["requests"], 1)
+                            dry = "claimed" in r and r["claims"] - r["claimed"] > 2 * conns
+                            print(f"round {rnd + 1} {side:9s} {cell:8s} {r['rps']:8.0f} req/s "
+                                  f"p50 {r['p50_us'] / 1000:6.2f} ms cpu {r['cpu_us']:6.1f} us/req "
+                                  f"errors {r['errors']}" + (" (ran dry)" if dry else ""), flush=True)
+                            if r["errors"]:
+                                raise SystemExit(f"{side} {cell}: {r['errors']} failed requests")
+                            rates[side][cell].append(r["rps"])
+                            if cell not in best[side] or r["rps"] > best[side][cell]["rps"]:
+                                best[side][cell] = r
+                            api(server.url, "DELETE", f"/v2/queues/{queue}")
+            finally:
+                server.stop()
+    lines = [SECTION + " (`make bench-encryption`)", "",
+             f"Command: `make bench-encryption BENCH_ARGS=\"--duration {args.duration:g} --rounds {args.rounds}\"` "
+             f"(started {started}).",
+             f"Machine: {machine()}; load average {load_before} before, {loadavg()} after "
+             "(the machine is shared: both queues ran back to back, alternating, in the same run).",
+             f"One sluice-server on Redis with `--encryption-key-file`; a queue with "
+             f"`_enable_encrypt_messages: true` against one without, ~{args.msg_size} B messages, 32 "
+             "connections; claim = claim 1 then delete it with its claim id (a cycle is two requests). "
+             "Best of the rounds per cell (median of the rounds in brackets); CPU is the server "
+             "process's CPU time per request in the best round.", "",
+             "| cell | plain req/s | encrypted req/s | encrypted/plain | goal | CPU plain | CPU encrypted |",
+             "|---|---:|---:|---:|---|---:|---:|"]
+    for cell, _, _ in CELLS:
+        off, on = best["plain"][cell], best["encrypted"][cell]
+        med = {s: statistics.median(rates[s][cell]) for s in SIDES}
+        ratio = on["rps"] / off["rps"]
+        lines.append(f"| {cell} | {off['rps']:.0f} ({med['plain']:.0f}) | {on['rps']:.0f} ({med['encrypted']:.0f}) "
+                     f"| {ratio * 100:.1f} % ({med['encrypted'] / med['plain'] * 100:.0f} %) | >= {GOAL * 100:.0f} % "
+                     f"{'met' if ratio >= GOAL else 'NOT met'} | {off['cpu_us']:.0f} us | {on['cpu_us']:.0f} us |")
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if args.write_doc:
+        write_doc_section(args.write_doc, text, SECTION)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
