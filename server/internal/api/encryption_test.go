@@ -469,3 +469,35 @@ func BenchmarkPostEncrypted(b *testing.B) {
 		})
 	}
 }
+
+// TestUndecryptableDeliveriesWait: a replica without the key that sealed
+// a message never notifies it with a null body: its attempts fail (the
+// reason in the queue's deliveries) and the delivery stays pending until a
+// replica holding the key sends it with the plaintext.
+func TestUndecryptableDeliveriesWait(t *testing.T) {
+	r := testutil.StartRedis(t, testutil.RedisOptions{})
+	hook := testutil.StartWebhook(t)
+	h := std()
+	keys := keyFile(t, keyLine("k1", 1))
+	writer := startServer(t, func(o *config.Options) { o.Store = r.URL; o.EncryptionKeyFile = keys; o.Deliveries = false })
+	writer.must(201, "PUT", "/v2/queues/n", h, `{"_enable_encrypt_messages":true}`)
+	writer.must(201, "POST", "/v2/queues/n/subscriptions", h, `{"subscriber":"`+hook.URL("/n")+`","ttl":3600}`)
+	writer.must(201, "POST", "/v2/queues/n/messages", h, `{"messages":[{"body":"notify-marker"}]}`)
+
+	keyless := startFull(t, "", func(o *config.Options) { o.Store = r.URL })
+	waitFor(t, func() bool {
+		return strings.Contains(keyless.must(200, "GET", "/v2/queues/n/deliveries", h, "").body, storage.ErrUndecryptable.Error())
+	})
+	if got := hook.Received(); len(got) != 0 {
+		t.Fatalf("a replica without the key notified: %s", got[0].Body)
+	}
+	if d := keyless.must(200, "GET", "/v2/queues/n/deliveries", h, "").json(t); d["pending"] != float64(1) {
+		t.Errorf("deliveries: %v", d)
+	}
+
+	startFull(t, "", func(o *config.Options) { o.Store = r.URL; o.EncryptionKeyFile = keys })
+	waitFor(t, func() bool { return len(hook.Received()) > 0 })
+	if got := hook.Received(); len(got) != 1 || !strings.Contains(string(got[0].Body), `"body": "notify-marker"`) {
+		t.Errorf("notified: %q", got)
+	}
+}
