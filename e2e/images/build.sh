@@ -8,8 +8,10 @@
 #   sluice.dev/sluice-operator:dev Debian rootfs, Python 3.11 venv with operator/
 #   quay.io/opstree/redis, redis-sentinel  the images redis-operator runs, on the
 #                                  same rootfs (e2e/images/ot-redis, tags from the operator's config)
+#   sluice.dev/zaqar-client:test   Debian rootfs with the unchanged python-zaqarclient (the
+#                                  e2e suites' client pods; not part of the product, not built by default)
 # Tarballs land in build/images/<name>.tar (docker-archive) with <name>.ref.
-# Usage: build.sh [server|bench|redis|operator|ot_redis]... (default: all)
+# Usage: build.sh [server|bench|redis|operator|ot_redis|zaqar_client]... (default: all but zaqar_client)
 source "$(dirname "$0")/lib.sh"
 OUT=$BUILD/images
 mkdir -p "$OUT"
@@ -153,6 +155,37 @@ build_operator() {
     --env PYTHONUNBUFFERED=1 --label org.opencontainers.image.source=sluice "$c"
   bh commit -q --rm "$c" sluice.dev/sluice-operator:dev >/dev/null
   finish sluice.dev/sluice-operator:dev sluice-operator
+}
+
+# The unchanged python-zaqarclient at the version the compatibility suite
+# pins, for client pods that authenticate with their own ServiceAccount token.
+build_zaqar_client() {
+  local pin key wheels venv c
+  pin=$(grep -E '^python-zaqarclient==' "$ROOT/e2e/compat/requirements.txt")
+  key=$({ echo "$pin"; /usr/bin/python3 --version; "$ROOT/e2e/images/rootfs.sh"; md5sum < "$0"; } | md5sum | cut -c1-12)
+  if [[ -f $OUT/zaqar-client.tar && $(cat "$OUT/zaqar-client.key" 2>/dev/null) == "$key" ]]; then
+    import "$OUT/zaqar-client.tar"
+    return
+  fi
+  wheels=$CACHE/wheels/zaqar-client-$(echo "$pin" | md5sum | cut -c1-10)
+  venv=$BUILD/venv-images
+  [[ -x $venv/bin/pip ]] || /usr/bin/python3 -m venv "$venv"
+  if [[ ! -f $wheels/.done ]]; then
+    mkdir -p "$wheels"
+    "$venv/bin/pip" wheel -q --disable-pip-version-check -w "$wheels" "$pin"
+    touch "$wheels/.done"
+  fi
+  c=$(debian_container)
+  bh copy -q "$c" "$wheels" /tmp/wheels >/dev/null
+  bh run --isolation chroot "$c" -- sh -c "
+    python3 -m venv /opt/zaqar-client &&
+    /opt/zaqar-client/bin/pip install -q --no-index --disable-pip-version-check --find-links /tmp/wheels '$pin' &&
+    rm -rf /tmp/wheels /root/.cache"
+  bh config --entrypoint '["/opt/zaqar-client/bin/python"]' --user "$NONROOT:$NONROOT" \
+    --env PYTHONUNBUFFERED=1 --label org.opencontainers.image.source=sluice "$c"
+  bh commit -q --rm "$c" sluice.dev/zaqar-client:test >/dev/null
+  finish sluice.dev/zaqar-client:test zaqar-client
+  echo "$key" > "$OUT/zaqar-client.key"
 }
 
 finish() { # finish REF NAME

@@ -5,6 +5,7 @@ under the chart's RBAC, with the images built by `make images`."""
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import os
 import time
@@ -80,6 +81,14 @@ def server_url(ns: str) -> str:
     machine routes service addresses, so the tests reach it directly."""
     svc = json.loads(kc("get", "service", "sluice-server", "-n", ns, "-o", "json").stdout)
     return f"http://{svc['spec']['clusterIP']}:8888"
+
+
+@functools.lru_cache(maxsize=64)
+def client_token(ns: str, account: str = "default", audience: str = "sluice") -> str:
+    """client_token is a ServiceAccount token made by the cluster's apiserver, as a pod
+    of `ns` running as `account` gets it projected: the server's default auth mode
+    (kubernetes) takes nothing else from a client."""
+    return kc("create", "token", account, "-n", ns, "--audience", audience, "--duration", "2h").stdout.strip()
 
 
 def admin_get(ns: str, path: str) -> Any:

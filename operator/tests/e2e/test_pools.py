@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 import time
 import urllib.request
@@ -16,7 +17,7 @@ from typing import Any
 from sluice_operator.builders.shard_settings import REDIS_SHARD_SETTINGS
 
 from ..integration.conftest import ROOT, apply, condition, get, kc, status, wait_for
-from .conftest import RELEASE_NS, admin_get, operator_pods, server_url
+from .conftest import RELEASE_NS, admin_get, client_token, operator_pods, server_url
 
 COMPAT_PY = ROOT / "build/venv-compat/bin/python"
 
@@ -87,6 +88,7 @@ def test_pool_queue_and_client(ns: str) -> None:
         capture_output=True,
         text=True,
         timeout=60,
+        env={**os.environ, "SLUICE_TOKEN": client_token(ns)},
     )
     assert out.returncode == 0, out.stdout + out.stderr
     assert json.loads(out.stdout.strip().splitlines()[-1])["claimed"] == [1, 2]

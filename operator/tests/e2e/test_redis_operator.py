@@ -26,7 +26,7 @@ import pytest
 from sluice_operator.builders.shard_settings import REDIS_SHARD_SETTINGS
 
 from ..integration.conftest import apply, condition, get, kc, status, wait_for
-from .conftest import _need, server_url
+from .conftest import _need, client_token, server_url
 
 HEALTH = "http://127.0.0.1:10291/healthz"
 SIZE = "128Mi"
@@ -76,7 +76,11 @@ def zaqar(ns: str, method: str, path: str, body: Any = None) -> tuple[int, Any]:
         server_url(ns) + path,
         method=method,
         data=json.dumps(body).encode() if body is not None else None,
-        headers={"Client-ID": str(uuid.uuid4()), "X-Project-ID": ns, "Content-Type": "application/json"},
+        headers={
+            "Client-ID": str(uuid.uuid4()),
+            "X-Auth-Token": client_token(ns),
+            "Content-Type": "application/json",
+        },
     )
     try:
         with urllib.request.urlopen(req, timeout=10) as resp:
