@@ -326,7 +326,7 @@ func (s *Server) createSubscription(w http.ResponseWriter, r *http.Request, c *C
 	// a refusal stores nothing.
 	var trustID string
 	if trust {
-		if trustID, e = s.grantTrust(r, c, sub.TTL); e != nil {
+		if trustID, e = s.grantTrust(r, c, s.clock.Now().Add(sub.TTL)); e != nil {
 			s.fail(w, e)
 			return
 		}

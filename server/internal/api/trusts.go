@@ -56,9 +56,9 @@ func newTrusts(opts config.Options, log *slog.Logger) trustService {
 // Keystone's differ.
 const trustSlack = time.Minute
 
-// grantTrust creates the trust of a trust+ subscription living ttl from
-// now, delegating from the caller.
-func (s *Server) grantTrust(r *http.Request, c *Call, ttl time.Duration) (string, *apiError) {
+// grantTrust creates the trust of a trust+ subscription that expires at
+// expires, delegating from the caller.
+func (s *Server) grantTrust(r *http.Request, c *Call, expires time.Time) (string, *apiError) {
 	if s.trusts == nil {
 		return "", errTrustNeedsKeystone
 	}
@@ -70,7 +70,7 @@ func (s *Server) grantTrust(r *http.Request, c *Call, ttl time.Duration) (string
 	// is not left behind unknown; bounded by the Keystone timeout.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 3*s.opts.Keystone.Timeout)
 	defer cancel()
-	id, err := s.trusts.Create(ctx, tok, s.clock.Now().Add(ttl+trustSlack))
+	id, err := s.trusts.Create(ctx, tok, expires.Add(trustSlack))
 	if err != nil {
 		s.log.Info("no Keystone trust for a trust+ subscription", "error", err.Error(), "request_id", c.RequestID)
 		return "", trustErr(err)
@@ -137,12 +137,14 @@ type trustPlan struct {
 	created, retired string
 }
 
-// planTrust decides a PATCH's trust: a trust+ subscription whose
-// subscriber or ttl changes (or that has none) gets a new trust from the
-// caller, so that the token only ever goes where the user who delegated it
-// pointed it, for as long as they asked; one that stops being trust+ loses
-// its trust. The trust id stays an option the server owns: a PATCH of the
-// options keeps it, and may send it back unchanged but not set another.
+// planTrust decides a PATCH's trust: a trust+ subscription gets a new
+// trust from the caller, whatever the PATCH changes, so that the token
+// only ever carries what the user who delegated it asked for (where,
+// what body and headers, how long): another user of the project who
+// changes the request delegates their own roles, or is refused. One that
+// stops being trust+ loses its trust. The trust id stays an option the
+// server owns: a PATCH of the options may send it back unchanged, not set
+// another.
 func (s *Server) planTrust(r *http.Request, c *Call, old storage.Subscription, d subscriptionDoc) (trustPlan, *apiError) {
 	subscriber := old.Subscriber
 	if d.subscriber != nil {
@@ -167,24 +169,18 @@ func (s *Server) planTrust(r *http.Request, c *Call, old storage.Subscription, d
 	if e := trustHeadersErr(effective, trust); e != nil {
 		return trustPlan{}, e
 	}
-	var p trustPlan
+	p := trustPlan{retired: current}
 	keep := ""
-	changed := d.subscriber != nil && *d.subscriber != old.Subscriber || d.ttl != nil
-	switch {
-	case trust && (current == "" || changed):
-		ttl := old.TTL
+	if trust {
+		expires := old.Expires
 		if d.ttl != nil {
-			ttl = *d.ttl
+			expires = s.clock.Now().Add(*d.ttl)
 		}
-		id, e := s.grantTrust(r, c, ttl)
+		id, e := s.grantTrust(r, c, expires)
 		if e != nil {
 			return trustPlan{}, e
 		}
-		p.created, p.retired, keep = id, current, id
-	case trust:
-		keep = current
-	default:
-		p.retired = current
+		p.created, keep = id, id
 	}
 	if opts == nil && keep == stored {
 		return p, nil

@@ -77,7 +77,7 @@ func (ts *testServer) stored(t *testing.T, queue, id string) storage.Subscriptio
 
 // TestTrustSubscriptionLifecycle: a trust+ subscription gets a trust
 // expiring with it (shown as options.trust_id, as Zaqar shows it), a new
-// one when its subscriber or ttl changes, none when it stops being trust+,
+// one from whoever updates it, none when it stops being trust+,
 // and its trust is deleted with it, with its queue and by a purge.
 func TestTrustSubscriptionLifecycle(t *testing.T) {
 	ts, f := startTrustServer(t)
@@ -100,24 +100,31 @@ func TestTrustSubscriptionLifecycle(t *testing.T) {
 		t.Errorf("trusts after a repeated subscriber %v", live)
 	}
 
-	// Options alone keep the trust; a trust id sent back unchanged is fine.
-	ts.must(204, "PATCH", "/v2/queues/sq/subscriptions/"+id, h, `{"options":{"note":"b"}}`)
-	ts.must(204, "PATCH", "/v2/queues/sq/subscriptions/"+id, h, `{"options":{"note":"c","trust_id":"trust-1"}}`)
-	if sub := ts.stored(t, "sq", id); sub.Options["trust_id"] != "trust-1" || sub.Options["note"] != "c" {
-		t.Errorf("after option patches %v", sub.Options)
+	// Every PATCH re-delegates from the caller: options, ttl, subscriber.
+	// The trust id may be sent back unchanged; the old trust is deleted.
+	current := func() string { return ts.stored(t, "sq", id).Options["trust_id"].(string) }
+	for i, patch := range []string{
+		`{"options":{"note":"b"}}`,
+		`{"options":{"note":"c","trust_id":"trust-3"}}`,
+		`{"ttl":7200}`,
+		`{"subscriber":"trust+https://127.0.0.1:9/elsewhere"}`,
+	} {
+		ts.must(204, "PATCH", "/v2/queues/sq/subscriptions/"+id, h, patch)
+		sub := ts.stored(t, "sq", id)
+		want := fmt.Sprintf("trust-%d", i+3)
+		if sub.Options["trust_id"] != want || i > 0 && sub.Options["note"] != "c" {
+			t.Errorf("after %s: options %v, want trust %s", patch, sub.Options, want)
+		}
+		if live := f.liveIDs(); len(live) != 1 || live[0] != want {
+			t.Errorf("after %s: live trusts %v", patch, live)
+		}
+		// The trust lives as long as the subscription (plus the slack).
+		if exp := f.expiry(want); exp.Sub(sub.Expires) < trustSlack-time.Second || exp.Sub(sub.Expires) > trustSlack+time.Second {
+			t.Errorf("after %s: trust expires %v, subscription %v", patch, exp, sub.Expires)
+		}
 	}
-	// A new ttl: a new trust, the old one deleted.
-	ts.must(204, "PATCH", "/v2/queues/sq/subscriptions/"+id, h, `{"ttl":7200}`)
-	if sub := ts.stored(t, "sq", id); sub.Options["trust_id"] != "trust-3" || sub.Options["note"] != "c" {
-		t.Errorf("after a ttl patch %v", sub.Options)
-	}
-	// Another subscriber URL: another trust, from whoever points it there.
-	ts.must(204, "PATCH", "/v2/queues/sq/subscriptions/"+id, h, `{"subscriber":"trust+https://127.0.0.1:9/elsewhere"}`)
-	if sub := ts.stored(t, "sq", id); sub.Options["trust_id"] != "trust-4" {
-		t.Errorf("after a subscriber patch %v", sub.Options)
-	}
-	if live := f.liveIDs(); len(live) != 1 || live[0] != "trust-4" {
-		t.Errorf("live trusts %v", live)
+	if current() != "trust-6" {
+		t.Fatalf("trust %s", current())
 	}
 	// Plain https: no trust.
 	ts.must(204, "PATCH", "/v2/queues/sq/subscriptions/"+id, h, `{"subscriber":"https://127.0.0.1:9/plain"}`)
@@ -211,7 +218,10 @@ func TestTrustSubscriptionRefusals(t *testing.T) {
 	id := ts.must(201, "POST", "/v2/queues/rq/subscriptions", h, `{"subscriber":"trust+http://h/y"}`).json(t)["subscription_id"].(string)
 	ts.must(400, "PATCH", "/v2/queues/rq/subscriptions/"+id, h, `{"options":{"trust_id":"trust-99"}}`)
 	ts.must(400, "PATCH", "/v2/queues/rq/subscriptions/"+id, h, `{"options":{"post_headers":{"X-Auth-Token":"t"}}}`)
-	ts.must(403, "PATCH", "/v2/queues/rq/subscriptions/"+id, std("Content-Type", "application/json", "X-Auth-Token", "refused"), `{"ttl":600}`)
+	// Another user who may not delegate cannot change what is sent.
+	refused := std("Content-Type", "application/json", "X-Auth-Token", "refused")
+	ts.must(403, "PATCH", "/v2/queues/rq/subscriptions/"+id, refused, `{"ttl":600}`)
+	ts.must(403, "PATCH", "/v2/queues/rq/subscriptions/"+id, refused, `{"options":{"post_data":"{}"}}`)
 	if sub := ts.stored(t, "rq", id); sub.Options["trust_id"] != "trust-1" || sub.TTL != time.Hour {
 		t.Errorf("refused patches changed %v %v", sub.Options, sub.TTL)
 	}

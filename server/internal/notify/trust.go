@@ -53,7 +53,7 @@ func ReservedHeader(name string, trust bool) bool {
 // delivery's last error.
 var (
 	errNoTrusts     = errors.New("trust+ subscriber not notified: Keystone trusts need --auth keystone")
-	errNoTrust      = errors.New("trust+ subscriber not notified: the subscription has no Keystone trust (update its subscriber or ttl to create one)")
+	errNoTrust      = errors.New("trust+ subscriber not notified: the subscription has no Keystone trust (an update of it creates one)")
 	errTrustProject = errors.New("trust+ subscriber not notified: the subscription's trust is for another project")
 )
 
