@@ -349,3 +349,30 @@ def test_a_spec_the_job_cannot_carry_fails_the_run_with_the_apiservers_words(ben
     assert st["reason"] == "Invalid", st
     assert "tolerations[0].operator" in st["message"] and "Sometimes" in st["message"], st
     assert st["verdict"] == "Fail" and st["verdictReasons"] == [st["message"]], st
+
+
+def test_a_drain_the_operator_may_not_perform_waits_naming_the_permissions(bench_ns: tuple[str, str]) -> None:
+    """Under the operator's own RBAC (deploy/rbac.yaml: no nodes patch, no pods/eviction)
+    the apiserver's access reviews refuse what a drain needs: the Benchmark waits with
+    FaultsPermitted=False naming both and makes no Job; kill faults need nothing more."""
+    ns, _ = bench_ns
+    drain = {"at": 1, "action": "drain", "target": "server"}
+    apply(benchmark(ns, "drainer", placement=held(ns), faults=[drain]))
+
+    def permitted(name: str) -> dict[str, Any] | None:
+        conds = status(ns, name).get("conditions") or []
+        return next((c for c in conds if c["type"] == "FaultsPermitted"), None)
+
+    c = wait_for("FaultsPermitted on drainer", lambda: permitted("drainer"), timeout=30)
+    assert (c["status"], c["reason"]) == ("False", "MissingPermission"), c
+    assert "patch nodes (cluster-wide)" in c["message"] and f"create pods/eviction in namespace {ns}" in c["message"]
+    st = status(ns, "drainer")
+    assert (st["phase"], st["reason"]) == ("Pending", "FaultsNotPermitted") and not st.get("jobName"), st
+    assert get("job", ns, "drainer-r1") is None
+    wait_for("FaultsNotPermitted Event", lambda: "FaultsNotPermitted" in events_of(ns, "drainer"), timeout=30)
+    kc("delete", "benchmark", "drainer", "-n", ns, "--timeout=60s")
+
+    apply(benchmark(ns, "killer", placement=held(ns), faults=[{"at": 1, "action": "kill", "target": "server"}]))
+    c = wait_for("FaultsPermitted on killer", lambda: permitted("killer"), timeout=30)
+    assert (c["status"], c["reason"]) == ("True", "Permitted"), c
+    kc("delete", "benchmark", "killer", "-n", ns, "--timeout=60s")
