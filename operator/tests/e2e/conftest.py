@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from sluice_operator.builders.server import METRICS_PORT
+
 from ..integration.conftest import kc
 from ..support import unavailable
 
@@ -81,6 +83,12 @@ def server_url(ns: str) -> str:
     machine routes service addresses, so the tests reach it directly."""
     svc = json.loads(kc("get", "service", "sluice-server", "-n", ns, "-o", "json").stdout)
     return f"http://{svc['spec']['clusterIP']}:8888"
+
+
+def metrics_url(ns: str) -> str:
+    """metrics_url is the same Service's metrics port, where the server serves /metrics."""
+    svc = json.loads(kc("get", "service", "sluice-server", "-n", ns, "-o", "json").stdout)
+    return f"http://{svc['spec']['clusterIP']}:{METRICS_PORT}"
 
 
 @functools.lru_cache(maxsize=64)

@@ -3,8 +3,12 @@ process of the full local cluster (e2e/cluster/kube-router.sh). A stray pod
 in a Pool's namespace is refused by the builtin shard's Redis port and by the
 catalog (by pod address and by Service address), while the server's client
 port stays open to it; sluice-server still serves messages from that shard
-through the catalog, and the operator's pod still reaches both. Without the
-engine the stray pod connects, so the refusal waits below time out and fail."""
+through the catalog, and the operator's pod still reaches both. The server's
+metrics port is refused to the stray pod and to the operator (neither is in
+a monitoring namespace) and serves /metrics to this machine, the pods' node,
+which kube-router always admits; the client port answers 404 for /metrics.
+Without the engine the stray pod connects, so the refusal waits below time
+out and fail."""
 
 from __future__ import annotations
 
@@ -18,14 +22,17 @@ from typing import Any
 
 import pytest
 
+from sluice_operator.builders.server import METRICS_PORT
+
 from ..integration.conftest import apply, condition, get, kc, wait_for
-from .conftest import RELEASE_NS, _need, operator_pods, server_url
+from .conftest import RELEASE_NS, _need, metrics_url, operator_pods, server_url
 
 # kube-router.sh serves /healthz here (127.0.0.1:10295 + 100 * SLUICE_INSTANCE).
 HEALTHZ = os.environ.get(
     "SLUICE_KUBE_ROUTER_HEALTHZ", f"127.0.0.1:{10295 + 100 * int(os.environ.get('SLUICE_INSTANCE', '0'))}"
 )
 REDIS_IMAGE = "sluice.dev/redis:dev"
+SERVER_SELECTOR = "app.kubernetes.io/component=server"
 STRAY = "stray"
 
 # probe ADDR PORT prints "open" when a TCP connection is accepted within 3 s,
@@ -154,6 +161,11 @@ def test_stray_pod_refused_server_and_operator_admitted(engine: None, ns: str) -
         "catalog Service": (cluster_ip(ns, "sluice-catalog"), 6379),
     }
     server = (cluster_ip(ns, "sluice-server"), 8888)
+    server_pods = json.loads(kc("get", "pods", "-n", ns, "-l", SERVER_SELECTOR, "-o", "json").stdout)["items"]
+    metrics = {
+        "server pod's metrics port": (str(server_pods[0]["status"]["podIP"]), METRICS_PORT),
+        "server Service's metrics port": (cluster_ip(ns, "sluice-server"), METRICS_PORT),
+    }
 
     # The policies existed before the stray pod: the engine refuses it from
     # the start; the bounded wait only absorbs the engine's sync after a new pod.
@@ -163,6 +175,17 @@ def test_stray_pod_refused_server_and_operator_admitted(engine: None, ns: str) -
             lambda a=addr, p=port: probe(ns, STRAY, a, p) == "closed",  # type: ignore[misc]
         )
     assert probe(ns, STRAY, *server) == "open", "the server's client port must stay open to every pod"
+    for what, (addr, port) in metrics.items():
+        wait_for(
+            f"{what} {addr}:{port} refused to the stray pod",
+            lambda a=addr, p=port: probe(ns, STRAY, a, p) == "closed",  # type: ignore[misc]
+        )
+    # Served there (not merely closed), and only there.
+    with urllib.request.urlopen(metrics_url(ns) + "/metrics", timeout=10) as resp:
+        assert "sluice_http_requests_total" in resp.read().decode()
+    with pytest.raises(urllib.error.HTTPError) as not_here:
+        urllib.request.urlopen(server_url(ns) + "/metrics", timeout=10)
+    assert not_here.value.code == 404
 
     # sluice-server still reaches the catalog and the shard under enforcement.
     round_trip(ns, "fenced", "through-the-server")
@@ -173,6 +196,9 @@ def test_stray_pod_refused_server_and_operator_admitted(engine: None, ns: str) -
     for what in ("shard pod", "catalog pod"):
         addr, port = backends[what]
         assert probe(RELEASE_NS, op[0]["metadata"]["name"], addr, port) == "open", f"operator -> {what}"
+    # Its namespace is not a monitoring one: the metrics port is closed to it.
+    addr, port = metrics["server pod's metrics port"]
+    assert probe(RELEASE_NS, op[0]["metadata"]["name"], addr, port) == "closed", "operator -> server metrics"
 
     # A Pool holding queues refuses deletion: empty it so the namespace goes.
     server_call(ns, "DELETE", "/v2/queues/fenced")

@@ -17,7 +17,7 @@ from typing import Any
 from sluice_operator.builders.shard_settings import REDIS_SHARD_SETTINGS
 
 from ..integration.conftest import ROOT, apply, condition, get, kc, status, wait_for
-from .conftest import RELEASE_NS, admin_get, client_token, operator_pods, server_url
+from .conftest import RELEASE_NS, admin_get, client_token, metrics_url, operator_pods, server_url
 
 COMPAT_PY = ROOT / "build/venv-compat/bin/python"
 
@@ -104,7 +104,9 @@ def test_pool_queue_and_client(ns: str) -> None:
     box = dep["spec"]["template"]["spec"]["containers"][0]
     cpu = box["resources"]["requests"]["cpu"]
     want = math.ceil(int(cpu[:-1]) / 1000) if cpu.endswith("m") else math.ceil(float(cpu))
-    with urllib.request.urlopen(server_url(ns) + "/metrics", timeout=10) as resp:
+    # /metrics is served on the metrics port only (SLUICE_METRICS_LISTEN); this
+    # machine is the pods' node, which the NetworkPolicy engine always admits.
+    with urllib.request.urlopen(metrics_url(ns) + "/metrics", timeout=10) as resp:
         scrape = resp.read().decode()
     got = [ln.split()[1] for ln in scrape.splitlines() if ln.startswith("go_sched_gomaxprocs_threads ")]
     assert got == [str(want)], (cpu, got)
