@@ -115,6 +115,9 @@ def main() -> int:
         lines.append(f"| {cell} | {off['rps']:.0f} ({med['plain']:.0f}) | {on['rps']:.0f} ({med['encrypted']:.0f}) "
                      f"| {ratio * 100:.1f} % ({med['encrypted'] / med['plain'] * 100:.0f} %) | >= {GOAL * 100:.0f} % "
                      f"{'met' if ratio >= GOAL else 'NOT met'} | {off['cpu_us']:.0f} us | {on['cpu_us']:.0f} us |")
+    lines += ["", "Encrypted/plain per round (the two ran back to back): " + "; ".join(
+        f"{cell} " + ", ".join(f"{e / p * 100:.0f} %" for p, e in zip(rates["plain"][cell], rates["encrypted"][cell]))
+        for cell, _, _ in CELLS) + "."]
     text = "\n".join(lines) + "\n"
     print(text)
     if args.write_doc:

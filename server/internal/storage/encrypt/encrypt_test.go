@@ -226,14 +226,15 @@ func openSealed(_ testing.TB, clock storage.Clock) storage.Driver {
 }
 
 // TestConformance runs the whole conformance suite with every body posted
-// encrypted (dead letters, moves, deliveries, stats included): what a
+// encrypted (dead letters, deliveries, stats included): what a
 // client reads is what it would read without encryption.
 func TestConformance(t *testing.T) { storagetest.Run(t, openSealed) }
 
 // TestModel runs the reference model over a driver that encrypts every
 // post.
-func TestModel(t *testing.T) { storagetest.RunModel(t, openSealed, storagetest.ModelOptions{Checks: 50}) }
-
+func TestModel(t *testing.T) {
+	storagetest.RunModel(t, openSealed, storagetest.ModelOptions{Checks: 50})
+}
 
 // BenchmarkSealOpen1KiB: what one 1 KiB body costs to seal and open.
 func BenchmarkSealOpen1KiB(b *testing.B) {
