@@ -52,9 +52,11 @@ class KeystoneServer(Process):
 
     name = "keystone"
 
-    def __init__(self, workdir: Path):
+    def __init__(self, workdir: Path, policy: dict[str, str] | None = None):
+        """policy overrides rules of Keystone's default policy (oslo.policy)."""
         super().__init__(workdir)
         self.conf = self.workdir / "keystone.conf"
+        self.policy = policy or {}
         self._prepared = False
 
     @property
@@ -87,8 +89,12 @@ class KeystoneServer(Process):
         dirs = {k: self.workdir / k for k in ("fernet", "receipts", "credential")}
         for d in dirs.values():
             d.mkdir(exist_ok=True)
-        self.conf.write_text(CONF_TEMPLATE.format(db=self.workdir / "keystone.db",
-                                                  **{k: str(v) for k, v in dirs.items()}))
+        conf = CONF_TEMPLATE.format(db=self.workdir / "keystone.db", **{k: str(v) for k, v in dirs.items()})
+        if self.policy:
+            policy_file = self.workdir / "policy.yaml"
+            policy_file.write_text(json.dumps(self.policy))  # JSON is YAML
+            conf += f"[oslo_policy]\npolicy_file = {policy_file}\n"
+        self.conf.write_text(conf)
         user, group = os.getuid(), os.getgid()
         import grp
         import pwd
@@ -165,3 +171,7 @@ class KeystoneServer(Process):
 
     def admin_token(self) -> str:
         return self.issue("admin", ADMIN_PASSWORD, "admin")[0]
+
+    def user_id(self, admin: str, name: str) -> str:
+        _, _, body = self.call("GET", f"/users?name={name}", token=admin)
+        return body["users"][0]["id"]
