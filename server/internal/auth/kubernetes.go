@@ -300,7 +300,7 @@ func (v *ServiceAccounts) load(ctx context.Context) (*keySet, error) {
 		Issuer  string `json:"issuer"`
 		JWKSURI string `json:"jwks_uri"`
 	}
-	if err := v.getJSON(ctx, v.base.JoinPath("/.well-known/openid-configuration"), &disc); err != nil {
+	if err := v.getJSON(ctx, v.base.JoinPath("/.well-known/openid-configuration"), "application/json", &disc); err != nil {
 		return nil, err
 	}
 	if disc.Issuer == "" {
@@ -309,7 +309,8 @@ func (v *ServiceAccounts) load(ctx context.Context) (*keySet, error) {
 	var raw struct {
 		Keys []json.RawMessage `json:"keys"`
 	}
-	if err := v.getJSON(ctx, v.jwksURL(disc.JWKSURI), &raw); err != nil {
+	// The apiserver answers 406 to a JWKS request accepting only JSON.
+	if err := v.getJSON(ctx, v.jwksURL(disc.JWKSURI), "application/jwk-set+json, application/json", &raw); err != nil {
 		return nil, err
 	}
 	ks := &keySet{issuer: disc.Issuer, byKid: map[string]jose.JSONWebKey{}, fetched: v.now()}
@@ -346,12 +347,12 @@ func (v *ServiceAccounts) jwksURL(advertised string) *url.URL {
 	return v.base.JoinPath("/openid/v1/jwks")
 }
 
-func (v *ServiceAccounts) getJSON(ctx context.Context, u *url.URL, dst any) error {
+func (v *ServiceAccounts) getJSON(ctx context.Context, u *url.URL, accept string, dst any) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Accept", "application/json")
+	req.Header.Set("Accept", accept)
 	if v.cfg.TokenFile != "" {
 		b, err := os.ReadFile(v.cfg.TokenFile)
 		if err != nil {
@@ -366,13 +367,13 @@ func (v *ServiceAccounts) getJSON(ctx context.Context, u *url.URL, dst any) erro
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
-		return fmt.Errorf("GET %s: %w", u.Path, err)
+		return fmt.Errorf("GET %s: %w", u, err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: the apiserver answered %d", u.Path, resp.StatusCode)
+		return fmt.Errorf("GET %s: the apiserver answered %d", u, resp.StatusCode)
 	}
 	if err := json.Unmarshal(body, dst); err != nil {
-		return fmt.Errorf("GET %s: %w", u.Path, err)
+		return fmt.Errorf("GET %s: %w", u, err)
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -74,7 +75,15 @@ func (i *Issuer) serve(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusUnauthorized)
 		return
 	}
-	w.Header().Set("Content-Type", "application/json")
+	// The apiserver's routes produce one media type each and answer 406
+	// to an Accept without it (go-restful).
+	produces := map[string]string{"/.well-known/openid-configuration": "application/json",
+		"/openid/v1/jwks": "application/jwk-set+json"}[r.URL.Path]
+	if a := r.Header.Get("Accept"); a != "" && produces != "" && !strings.Contains(a, produces) && !strings.Contains(a, "*/*") {
+		w.WriteHeader(http.StatusNotAcceptable)
+		return
+	}
+	w.Header().Set("Content-Type", produces)
 	switch r.URL.Path {
 	case "/.well-known/openid-configuration":
 		uri := i.jwksURI
