@@ -163,8 +163,8 @@ def test_queue_defaults_and_limits() -> None:
     [
         ("http://hooks.example/a", True),
         ("https://10.0.0.1:8443/hook?x=1", True),
-        ("trust+https://hooks.example/a", True),
-        ("trust+http://h/a", True),
+        ("trust+https://hooks.example/a", False),
+        ("trust+http://h/a", False),
         ("mailto:ops@example.com", True),
         ("not a url", False),
         ("email://x@example.com", False),
