@@ -16,7 +16,10 @@ func canI(t *testing.T, sa, ns string, args ...string) bool {
 		cmd = append(cmd, "-n", ns)
 	}
 	out, _ := kubectl(t, "", append(cmd, "--as", sa)...)
-	switch strings.TrimSpace(out) {
+	// The answer is the last line; a warning may come first (a resource
+	// whose CRD the cluster does not have yet is still judged by RBAC).
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	switch strings.TrimSpace(lines[len(lines)-1]) {
 	case "yes":
 		return true
 	case "no":
