@@ -501,3 +501,61 @@ func TestUndecryptableDeliveriesWait(t *testing.T) {
 		t.Errorf("notified: %q", got)
 	}
 }
+
+// BenchmarkClaimDeleteEncrypted claims one message and deletes it with its
+// claim id, on a queue without and with _enable_encrypt_messages (memory
+// store, the queue refilled as it drains): what opening adds to a claim.
+func BenchmarkClaimDeleteEncrypted(b *testing.B) {
+	for _, on := range []bool{false, true} {
+		b.Run(map[bool]string{false: "plain", true: "encrypted"}[on], func(b *testing.B) {
+			keys := filepath.Join(b.TempDir(), "keys")
+			if err := os.WriteFile(keys, []byte(keyLine("k1", 1)+"\n"), 0o600); err != nil {
+				b.Fatal(err)
+			}
+			s := newTestServer(b, func(o *config.Options) { o.EncryptionKeyFile = keys })
+			ctx, q := context.Background(), refOf("bench", "bench")
+			if err := s.drv.Queues().SetMetadata(ctx, q, storage.Metadata{"_enable_encrypt_messages": on}); err != nil {
+				b.Fatal(err)
+			}
+			body := benchBody()
+			msgs, _ := parsePostMessages(body, s.settingsOf(storage.Metadata{"_enable_encrypt_messages": on}), s.messageLimits())
+			claimBody := []byte(`{"ttl":60,"grace":60}`)
+			serve := func(method, target string, body []byte, want int) *discardWriter {
+				r := httptest.NewRequest(method, target, nopCloser{bytes.NewReader(body)})
+				r.Header.Set("Client-ID", testClient)
+				r.Header.Set("X-Project-ID", "bench")
+				r.Header.Set("Content-Type", "application/json")
+				w := &discardWriter{h: http.Header{}}
+				s.ServeHTTP(w, r)
+				if w.status != want {
+					b.Fatalf("%s %s: status %d", method, target, w.status)
+				}
+				return w
+			}
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				if i%500 == 0 {
+					b.StopTimer()
+					for range 5 {
+						batch := make([]storage.NewMessage, 100)
+						for j := range batch {
+							batch[j] = msgs[0]
+						}
+						if _, err := s.drv.Messages().Post(ctx, q, testClient, batch); err != nil {
+							b.Fatal(err)
+						}
+					}
+					b.StartTimer()
+				}
+				w := serve("POST", "/v2/queues/bench/claims?limit=1", claimBody, 201)
+				loc := w.h.Get("Location")
+				// Below the wrapper: the harness opens nothing.
+				c, err := s.store.Claims().Get(ctx, q, loc[strings.LastIndex(loc, "/")+1:])
+				if err != nil || len(c.Messages) != 1 {
+					b.Fatalf("claim: %v %v", c, err)
+				}
+				serve("DELETE", "/v2/queues/bench/messages/"+c.Messages[0].ID+"?claim_id="+c.ID, nil, 204)
+			}
+		})
+	}
+}
