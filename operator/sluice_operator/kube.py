@@ -252,6 +252,10 @@ def _apply(obj: dict[str, Any]) -> tuple[dict[str, Any], str]:
             pass  # generated credentials are never rotated behind the user's back
         elif kind == "Role":
             body["rules"] = desired["rules"]
+        elif kind == "ConfigMap":
+            # A merge patch: keys the operator no longer writes are removed (None).
+            have = live.get("data") or {}
+            body["data"] = {**{k: None for k in have}, **(desired.get("data") or {})}
         elif "spec" in desired:
             body["spec"] = desired["spec"]
     return patch(kind, ns, name, body), "updated"
