@@ -212,7 +212,11 @@ class RealCluster:
         return self.run("-n", namespace, "create", "token", name, "--audience", "sluice", "--duration", "1h")
 
     def close(self) -> None:
-        self.run("delete", "namespace", self.ns, "--wait=false")
+        import subprocess
+
+        # Not check=True: a cluster gone meanwhile took the namespace with it.
+        subprocess.run([self.kubectl, "--kubeconfig", self.kubeconfig, "delete", "namespace", self.ns, "--wait=false"],
+                       capture_output=True, timeout=60, check=False)
 
 
 def cluster_answers(kubectl: str, kubeconfig: str) -> bool:
