@@ -58,15 +58,8 @@ func (s *Server) authorizeKubernetes(r *http.Request, c *Call) *apiError {
 		return adminFor(h, c)
 	}
 	id, err := s.kube.Authenticate(r.Context(), tok)
-	var down *auth.UnavailableError
-	switch {
-	case err == nil:
-	case errors.As(err, &down):
-		s.log.Warn("service account issuer unavailable: token not validated", "error", down.Err.Error(), "request_id", c.RequestID)
-		return errIssuerDown
-	default:
-		s.log.Debug("service account token refused", "reason", err.Error(), "request_id", c.RequestID)
-		return errBadToken
+	if err != nil {
+		return s.kubeRefusal(err, c)
 	}
 	if proj := h["X-Project-Id"]; len(proj) > 0 && proj[0] != "" && proj[0] != id.Project {
 		// PathValue is "" on routes without a queue (listings, topics).
@@ -78,4 +71,16 @@ func (s *Server) authorizeKubernetes(r *http.Request, c *Call) *apiError {
 	}
 	c.Project = id.Project
 	return nil
+}
+
+// kubeRefusal answers a token that was not accepted, and logs why; apart
+// from authorizeKubernetes so that the accepted path allocates nothing.
+func (s *Server) kubeRefusal(err error, c *Call) *apiError {
+	var down *auth.UnavailableError
+	if errors.As(err, &down) {
+		s.log.Warn("service account issuer unavailable: token not validated", "error", down.Err.Error(), "request_id", c.RequestID)
+		return errIssuerDown
+	}
+	s.log.Debug("service account token refused", "reason", err.Error(), "request_id", c.RequestID)
+	return errBadToken
 }

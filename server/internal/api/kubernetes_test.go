@@ -224,3 +224,38 @@ func TestKubernetesGrants(t *testing.T) {
 		t.Fatalf("a malformed file dropped the grant: %d", s)
 	}
 }
+
+// BenchmarkAuthorizeKubernetes: what the kubernetes mode adds to a request
+// once its token is cached (the steady state; bench-auth-kube measures
+// the whole request), against no auth.
+func BenchmarkAuthorizeKubernetes(b *testing.B) {
+	iss := testutil.StartIssuer(b)
+	kube := newTestServer(b, func(o *config.Options) {
+		o.Auth, o.Kubernetes.API, o.Kubernetes.CAFile, o.Kubernetes.TokenFile = config.AuthKubernetes, iss.URL, iss.CAFile, iss.TokenFile
+	})
+	none := newTestServer(b, nil)
+	for _, side := range []struct {
+		name string
+		s    *Server
+		h    map[string]string
+	}{
+		{"none", none, map[string]string{"X-Project-Id": "shop"}},
+		{"kubernetes", kube, map[string]string{"X-Project-Id": "shop", "Authorization": "Bearer " + iss.Token("shop", "web", time.Hour)}},
+	} {
+		b.Run(side.name, func(b *testing.B) {
+			r := httptest.NewRequest("POST", "/v2/queues/q/messages", nil)
+			for k, v := range side.h {
+				r.Header[k] = []string{v}
+			}
+			var c Call
+			if e := side.s.authorize(r, &c); e != nil || c.Project != "shop" {
+				b.Fatal(e, c.Project)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				c = Call{}
+				side.s.authorize(r, &c)
+			}
+		})
+	}
+}
