@@ -191,14 +191,17 @@ func (c *Client) dropServiceToken(tok string) {
 	c.mu.Unlock()
 }
 
-// issue gets a project-scoped service token with the password credentials.
-func (c *Client) issue(ctx context.Context) (string, time.Time, error) {
-	type named struct {
-		Name   string `json:"name"`
-		Domain struct {
-			Name string `json:"name"`
-		} `json:"domain"`
-	}
+// named is a Keystone name within its domain.
+type named struct {
+	Name   string `json:"name"`
+	Domain struct {
+		Name string `json:"name"`
+	} `json:"domain"`
+}
+
+// passwordAuth is the body of POST /auth/tokens authenticating the service
+// user with its password, for scope (a project's, or a trust's).
+func (c *Client) passwordAuth(scope any) []byte {
 	var doc struct {
 		Auth struct {
 			Identity struct {
@@ -210,9 +213,7 @@ func (c *Client) issue(ctx context.Context) (string, time.Time, error) {
 					} `json:"user"`
 				} `json:"password"`
 			} `json:"identity"`
-			Scope struct {
-				Project named `json:"project"`
-			} `json:"scope"`
+			Scope any `json:"scope"`
 		} `json:"auth"`
 	}
 	id := &doc.Auth.Identity
@@ -220,9 +221,19 @@ func (c *Client) issue(ctx context.Context) (string, time.Time, error) {
 	id.Password.User.Name = c.creds.Username
 	id.Password.User.Domain.Name = c.creds.UserDomain
 	id.Password.User.Password = c.creds.Password
-	doc.Auth.Scope.Project.Name = c.creds.Project
-	doc.Auth.Scope.Project.Domain.Name = c.creds.ProjectDomain
+	doc.Auth.Scope = scope
 	payload, _ := json.Marshal(&doc)
+	return payload
+}
+
+// issue gets a project-scoped service token with the password credentials.
+func (c *Client) issue(ctx context.Context) (string, time.Time, error) {
+	var scope struct {
+		Project named `json:"project"`
+	}
+	scope.Project.Name = c.creds.Project
+	scope.Project.Domain.Name = c.creds.ProjectDomain
+	payload := c.passwordAuth(scope)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+"/auth/tokens?nocatalog", bytes.NewReader(payload))
 	if err != nil {
 		return "", time.Time{}, &UnavailableError{err}

@@ -184,37 +184,13 @@ func (c *Client) DeleteTrust(ctx context.Context, trustID, token string) error {
 // as the trustor on the trust's project. A trust that is gone, expired, or
 // whose trustor lost the roles answers a *RefusedError.
 func (c *Client) TrustToken(ctx context.Context, trustID string) (TrustToken, error) {
-	type named struct {
-		Name   string `json:"name"`
-		Domain struct {
-			Name string `json:"name"`
-		} `json:"domain"`
+	var scope struct {
+		Trust struct {
+			ID string `json:"id"`
+		} `json:"OS-TRUST:trust"`
 	}
-	var doc struct {
-		Auth struct {
-			Identity struct {
-				Methods  []string `json:"methods"`
-				Password struct {
-					User struct {
-						named
-						Password string `json:"password"`
-					} `json:"user"`
-				} `json:"password"`
-			} `json:"identity"`
-			Scope struct {
-				Trust struct {
-					ID string `json:"id"`
-				} `json:"OS-TRUST:trust"`
-			} `json:"scope"`
-		} `json:"auth"`
-	}
-	id := &doc.Auth.Identity
-	id.Methods = []string{"password"}
-	id.Password.User.Name = c.creds.Username
-	id.Password.User.Domain.Name = c.creds.UserDomain
-	id.Password.User.Password = c.creds.Password
-	doc.Auth.Scope.Trust.ID = trustID
-	payload, _ := json.Marshal(&doc)
+	scope.Trust.ID = trustID
+	payload := c.passwordAuth(scope)
 	status, body, hdr, err := c.call(ctx, http.MethodPost, "/auth/tokens?nocatalog", "", payload, "")
 	if err != nil {
 		return TrustToken{}, err
