@@ -10,7 +10,7 @@ SECTION = "## sluice-server vs Zaqar 23.0.1"
 # (row label, cell, field, unit, goal kind, goal value)
 #   goal "x>=": sluice/Zaqar >= value; "x<=": sluice/Zaqar <= value;
 #   "abs<=": sluice's own value <= value, in the row's unit. The goals are
-#   issue 15's (POST and claim+delete >= 25x Zaqar, POST at 4 conns p50
+#   the server's performance goals (POST and claim+delete >= 25x Zaqar, POST at 4 conns p50
 #   <= 0.3 ms and p99 <= 1.5 ms, Redis memory per stored 1 KiB message
 #   <= 1.3 KiB, RSS <= 16 MB idle and <= 40 MB loaded).
 ROWS = [

@@ -1,5 +1,5 @@
 """Draining a leaving shard by moving its queues (handlers/migration.py), against the
-Zaqar double's model of the move API (the contract of issue 19): target choice,
+Zaqar double's model of the move API (the contract of a queue move): target choice,
 the in-flight bound, failures retried with backoff, progress figures, and the
 shard removed once empty. Generated runs drive random completions and failures."""
 

@@ -12,7 +12,7 @@ import (
 // (google.golang.org/protobuf before v1.36.12, through the Prometheus
 // client) kept all ~1,100 go-redis commands and grew the binary from 16.4
 // to 22.5 MB, most of it mapped at start: idle RSS rose by 2 MB
-// (docs/benchmarks.md, "Idle memory"). GeoAdd stands for every command the
+// (docs/benchmarks.md, `make bench-idle-rss`). GeoAdd stands for every command the
 // server never sends.
 func TestUnusedMethodsAreLinkedOut(t *testing.T) {
 	bin := serverBinary(t)
