@@ -48,6 +48,7 @@ var kindStatus = [...]int{
 	storage.Forbidden:   http.StatusForbidden,
 	storage.TooLarge:    http.StatusRequestEntityTooLarge,
 	storage.Unavailable: http.StatusServiceUnavailable,
+	storage.Full:        http.StatusInsufficientStorage,
 }
 
 var kindTitle = [...]string{
@@ -58,6 +59,7 @@ var kindTitle = [...]string{
 	storage.Forbidden:   "Not authorized",
 	storage.TooLarge:    "Request entity too large",
 	storage.Unavailable: titleUnavailable,
+	storage.Full:        "Insufficient storage",
 }
 
 // StatusOf maps a storage error to its HTTP status. Context deadlines count
@@ -112,6 +114,8 @@ var kindDesc = [...]string{
 	storage.Invalid:   "The request could not be carried out as given.",
 	storage.Forbidden: "You are not authorized to complete this action.",
 	storage.TooLarge:  "The request is larger than the server accepts.",
+	storage.Full: "The queue's storage is full: nothing of this request was stored. Reading, claiming and " +
+		"deleting messages still work; posting works again once consumers have deleted messages.",
 }
 
 // storageErr turns a storage failure into an answer. what completes Zaqar's
@@ -199,7 +203,9 @@ func writeErr(w http.ResponseWriter, e *apiError, retryAfter int) {
 	h := w.Header()
 	h["Content-Type"] = ctJSON
 	h["Vary"] = varyAccept
-	if e.status == http.StatusServiceUnavailable && retryAfter > 0 {
+	// A full shard is told apart from one that is down (507, not 503), and
+	// both say when to try again: consumers drain a full one.
+	if (e.status == http.StatusServiceUnavailable || e.status == http.StatusInsufficientStorage) && retryAfter > 0 {
 		h["Retry-After"] = []string{strconv.Itoa(retryAfter)}
 	}
 	b := make([]byte, 0, 48+len(e.title)+len(e.desc))

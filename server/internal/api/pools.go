@@ -30,6 +30,7 @@ func (s *Server) EnablePooling(cat *catalog.Catalog, wrap pooling.PoolWrapper) *
 	s.Handle("PUT", "/v2/pools/{pool_name}", Admin, a.putPool)
 	s.Handle("PATCH", "/v2/pools/{pool_name}", Admin, a.patchPool)
 	s.Handle("DELETE", "/v2/pools/{pool_name}", Admin, a.deletePool)
+	s.Handle("GET", "/v2/pools/{pool_name}/storage", Admin, a.poolStorage)
 	s.Handle("GET", "/v2/flavors", Admin, a.listFlavors)
 	s.Handle("GET", "/v2/flavors/{flavor_name}", Admin, a.getFlavor)
 	s.Handle("PUT", "/v2/flavors/{flavor_name}", Admin, a.putFlavor)
@@ -198,6 +199,24 @@ func (a *admin) getPool(w http.ResponseWriter, r *http.Request, c *Call) {
 		out.Queues = &n
 	}
 	WriteJSON(w, http.StatusOK, out)
+}
+
+// poolStorage answers how full a pool's backend is, read now: what the
+// operator shows in a Pool's status (sluice's own, not Zaqar's). max_bytes
+// 0: no limit is set or the backend cannot tell.
+func (a *admin) poolStorage(w http.ResponseWriter, r *http.Request, c *Call) {
+	name := r.PathValue("pool_name")
+	if _, err := a.cat.GetPool(c.ctx, name); err != nil {
+		a.fail(w, err, "Pool could not be read.", "Pool "+name+" does not exist")
+		return
+	}
+	cp, err := a.pd.PoolCapacity(c.ctx, name)
+	if err != nil {
+		a.fail(w, err, "Pool storage could not be read.", "")
+		return
+	}
+	WriteJSON(w, http.StatusOK, map[string]any{
+		"used_bytes": cp.UsedBytes, "max_bytes": cp.MaxBytes, "eviction_policy": cp.Policy, "full": cp.Full()})
 }
 
 // readPoolBody reads what PUT and PATCH of a pool share: the ?force flag

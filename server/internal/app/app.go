@@ -16,6 +16,7 @@ import (
 	"sluice.dev/server/internal/metrics"
 	"sluice.dev/server/internal/storage"
 	"sluice.dev/server/internal/storage/instrument"
+	"sluice.dev/server/internal/storage/pooling"
 )
 
 // Ready is told the bound address once the server accepts connections.
@@ -56,6 +57,9 @@ func Run(ctx context.Context, opts config.Options, log *slog.Logger, ready Ready
 	if opts.Metrics {
 		m.WatchStorage(routed, opts.StorageTimeout)
 		m.WatchDeliveries(routed.Deliveries(), opts.StorageTimeout)
+		if pd, ok := routed.(*pooling.Driver); ok {
+			m.WatchPoolCapacity(pd.Capacities)
+		}
 	}
 	ln, err := net.Listen("tcp", opts.Listen)
 	if err != nil {

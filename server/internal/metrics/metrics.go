@@ -155,6 +155,42 @@ func (m *Metrics) WatchStorage(d storage.Driver, timeout time.Duration) {
 	m.Registry.MustRegister(&storageCollector{d: d, timeout: timeout})
 }
 
+// WatchPoolCapacity registers the gauges of each pool's memory, from the
+// pooled driver's last readings (read every few seconds, not per scrape).
+func (m *Metrics) WatchPoolCapacity(read func() map[string]storage.Capacity) {
+	m.Registry.MustRegister(capacityCollector(read))
+}
+
+var (
+	poolUsedDesc = prometheus.NewDesc("sluice_pool_memory_used_bytes",
+		"Memory a pool's backend uses, as it counts it against its limit (Redis: used_memory less replication and AOF buffers).",
+		[]string{"pool"}, nil)
+	poolMaxDesc = prometheus.NewDesc("sluice_pool_memory_max_bytes",
+		"A pool's memory limit (Redis maxmemory); 0 when none is set.", []string{"pool"}, nil)
+	poolFullDesc = prometheus.NewDesc("sluice_pool_storage_full",
+		"1 while a pool is at its limit and refuses posts (HTTP 507), else 0.", []string{"pool"}, nil)
+)
+
+type capacityCollector func() map[string]storage.Capacity
+
+func (c capacityCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- poolUsedDesc
+	ch <- poolMaxDesc
+	ch <- poolFullDesc
+}
+
+func (c capacityCollector) Collect(ch chan<- prometheus.Metric) {
+	for pool, cp := range c() {
+		full := 0.0
+		if cp.Full() {
+			full = 1
+		}
+		ch <- prometheus.MustNewConstMetric(poolUsedDesc, prometheus.GaugeValue, float64(cp.UsedBytes), pool)
+		ch <- prometheus.MustNewConstMetric(poolMaxDesc, prometheus.GaugeValue, float64(cp.MaxBytes), pool)
+		ch <- prometheus.MustNewConstMetric(poolFullDesc, prometheus.GaugeValue, full, pool)
+	}
+}
+
 var (
 	upDesc = prometheus.NewDesc("sluice_storage_up",
 		"1 when the storage backend answered a ping at scrape time, else 0.", nil, nil)

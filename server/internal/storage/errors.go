@@ -18,9 +18,10 @@ const (
 	Forbidden               // the caller may not do this to the resource (403)
 	TooLarge                // a size limit was exceeded (413)
 	Unavailable             // the backend cannot be reached right now (503)
+	Full                    // the backend is out of space: writes that grow it are refused (507)
 )
 
-var kindNames = [...]string{"internal", "not found", "conflict", "invalid", "forbidden", "too large", "unavailable"}
+var kindNames = [...]string{"internal", "not found", "conflict", "invalid", "forbidden", "too large", "unavailable", "full"}
 
 func (k Kind) String() string {
 	if int(k) < len(kindNames) {

@@ -40,6 +40,8 @@ type Catalog struct {
 	changed []func()
 	// emptyChecked is when HasPools last checked an empty cache (Unix ns).
 	emptyChecked atomic.Int64
+	// crowded holds the pools above their high-water mark (SetCrowded).
+	crowded atomic.Pointer[map[string]bool]
 
 	stop chan struct{}
 	done chan struct{}
@@ -307,7 +309,7 @@ func (c *Catalog) assign(ctx context.Context, q storage.QueueRef, flavor string)
 		}
 		candidates = c.members(f)
 	}
-	pool, ok := choose(placementKey(q), candidates)
+	pool, ok := choose(placementKey(q), c.roomy(candidates))
 	if !ok {
 		if flavor != "" {
 			return "", storage.E(op, storage.Invalid, storage.Public(fmt.Sprintf("Flavor %s has no pool that accepts new queues (no pools, or all of weight 0)", flavor)))
@@ -342,8 +344,34 @@ func (c *Catalog) Proposal(q storage.QueueRef) string {
 	c.mu.RLock()
 	candidates := c.pools
 	c.mu.RUnlock()
-	pool, _ := choose(placementKey(q), candidates)
+	pool, _ := choose(placementKey(q), c.roomy(candidates))
 	return pool
+}
+
+// SetCrowded names the pools above their high-water mark
+// (storage.Capacity.Crowded): new queues go elsewhere while another
+// candidate has room. The pooled driver sets it as it watches the pools.
+func (c *Catalog) SetCrowded(pools map[string]bool) { c.crowded.Store(&pools) }
+
+// roomy is candidates without the crowded pools, or candidates as they
+// are when every one that takes new queues is crowded: a queue placed on
+// a crowded pool still gets its posts refused only once the pool is full,
+// where refusing to create it would fail it at once.
+func (c *Catalog) roomy(candidates []Pool) []Pool {
+	crowded := c.crowded.Load()
+	if crowded == nil || len(*crowded) == 0 {
+		return candidates
+	}
+	var out []Pool
+	for _, p := range candidates {
+		if !(*crowded)[p.Name] && p.Weight > 0 {
+			out = append(out, p)
+		}
+	}
+	if len(out) == 0 {
+		return candidates
+	}
+	return out
 }
 
 // Forget drops q's placement after the queue was deleted from pool.

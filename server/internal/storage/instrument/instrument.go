@@ -78,7 +78,7 @@ var opNames = [nOps]string{
 }
 
 var kinds = []storage.Kind{storage.Internal, storage.NotFound, storage.Conflict, storage.Invalid,
-	storage.Forbidden, storage.TooLarge, storage.Unavailable}
+	storage.Forbidden, storage.TooLarge, storage.Unavailable, storage.Full}
 
 // Buckets span a fast in-memory call (microseconds) to a Redis timeout.
 var Buckets = []float64{0.00002, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025,

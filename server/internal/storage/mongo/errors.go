@@ -11,12 +11,23 @@ import (
 	"sluice.dev/server/internal/storage"
 )
 
-// kindOf classifies a driver error: anything that means "the server cannot
-// be reached right now" is Unavailable, the rest is Internal.
+// Codes of a server out of space: OutOfDiskSpace (14031) and a database
+// over its quota (12501).
+const (
+	codeOutOfDiskSpace = 14031
+	codeQuotaExceeded  = 12501
+)
+
+// kindOf classifies a driver error: a server out of space is Full,
+// anything that means "the server cannot be reached right now" is
+// Unavailable, the rest is Internal.
 func kindOf(err error) storage.Kind {
+	var se mongo.ServerError
 	switch {
 	case err == nil:
 		return storage.Internal
+	case errors.As(err, &se) && (se.HasErrorCode(codeOutOfDiskSpace) || se.HasErrorCode(codeQuotaExceeded)):
+		return storage.Full
 	case mongo.IsNetworkError(err), mongo.IsTimeout(err),
 		errors.Is(err, topology.ErrTopologyClosed),
 		errors.Is(err, mongo.ErrClientDisconnected),

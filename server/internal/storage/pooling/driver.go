@@ -39,6 +39,12 @@ type Driver struct {
 	conns map[string]*conn
 	mover *Mover // nil until StartMover
 	wrap  PoolWrapper
+
+	capMu     sync.Mutex
+	readings  map[string]storage.Capacity
+	stopWatch chan struct{}
+	watchDone chan struct{}
+	closeOnce sync.Once
 }
 
 // A PoolWrapper wraps the driver of pool name when it is opened (the
@@ -63,8 +69,10 @@ func New(cat *catalog.Catalog, fallback storage.Driver, opts storage.Options, lo
 	if log == nil {
 		log = slog.Default()
 	}
-	d := &Driver{cat: cat, fallback: fallback, opts: opts.WithDefaults(), log: log, conns: map[string]*conn{}, wrap: wrap}
+	d := &Driver{cat: cat, fallback: fallback, opts: opts.WithDefaults(), log: log, conns: map[string]*conn{}, wrap: wrap,
+		stopWatch: make(chan struct{}), watchDone: make(chan struct{})}
 	cat.OnChange(d.prune)
+	go d.watchCapacity()
 	return d
 }
 
@@ -123,6 +131,8 @@ func (d *Driver) Close() error {
 	if mv != nil {
 		mv.Stop()
 	}
+	d.closeOnce.Do(func() { close(d.stopWatch) })
+	<-d.watchDone
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for name, c := range d.conns {

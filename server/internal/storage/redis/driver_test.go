@@ -253,36 +253,6 @@ func TestLeftoversSeesStrayKeys(t *testing.T) {
 	}
 }
 
-// TestBatchPostAllOrNothing fills a small Redis until it refuses writes and
-// checks that every batch was stored whole or not at all.
-func TestBatchPostAllOrNothing(t *testing.T) { eachLayout(t, batchPostAllOrNothing) }
-
-func batchPostAllOrNothing(t *testing.T, layout string) {
-	r := testutil.StartRedis(t, testutil.RedisOptions{Args: []string{"--maxmemory", "4mb", "--maxmemory-policy", "noeviction"}})
-	d := openAt(t, withLayout(r.URL, layout), storage.SystemClock{})
-	ctx := context.Background()
-	q := queueRef("p", "full")
-	const batch = 10
-	big := json.RawMessage(`"` + strings.Repeat("x", 4000) + `"`)
-	msgs := make([]storage.NewMessage, batch)
-	for i := range msgs {
-		msgs[i] = storage.NewMessage{TTL: time.Hour, Body: big}
-	}
-	var err error
-	for i := 0; i < 1000 && err == nil; i++ {
-		_, err = d.Messages().Post(ctx, q, "c", msgs)
-	}
-	if err == nil {
-		t.Fatal("a 4 MB Redis accepted 40 MB of messages")
-	}
-	if !storage.Is(err, storage.Unavailable) {
-		t.Errorf("post to a full Redis: %v, want kind unavailable", err)
-	}
-	if n := stored(t, d, q); n == 0 || n%batch != 0 {
-		t.Errorf("%d messages stored: a batch of %d was split", n, batch)
-	}
-}
-
 // TestModelKeepsTTLs runs the model's generated sequences (posts, claims,
 // dead-lettering, releases, deletes, purges, clock steps) with an
 // invariant checked after every action: every key of a queue but its hash

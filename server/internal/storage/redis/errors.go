@@ -10,8 +10,9 @@ import (
 )
 
 // transientPrefixes are Redis error replies that mean "not now" rather than
-// "never": a full, loading or read-only (just failed over) server.
-var transientPrefixes = []string{"OOM", "LOADING", "READONLY", "MASTERDOWN", "TRYAGAIN", "BUSY", "CLUSTERDOWN", "NOREPLICAS"}
+// "never": a loading or read-only (just failed over) server. OOM, a full
+// server (maxmemory with noeviction), is a kind of its own: Full.
+var transientPrefixes = []string{"LOADING", "READONLY", "MASTERDOWN", "TRYAGAIN", "BUSY", "CLUSTERDOWN", "NOREPLICAS"}
 
 // wrap maps a go-redis error to the storage error model. Anything that is not
 // an error reply from the server (refused or reset connections, timeouts, a
@@ -26,6 +27,9 @@ func wrap(op string, err error) error {
 		msg := rerr.Error()
 		if e := moveReply(op, msg); e != nil {
 			return e
+		}
+		if strings.HasPrefix(msg, "OOM") {
+			return storage.E(op, storage.Full, err)
 		}
 		for _, p := range transientPrefixes {
 			if strings.HasPrefix(msg, p) {

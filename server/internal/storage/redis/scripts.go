@@ -94,9 +94,32 @@ func buildLibrary(scripts []*script) string {
 	parts := []string{"#!lua name=" + name + "\n", libSrc}
 	for _, s := range scripts {
 		s.fn = name + "_" + s.name
-		parts = append(parts, "\nredis.register_function('"+s.fn+"', function(KEYS, ARGV)\nbind(KEYS)\n", s.src, "\nend)\n")
+		flags := "{}"
+		if runsWhenFull[s.name] {
+			flags = "{'allow-oom'}"
+		}
+		parts = append(parts, "\nredis.register_function{function_name='"+s.fn+"', flags="+flags+
+			", callback=function(KEYS, ARGV)\nbind(KEYS)\n", s.src, "\nend}\n")
 	}
 	return strings.Join(parts, "")
+}
+
+// runsWhenFull names the functions a Redis at its maxmemory still runs
+// (the allow-oom flag): everything that reads, and everything by which
+// consumers and the mover drain a full shard (claims, deletes, pops,
+// deliveries, and the source side of a move). Their writes are bounded by
+// what they take away, or are a claim's few fields. The functions that
+// grow the data (posts, new queues, metadata, subscriptions, the target
+// side of a move) are refused up front with OOM, before any write, which
+// the driver answers as storage.Full.
+var runsWhenFull = map[string]bool{
+	"get": true, "list": true, "pop": true, "delete": true, "delete_many": true,
+	"claim_create": true, "claim_get": true, "claim_update": true, "claim_release": true,
+	"queue_stats": true, "queue_list": true, "queue_delete": true, "queue_wipe": true,
+	"sub_list": true, "sub_delete": true, "sub_wipe": true,
+	"dlv_lease": true, "dlv_settle": true, "dlv_stats": true,
+	"mig_seal": true, "mig_unseal": true, "mig_take": true, "mig_transit": true, "mig_settle": true,
+	"mig_settle_take": true, "mig_finish": true, "mig_dlv_read": true, "mig_dlv_counts": true,
 }
 
 // functionCaller is what scripts need of a client (*goredis.Client).
