@@ -93,7 +93,7 @@ type Options struct {
 	// StorageTimeout bounds each request's storage calls; past it the request
 	// gets 503.
 	StorageTimeout time.Duration
-	// RetryAfter is the Retry-After sent with 503 answers.
+	// RetryAfter is the Retry-After sent with 503 and 507 answers.
 	RetryAfter time.Duration
 	// StartTimeout bounds how long start-up keeps retrying the store and the
 	// catalog: in Kubernetes they often come up after the server does.

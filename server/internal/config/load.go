@@ -209,7 +209,7 @@ var options = func() []option {
 	s, g = duration(func(o *Options) *time.Duration { return &o.StorageTimeout })
 	add("storage-timeout", "bound on a request's storage calls (503 beyond)", s, g)
 	s, g = duration(func(o *Options) *time.Duration { return &o.RetryAfter })
-	add("retry-after", "Retry-After sent with 503 answers", s, g)
+	add("retry-after", "Retry-After sent with 503 and 507 answers", s, g)
 	s, g = duration(func(o *Options) *time.Duration { return &o.StartTimeout })
 	add("start-timeout", "keep retrying the store and the catalog at start-up this long", s, g)
 	s, g = duration(func(o *Options) *time.Duration { return &o.DrainDelay })
