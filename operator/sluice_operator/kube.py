@@ -69,6 +69,9 @@ def object_hash(obj: dict[str, Any]) -> str:
     """object_hash fingerprints what the operator asked for, so unchanged objects are not patched."""
     body = {k: v for k, v in obj.items() if k != "metadata"}
     body["labels"] = obj.get("metadata", {}).get("labels", {})
+    if obj.get("metadata", {}).get("annotations"):
+        # Only when there are any: the fingerprints of objects without stay as they were.
+        body["annotations"] = obj["metadata"]["annotations"]
     return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -241,7 +244,8 @@ def _apply(obj: dict[str, Any]) -> tuple[dict[str, Any], str]:
     body: dict[str, Any] = {
         "metadata": {
             "labels": meta.get("labels") or {},
-            "annotations": {HASH_ANNOTATION: digest},
+            # The annotations the operator sets (a merge patch: others stay).
+            "annotations": {**(meta.get("annotations") or {}), HASH_ANNOTATION: digest},
             "ownerReferences": owners,
         }
     }

@@ -54,10 +54,13 @@ def tls_names(shard: str, namespace: str) -> list[str]:
     return backend_tls.dns_names(shard, namespace, headless_name(shard))
 
 
-def _redis_command(shard: str, namespace: str, tls_on: bool = False) -> list[str]:
+def _redis_command(
+    shard: str, namespace: str, tls_on: bool = False, resources: dict[str, Any] | None = None
+) -> list[str]:
     listen = backend_tls.redis_args(REDIS_PORT) if tls_on else f"--port {REDIS_PORT}"
     base = f"{listen} --bind 0.0.0.0 --protected-mode no --dir /data --appendonly yes --appendfsync everysec --save ''"
-    base += " " + common.redis_shard_args()
+    # The container's memory limit bounds maxmemory (common.redis_shard_settings).
+    base += " " + common.redis_shard_args(resources)
     primary = f"{shard}-0.{headless_name(shard)}.{namespace}.svc"
     # Pod 0 is the primary; the others follow it (the server only talks to pod 0
     # through the shard Service, replicas keep a warm copy).
@@ -90,7 +93,7 @@ def statefulset(cfg: Config, pool: dict[str, Any], index: int, tls_digest: str =
     env: list[dict[str, Any]] = []
     if backend == "redis":
         image, port, mount = spec.get("image") or cfg.redis_image, REDIS_PORT, "/data"
-        command = _redis_command(shard, ns, cfg.server_tls)
+        command = _redis_command(shard, ns, cfg.server_tls, spec.get("resources"))
         env = [common.secret_env(common.REDIS_PASSWORD_ENV, password_secret_name(shard))]
     else:
         image, port, mount = spec["image"], MONGO_PORT, "/data/db"

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import copy
+import math
 from typing import Any
 from urllib.parse import quote
 
+from kubernetes.utils import parse_quantity
+
 from .. import API_VERSION
 from ..config import Config
-from .shard_settings import REDIS_SHARD_SETTINGS
+from .shard_settings import REDIS_SHARD_SETTINGS, maxmemory_bytes
 
 MANAGED_BY = "sluice-operator"
 LABEL_POOL = "sluice.dev/pool"
@@ -176,14 +179,35 @@ def secret_env(env_name: str, secret: str) -> dict[str, Any]:
     return {"name": env_name, "valueFrom": {"secretKeyRef": {"name": secret, "key": PASSWORD_KEY}}}
 
 
-def redis_shard_args() -> str:
-    """redis_shard_args are REDIS_SHARD_SETTINGS as redis-server arguments."""
-    return " ".join(f"--{name} {value}" for name, value in REDIS_SHARD_SETTINGS)
+def memory_limit_bytes(resources: dict[str, Any] | None) -> int | None:
+    """memory_limit_bytes is a container's memory limit (a Pool's spec.resources) in bytes,
+    rounded up as the kubelet rounds it; None without one. A default limit a namespace's
+    LimitRange adds to the pod is not seen here."""
+    limit = ((resources or {}).get("limits") or {}).get("memory")
+    if limit is None:
+        return None
+    value = math.ceil(parse_quantity(limit))
+    return value if value > 0 else None
 
 
-def redis_shard_conf() -> str:
-    """redis_shard_conf is REDIS_SHARD_SETTINGS as redis.conf lines."""
-    return "".join(f"{name} {value}\n" for name, value in REDIS_SHARD_SETTINGS)
+def redis_shard_settings(resources: dict[str, Any] | None = None) -> tuple[tuple[str, str], ...]:
+    """redis_shard_settings are REDIS_SHARD_SETTINGS plus, when the shard's container has a
+    memory limit, the maxmemory that keeps Redis inside it (shard_settings.maxmemory_bytes).
+    Without a limit Redis runs without maxmemory: it grows until its node runs out."""
+    limit = memory_limit_bytes(resources)
+    if limit is None:
+        return REDIS_SHARD_SETTINGS
+    return (*REDIS_SHARD_SETTINGS, ("maxmemory", str(maxmemory_bytes(limit))))
+
+
+def redis_shard_args(resources: dict[str, Any] | None = None) -> str:
+    """redis_shard_args are redis_shard_settings as redis-server arguments."""
+    return " ".join(f"--{name} {value}" for name, value in redis_shard_settings(resources))
+
+
+def redis_shard_conf(resources: dict[str, Any] | None = None) -> str:
+    """redis_shard_conf is redis_shard_settings as redis.conf lines."""
+    return "".join(f"{name} {value}\n" for name, value in redis_shard_settings(resources))
 
 
 def redis_with_password(redis_server_args: str) -> str:

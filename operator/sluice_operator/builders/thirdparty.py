@@ -5,6 +5,7 @@ handlers on them, so Kopf writes nothing onto them."""
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -37,6 +38,11 @@ NUDGE_ANNOTATION = "sluice.dev/reconcile-request"
 # a changed annotation would roll the shard's pods; these are ours and mean
 # nothing to the pods.
 IGNORED_ANNOTATIONS = [HASH_ANNOTATION, NUDGE_ANNOTATION]
+# The digest of a shard's settings (redis_config), on its Redis / RedisReplication:
+# Redis reads the ConfigMap only when it starts, and this annotation reaching the
+# pod template is what rolls the pods onto changed settings (a new memory limit
+# changes maxmemory).
+CONFIG_ANNOTATION = "sluice.dev/redis-config"
 
 
 def _k8s_config(cfg: Config, spec: dict[str, Any], image: str) -> dict[str, Any]:
@@ -115,8 +121,14 @@ def redis_config(cfg: Config, pool: dict[str, Any], index: int) -> dict[str, Any
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": _meta(redis_config_name(shard), meta["namespace"], redis_labels(cfg, meta["name"], index)),
-        "data": {"redis-additional.conf": common.redis_shard_conf()},
+        "data": {"redis-additional.conf": common.redis_shard_conf(pool["spec"].get("resources"))},
     }
+
+
+def redis_config_digest(pool: dict[str, Any]) -> str:
+    """redis_config_digest identifies the settings redis_config gives the Pool's shards."""
+    conf = common.redis_shard_conf(pool["spec"].get("resources"))
+    return hashlib.sha256(conf.encode()).hexdigest()[:16]
 
 
 def redis_objects(cfg: Config, pool: dict[str, Any], index: int) -> list[dict[str, Any]]:
@@ -129,6 +141,8 @@ def redis_objects(cfg: Config, pool: dict[str, Any], index: int) -> list[dict[st
     lbls = redis_labels(cfg, name, index)
     replicas = int(spec.get("replicas", 1))
     image = spec.get("image") or cfg.redis_operator_image
+    data_meta = _meta(shard, ns, lbls)
+    data_meta["annotations"] = {CONFIG_ANNOTATION: redis_config_digest(pool)}
     body: dict[str, Any] = {
         "kubernetesConfig": _redis_k8s_config(cfg, spec, image),
         "storage": _storage(spec),
@@ -137,7 +151,7 @@ def redis_objects(cfg: Config, pool: dict[str, Any], index: int) -> list[dict[st
     }
     api = f"{REDIS_GROUP}/{REDIS_VERSION}"
     if replicas == 1:
-        return [{"apiVersion": api, "kind": "Redis", "metadata": _meta(shard, ns, lbls), "spec": body}]
+        return [{"apiVersion": api, "kind": "Redis", "metadata": data_meta, "spec": body}]
     body["clusterSize"] = replicas
     sentinel = {
         "apiVersion": api,
@@ -159,7 +173,7 @@ def redis_objects(cfg: Config, pool: dict[str, Any], index: int) -> list[dict[st
             **_placement(cfg, spec),
         },
     }
-    return [{"apiVersion": api, "kind": "RedisReplication", "metadata": _meta(shard, ns, lbls), "spec": body}, sentinel]
+    return [{"apiVersion": api, "kind": "RedisReplication", "metadata": data_meta, "spec": body}, sentinel]
 
 
 def redis_uri(shard: str, namespace: str, replicas: int) -> str:

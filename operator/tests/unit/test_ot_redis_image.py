@@ -150,7 +150,8 @@ def test_sentinel_monitors_the_master_it_is_given(images: Images) -> None:
 def test_shard_settings_configmap_reaches_redis(images: Images) -> None:
     # The ConfigMap the operator gives a redis-operator shard, mounted where the
     # operator mounts it: the running Redis has its settings.
-    cm = thirdparty.redis_config(Config(), make_pool(provisioner="redis-operator"), 0)
+    pool = make_pool(provisioner="redis-operator", resources={"limits": {"memory": "1Gi"}})
+    cm = thirdparty.redis_config(Config(), pool, 0)
     (images.conf / "external.conf.d").mkdir()
     for name, text in cm["data"].items():
         (images.conf / "external.conf.d" / name).write_text(text)
@@ -158,6 +159,9 @@ def test_shard_settings_configmap_reaches_redis(images: Images) -> None:
     images.start("entrypoint.sh", port, REDIS_PORT=str(port))
     c = redis.Redis(port=port)
     assert config(c, "hash-max-listpack-value") == "2048"
+    # 70 % of the 1Gi limit, whole MiB; full means refusing writes, never evicting.
+    assert config(c, "maxmemory") == str(716 * 1024 * 1024)
+    assert config(c, "maxmemory-policy") == "noeviction"
     # A 1 KiB message hash stays one listpack.
     c.hset("m", mapping={"b": "x" * 1024, "c": 1, "e": 2, "s": 3, "u": "client"})
     assert c.object("encoding", "m") == b"listpack"

@@ -98,9 +98,11 @@ def test_redis_command_really_requires_the_password(cfg: Config, tmp_path, redis
 
 def test_builtin_redis_runs_with_the_shard_settings(cfg: Config, tmp_path, redis_binary: str) -> None:
     """The builtin shard's own shell line (pod 0), run by sh against the real redis-server:
-    the shard settings are valid redis-server arguments and take effect."""
+    the shard settings, maxmemory from the container's memory limit among them, are valid
+    redis-server arguments and take effect."""
     port = free_port()
-    sts = builtin.statefulset(cfg, make_pool(), 0)
+    resources = {"limits": {"memory": "256Mi"}}
+    sts = builtin.statefulset(cfg, make_pool(resources=resources), 0)
     line = sts["spec"]["template"]["spec"]["containers"][0]["command"][2]
     line = (
         line.replace("--port 6379", f"--port {port}")
@@ -118,8 +120,11 @@ def test_builtin_redis_runs_with_the_shard_settings(cfg: Config, tmp_path, redis
     try:
         wait_port(port, 10)
         c = redis.Redis(port=port, password=PW)
-        for name, value in shard_settings.REDIS_SHARD_SETTINGS:
+        settings = common.redis_shard_settings(resources)
+        assert len(settings) > len(shard_settings.REDIS_SHARD_SETTINGS)
+        for name, value in settings:
             assert c.config_get(name)[name] == value
+        assert c.config_get("maxmemory")["maxmemory"] == str(179 * 1024 * 1024)
         c.close()
     finally:
         proc.terminate()
