@@ -129,6 +129,24 @@ class ServerAPI:
             if exc.status != 404:
                 raise
 
+    def pool_storage(self, name: str) -> dict[str, Any] | None:
+        """pool_storage is how full a registered shard is, as the server last read it:
+        used_bytes, max_bytes (0: no limit), eviction_policy ("" when unknown or not Redis)
+        and full. None when the server cannot tell (the pool is not registered, or a server
+        without the endpoint: both 404); Unavailable when the shard cannot be reached (503)."""
+        try:
+            body = self._req("GET", f"/v2/pools/{name}/storage").json()
+        except ServerError as exc:
+            if exc.status in (404, 405):
+                return None
+            raise
+        return {
+            "used_bytes": int(body.get("used_bytes") or 0),
+            "max_bytes": int(body.get("max_bytes") or 0),
+            "eviction_policy": str(body.get("eviction_policy") or ""),
+            "full": bool(body.get("full")),
+        }
+
     def pool_queues(self, pool: str, limit: int = 100, max_pages: int = 1000) -> list[tuple[str, str]] | None:
         """pool_queues lists the (project, queue) pairs placed on a pool, following the
         server's next links; None when the server cannot tell (no catalog, no such pool,

@@ -16,7 +16,7 @@ from ..builders import builtin, common, thirdparty
 from ..config import Config
 from ..kube import namespace_terminating
 from ..serverapi import ServerAPI, ServerError, Unavailable
-from . import migration, provisioning, rebalance, scheduling, server, shards
+from . import capacity, migration, provisioning, rebalance, scheduling, server, shards
 
 log = logging.getLogger(__name__)
 
@@ -212,6 +212,7 @@ def _leaving(
     for e in entries:
         # A server outage must not make registered shards look unregistered.
         e["registered"] = bool(old.get(e["index"], {}).get("registered"))
+        capacity.carry(e, old.get(e["index"]) or {})
     statefulsets = kube.list_objects("StatefulSet", ns, f"{common.LABEL_POOL}={name}")
     _, leaving = shards.plan(wanted, shards.known_indices(name, list(old.values()), statefulsets))
     staying: dict[int, dict[str, Any]] = {}
@@ -318,8 +319,8 @@ def reconcile(cfg: Config, body: dict[str, Any], patch: Any, logger: Any = log) 
     failure: tuple[str, str] | None = None
     with server.api(cfg, ns) as api:
         out = Drain([], migration.latest(body, status) if leaving else status.get("migration"))
-        # Queues move only to the shards that stay, answer and are registered.
-        targets = [e["name"] for e in entries if e["ready"] and e.get("registered")]
+        # Queues move only to the shards that stay, answer, are registered and keep them.
+        targets = [e["name"] for e in entries if e["ready"] and e.get("registered") and not capacity.refused(e)]
         try:
             _drain(api, body, prov, leaving, staying, queue_crs, targets, out)
             shards.register(api, name, entries + list(staying.values()), uris, int(spec.get("weight", 100)))
@@ -330,6 +331,9 @@ def reconcile(cfg: Config, body: dict[str, Any], patch: Any, logger: Any = log) 
             failure = registration_failure(exc)
             conds = cond.set_condition(conds, "Registered", False, *failure, gen)
         entries += [staying[i] for i in sorted(staying)]
+        if detail_ok:
+            capacity.observe(api, entries)
+            capacity.withhold(api, entries)
         reported = bool(cond.get_condition(conds, "ScaledDown"))
         scaled = scaled_down(out.blocked, bool(staying), bool(leaving), reported, wanted, out.reason)
         if scaled:
@@ -342,9 +346,12 @@ def reconcile(cfg: Config, body: dict[str, Any], patch: Any, logger: Any = log) 
             e.setdefault("queueNames", names[:20])
         r = Readiness.of(entries, wanted, prov_error)
         settled = r.is_ready and detail_ok and not staying
-        members = [e["name"] for e in entries[:wanted]]
+        members = [e["name"] for e in entries[:wanted] if not capacity.refused(e)]
         balance, conds = rebalance.reconcile(api, body, status, members, settled, conds, time.time())
     conds = cond.set_condition(conds, "Ready", r.is_ready, "Ready" if r.is_ready else "NotReady", r.message(), gen)
+    conds, warned = capacity.conditions(spec, prov, entries, conds, gen)
+    for reason, message in warned:
+        events.warn(body, reason=reason, message=message)
     cond.write_status(
         patch,
         status,
@@ -355,6 +362,7 @@ def reconcile(cfg: Config, body: dict[str, Any], patch: Any, logger: Any = log) 
             flavor=name,
             server=cfg.server_url(ns),
             readyShards=f"{r.ready}/{wanted}",
+            memory=capacity.memory_column(entries, capacity.unbounded(spec, prov)),
             queues=len(queue_crs),
             shards=entries,
             migration=out.moves,

@@ -11,7 +11,7 @@ from typing import Any
 from .. import kube
 from ..builders import common, netpol, thirdparty
 from ..serverapi import ServerAPI, ServerError, queue_count_from
-from . import migration, provisioning
+from . import capacity, migration, provisioning
 
 log = logging.getLogger(__name__)
 
@@ -38,8 +38,9 @@ def queues_on_shard(
 
 
 def register(api: ServerAPI, flavor: str, shards: list[dict[str, Any]], uris: dict[str, str], weight: int) -> None:
-    """register makes every ready shard a server pool in the Pool's flavor with the Pool's weight,
-    then sets the flavor's pool list; it marks each shard's `registered` in place."""
+    """register makes every ready shard a server pool in the Pool's flavor with the Pool's weight
+    (0 for a leaving or refused shard, capacity.refused), then sets the flavor's pool list;
+    it marks each shard's `registered` in place."""
     live = [s for s in shards if s["ready"] and uris.get(s["name"])]
     current = {s["name"]: api.get_pool(s["name"]) for s in live}
     if any(c is None or c.get("flavor") != flavor for c in current.values()):
@@ -51,7 +52,8 @@ def register(api: ServerAPI, flavor: str, shards: list[dict[str, Any]], uris: di
             s["registered"] = bool(s.get("registered"))
             continue
         uri, cur = uris[s["name"]], current[s["name"]]
-        want = 0 if s.get("draining") else weight
+        # A leaving shard takes no new queues, nor one whose Redis would evict.
+        want = 0 if s.get("draining") or capacity.refused(s) else weight
         if cur is None:
             api.put_pool(s["name"], uri, want, flavor)
         elif cur.get("uri") != uri or cur.get("weight") != want or cur.get("flavor") != flavor:

@@ -35,6 +35,10 @@ class State:
         self.totals: dict[tuple[str, str], int] = {}
         # Moves the server refuses, by (project, queue): (status, description).
         self.refuse: dict[tuple[str, str], tuple[int, str]] = {}
+        # Storage reports by pool, as GET /v2/pools/{pool}/storage answers them (an int: that
+        # error status); a registered pool not listed reports 1 MiB used of no limit, under
+        # noeviction. None: a server without the endpoint (404).
+        self.storage: dict[str, dict[str, Any] | int] | None = None
         # Called with (method, path) before each request is answered: the server's own
         # work (a move finishing) can land between two calls of one operator look.
         self.before: Callable[[str, str], None] | None = None
@@ -100,6 +104,8 @@ def _handler(state: State) -> type[BaseHTTPRequestHandler]:
             parts = path.strip("/").split("/")
             if parts[:2] == ["v2", "pools"] and parts[3:] == ["queues"] and state.moves is not None:
                 return self._pool_queues(parts[2])
+            if parts[:2] == ["v2", "pools"] and parts[3:] == ["storage"] and state.storage is not None:
+                return self._pool_storage(parts[2])
             if parts[:2] == ["v2", "pools"] and len(parts) == 3:
                 return self._pool(method, parts[2], body)
             if parts[:2] == ["v2", "flavors"] and len(parts) == 3:
@@ -141,6 +147,16 @@ def _handler(state: State) -> type[BaseHTTPRequestHandler]:
                     return self._err(409, "Conflict", f"Pool {name} still holds {held} queues")
                 state.pools.pop(name, None)
                 return self._send(204)
+
+        def _pool_storage(self, name: str) -> None:
+            assert state.storage is not None
+            if name not in state.pools:
+                return self._err(404, "Not found", f"Pool {name} does not exist")
+            got = state.storage.get(name, {"used_bytes": 1 << 20, "max_bytes": 0, "eviction_policy": "noeviction"})
+            if isinstance(got, int):
+                return self._err(got, "Service unavailable", "Pool storage could not be read.")
+            full = bool(got["max_bytes"]) and got["used_bytes"] >= got["max_bytes"]
+            return self._send(200, {"full": full, **got})
 
         def _pool_queues(self, name: str) -> None:
             if name not in state.pools:
