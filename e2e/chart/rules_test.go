@@ -53,7 +53,8 @@ func TestRulesCheck(t *testing.T) {
 	// The alert list, each present.
 	alerts := ruleExprs(groups)
 	for _, name := range []string{"SluiceQueueBacklogGrowing", "SluiceQueueOldestMessageAge", "SluiceClaimExpirations",
-		"SluiceDeadLetterRate", "SluicePoolNotReady", "SluiceServerErrorRatio", "SluiceBenchmarkFailed"} {
+		"SluiceDeadLetterRate", "SluicePoolNotReady", "SluiceServerErrorRatio", "SluiceBenchmarkFailed",
+		"SluiceShardMemoryHigh", "SluiceShardFull"} {
 		if alerts[name] == "" {
 			t.Errorf("PrometheusRule lacks %s", name)
 		}
@@ -80,8 +81,15 @@ func TestRulesUnit(t *testing.T) {
 
 // TestRulesThresholdsFromValues: thresholds are values, not constants.
 func TestRulesThresholdsFromValues(t *testing.T) {
-	_, groups := renderRules(t, t.TempDir(), "--set", "prometheusRule.serverErrorRatio=0.25", "--set", "prometheusRule.oldestMessageAgeSeconds=42")
+	_, groups := renderRules(t, t.TempDir(), "--set", "prometheusRule.serverErrorRatio=0.25", "--set", "prometheusRule.oldestMessageAgeSeconds=42",
+		"--set", "prometheusRule.memoryHighRatio=0.7", "--set", "prometheusRule.memoryFullRatio=0.95")
 	alerts := ruleExprs(groups)
+	if !strings.HasSuffix(strings.TrimSpace(alerts["SluiceShardMemoryHigh"]), "> 0.7") {
+		t.Errorf("memory warning threshold not taken from values: %s", alerts["SluiceShardMemoryHigh"])
+	}
+	if !strings.Contains(alerts["SluiceShardFull"], ">= 0.95") {
+		t.Errorf("memory full threshold not taken from values: %s", alerts["SluiceShardFull"])
+	}
 	if !strings.HasSuffix(strings.TrimSpace(alerts["SluiceServerErrorRatio"]), "> 0.25") {
 		t.Errorf("5xx ratio threshold not taken from values: %s", alerts["SluiceServerErrorRatio"])
 	}
