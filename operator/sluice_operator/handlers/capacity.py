@@ -137,11 +137,13 @@ def storage_condition(entries: list[dict[str, Any]], unbounded: bool, redis: boo
     if bounded:
         top = max(bounded, key=_percent)
         return False, "BelowHighWater", f"fullest shard {top['name']} at {_percent(top)}% of its limit{note}"
+    if (limitless or unbounded) and not redis:
+        return False, "Unbounded", "no shard reports a storage limit"
     if limitless or unbounded:
         why = (
             "no memory limit (spec.resources.limits.memory), so Redis runs without maxmemory"
-            if unbounded and redis
-            else "no shard reports a limit"
+            if unbounded
+            else "no shard reports a limit (maxmemory 0)"
         )
         return False, "Unbounded", f"{why}: a shard grows until its container or node runs out of memory"
     return None, "NotReported", "the server does not report its shards' storage"

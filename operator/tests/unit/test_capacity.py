@@ -248,9 +248,10 @@ def test_unbounded_redis_pool_says_why() -> None:
     assert c["StorageFull"]["reason"] == "Unbounded" and "maxmemory" in c["StorageFull"]["message"]
     assert c["StorageFull"]["observedGeneration"] == 4 and c["NoEviction"]["status"] == "Unknown"
     assert warned == []
-    # A MongoDB Pool has no eviction policy to speak of.
+    # A MongoDB Pool has no eviction policy to speak of, nor maxmemory.
     conds, _ = capacity.conditions({"backend": "mongodb"}, "builtin", [], [], 4)
     assert [x["type"] for x in conds] == ["StorageFull"]
+    assert conds[0]["message"] == "no shard reports a storage limit"
 
 
 def test_record_rounds_used_memory_and_keeps_the_policy() -> None:
