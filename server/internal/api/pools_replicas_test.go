@@ -17,7 +17,18 @@ import (
 // each replica has its own default (memory) store, as separate processes.
 func startReplica(t *testing.T, catalogURI string) *testServer {
 	t.Helper()
-	s := newTestServer(t, func(o *config.Options) { o.Catalog = catalogURI })
+	return startReplicaWith(t, catalogURI, nil)
+}
+
+// startReplicaWith is startReplica with the options edited by edit.
+func startReplicaWith(t *testing.T, catalogURI string, edit func(*config.Options)) *testServer {
+	t.Helper()
+	s := newTestServer(t, func(o *config.Options) {
+		o.Catalog = catalogURI
+		if edit != nil {
+			edit(o)
+		}
+	})
 	ctx := context.Background()
 	st, err := catalog.OpenStore(ctx, catalogURI)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 )
@@ -133,9 +134,11 @@ func (g *groupCommit) send(ctx context.Context, own *pending, batch []*pending) 
 		return
 	}
 	// A pipeline outlives any one caller's context, so a caller that gives
-	// up cannot fail the others' calls; go-redis' read and write timeouts
-	// bound it.
-	ctx = context.Background()
+	// up cannot fail the others' calls. It lasts until the last of them
+	// gives up (their latest deadline), when nobody waits for it any more;
+	// go-redis' read and write timeouts bound it when one has none.
+	ctx, cancel := latestDeadline(batch)
+	defer cancel()
 	calls := merge(batch)
 	pipe := g.c.Pipeline()
 	cmds := make([]*goredis.Cmd, len(calls))
@@ -149,6 +152,23 @@ func (g *groupCommit) send(ctx context.Context, own *pending, batch []*pending) 
 			close(p.done)
 		}
 	}
+}
+
+// latestDeadline is a context that ends at the latest deadline of the
+// batch's callers, never cancelled by any one of them; without a deadline
+// if a caller has none.
+func latestDeadline(batch []*pending) (context.Context, context.CancelFunc) {
+	var latest time.Time
+	for _, p := range batch {
+		d, ok := p.ctx.Deadline()
+		if !ok {
+			return context.Background(), func() {}
+		}
+		if d.After(latest) {
+			latest = d
+		}
+	}
+	return context.WithDeadline(context.Background(), latest)
 }
 
 // answer is the reply to the call that was member i of the n calls

@@ -228,9 +228,14 @@ func (cfg clientConfig) client() *goredis.Client {
 			DialTimeout:      cfg.dialTimeout,
 			ReadTimeout:      cfg.readTimeout,
 			WriteTimeout:     cfg.writeTimeout,
-			PoolSize:         cfg.poolSize,
-			TLSConfig:        tlsConf,
-			Dialer:           dialer(cfg.dialTimeout, tlsConf),
+			// The request's deadline (--storage-timeout) bounds the socket
+			// reads and writes too, so a shard that stops answering (a
+			// partition) costs a request its timeout and not the read
+			// timeout on top.
+			ContextTimeoutEnabled: true,
+			PoolSize:              cfg.poolSize,
+			TLSConfig:             tlsConf,
+			Dialer:                dialer(cfg.dialTimeout, tlsConf),
 		})
 	}
 	return goredis.NewClient(&goredis.Options{
@@ -249,8 +254,11 @@ func (cfg clientConfig) client() *goredis.Client {
 		DialTimeout:   cfg.dialTimeout,
 		ReadTimeout:   cfg.readTimeout,
 		WriteTimeout:  cfg.writeTimeout,
-		PoolSize:      cfg.poolSize,
-		TLSConfig:     tlsConf,
-		Dialer:        dialer(cfg.dialTimeout, tlsConf),
+		// The request's deadline bounds socket reads and writes too (see
+		// the failover client above).
+		ContextTimeoutEnabled: true,
+		PoolSize:              cfg.poolSize,
+		TLSConfig:             tlsConf,
+		Dialer:                dialer(cfg.dialTimeout, tlsConf),
 	})
 }

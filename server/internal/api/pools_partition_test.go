@@ -1,0 +1,141 @@
+package api
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"sluice.dev/server/internal/config"
+	"sluice.dev/server/internal/storage"
+	"sluice.dev/server/internal/storage/catalog"
+	"sluice.dev/server/internal/testutil"
+)
+
+// TestPartitionedPoolIsBounded: one of two pools is cut off the way a
+// network partition cuts it (bytes stop, nothing is refused) while
+// producers post to a queue on each, concurrently. The cut pool's queue
+// answers 503 with Retry-After, each answer within a bound of the storage
+// timeout (no request hangs); the other pool's queue keeps answering 201
+// throughout; once the link heals the cut queue is served again and
+// nothing acknowledged is lost on either.
+func TestPartitionedPoolIsBounded(t *testing.T) {
+	const timeout = 500 * time.Millisecond
+	ctx := context.Background()
+	mgmt := testutil.StartRedis(t, testutil.RedisOptions{})
+	ts := startReplicaWith(t, mgmt.URL, func(o *config.Options) { o.StorageTimeout = timeout })
+	adm := std("X-Roles", "admin")
+	far := testutil.StartRedis(t, testutil.RedisOptions{})
+	link := testutil.StartPartition(t, far.Addr)
+	near := testutil.StartRedis(t, testutil.RedisOptions{})
+	ts.must(201, "PUT", "/v2/pools/r0", adm, `{"weight":100,"uri":"redis://`+link.Addr+`/0"}`)
+	ts.must(201, "PUT", "/v2/pools/r1", adm, `{"weight":100,"uri":"`+near.URL+`"}`)
+	st, err := catalog.OpenStore(ctx, mgmt.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	onPool := map[string]string{}
+	for i := 0; i < 40 && len(onPool) < 2; i++ {
+		name := fmt.Sprintf("pq%02d", i)
+		ts.must(201, "PUT", "/v2/queues/"+name, std(), "")
+		p, err := st.Lookup(ctx, storage.QueueRef{Project: "p1", Name: name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		onPool[p] = name
+	}
+	cutQ, liveQ := onPool["r0"], onPool["r1"]
+	if cutQ == "" || liveQ == "" {
+		t.Fatalf("40 queues did not reach both pools: %v", onPool)
+	}
+
+	// Producers on both queues, 4 each, for the whole test: before, during
+	// and after the cut (bounded by count and by stop).
+	var stop atomic.Bool
+	var mu sync.Mutex
+	acked := map[string]int{}
+	var other []string           // answers neither 201 nor the cut queue's 503
+	var slowest [2]time.Duration // per queue, of the requests sent while cut
+	var cutAnswers, cut503 int
+	var cutting atomic.Bool
+	var wg sync.WaitGroup
+	for i, q := range []string{cutQ, liveQ} {
+		for w := 0; w < 4; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for n := 0; n < 20000 && !stop.Load(); n++ {
+					time.Sleep(2 * time.Millisecond)
+					during := cutting.Load()
+					start := time.Now()
+					r := ts.do("POST", "/v2/queues/"+q+"/messages", std(), `{"messages":[{"body":1}]}`)
+					took := time.Since(start)
+					mu.Lock()
+					switch {
+					case r.status == 201:
+						acked[q]++
+					case q == cutQ && r.status == 503 && r.header.Get("Retry-After") != "":
+						cut503++
+					default:
+						other = append(other, fmt.Sprintf("%s: %d %s", q, r.status, r.body))
+					}
+					if during {
+						if took > slowest[i] {
+							slowest[i] = took
+						}
+						if q == cutQ {
+							cutAnswers++
+						}
+					}
+					mu.Unlock()
+				}
+			}()
+		}
+	}
+	time.Sleep(300 * time.Millisecond)
+	link.Cut()
+	cutting.Store(true)
+	time.Sleep(3 * time.Second)
+	cutting.Store(false)
+	link.Heal()
+	// Served again: the cut queue takes a post within a few timeouts.
+	healed := false
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if r := ts.do("POST", "/v2/queues/"+cutQ+"/messages", std(), `{"messages":[{"body":1}]}`); r.status == 201 {
+			mu.Lock()
+			acked[cutQ]++
+			mu.Unlock()
+			healed = true
+			break
+		}
+	}
+	time.Sleep(300 * time.Millisecond)
+	stop.Store(true)
+	wg.Wait()
+	t.Logf("while cut: %d answers on the cut queue (%d 503 overall), slowest %v; slowest on the other %v; acked %v",
+		cutAnswers, cut503, slowest[0], slowest[1], acked)
+	if len(other) > 0 {
+		t.Fatalf("%d unexpected answers, first: %s", len(other), other[0])
+	}
+	if !healed {
+		t.Fatal("the cut queue was not served again within 10 s of the link healing")
+	}
+	if cut503 == 0 {
+		t.Fatal("the cut queue never answered 503 while its pool was cut off")
+	}
+	// No request waits much past the storage timeout (a hang would sit
+	// here until the test's own deadline).
+	if slowest[0] > 4*timeout {
+		t.Errorf("a request to the cut pool took %v; the storage timeout is %v", slowest[0], timeout)
+	}
+	// Nothing acknowledged was lost, on either pool.
+	for _, q := range []string{cutQ, liveQ} {
+		stats := ts.must(200, "GET", "/v2/queues/"+q+"/stats", std(), "").json(t)
+		if n := int(stats["messages"].(map[string]any)["total"].(float64)); n < acked[q] {
+			t.Errorf("%s holds %d messages, %d acknowledged", q, n, acked[q])
+		}
+	}
+}
