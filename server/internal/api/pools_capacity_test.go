@@ -1,14 +1,11 @@
 package api
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
-	"sluice.dev/server/internal/storage"
-	"sluice.dev/server/internal/storage/catalog"
 	"sluice.dev/server/internal/testutil"
 )
 
@@ -19,7 +16,6 @@ import (
 // pool is untouched; its storage endpoint says it is full; new queues go
 // to the pool with room; and posting resumes once messages are deleted.
 func TestFullPoolAnswers507(t *testing.T) {
-	ctx := context.Background()
 	mgmt := testutil.StartRedis(t, testutil.RedisOptions{})
 	ts := startReplica(t, mgmt.URL)
 	adm := std("X-Roles", "admin")
@@ -27,31 +23,12 @@ func TestFullPoolAnswers507(t *testing.T) {
 	roomy := testutil.StartRedis(t, testutil.RedisOptions{})
 	ts.must(201, "PUT", "/v2/pools/r0", adm, `{"weight":100,"uri":"`+small.URL+`"}`)
 	ts.must(201, "PUT", "/v2/pools/r1", adm, `{"weight":100,"uri":"`+roomy.URL+`"}`)
-	st, err := catalog.OpenStore(ctx, mgmt.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	poolOf := func(name string) string {
-		p, err := st.Lookup(ctx, storage.QueueRef{Project: "p1", Name: name})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	onPool := map[string]string{}
-	for i := 0; i < 40 && len(onPool) < 2; i++ {
-		name := fmt.Sprintf("fq%02d", i)
-		ts.must(201, "POST", "/v2/queues/"+name+"/messages", std(), `{"messages":[{"body":1}]}`)
-		onPool[poolOf(name)] = name
-	}
+	poolOf := placedOn(t, mgmt.URL)
+	onPool := queueOnEach(t, ts, mgmt.URL, "fq", "r0", "r1")
 	full, other := onPool["r0"], onPool["r1"]
-	if full == "" || other == "" {
-		t.Fatalf("40 queues did not reach both pools: %v", onPool)
-	}
 	batch := `{"messages":[` + strings.TrimSuffix(strings.Repeat(`{"ttl":3600,"body":"`+strings.Repeat("x", 1000)+`"},`, 10), ",") + `]}`
 	var refused resp
-	posted := 1
+	posted := 0
 	for i := 0; i < 2000; i++ {
 		r := ts.do("POST", "/v2/queues/"+full+"/messages", std(), batch)
 		if r.status != 201 {

@@ -1,13 +1,10 @@
 package api
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"testing"
 
-	"sluice.dev/server/internal/storage"
-	"sluice.dev/server/internal/storage/catalog"
 	"sluice.dev/server/internal/testutil"
 )
 
@@ -15,7 +12,6 @@ import (
 // answer 503 with Retry-After, the other pool's queues keep working, and
 // health names the dead pool.
 func TestPoolDownAnswers503(t *testing.T) {
-	ctx := context.Background()
 	mgmt := testutil.StartRedis(t, testutil.RedisOptions{})
 	ts := startReplica(t, mgmt.URL)
 	adm := std("X-Roles", "admin")
@@ -23,23 +19,9 @@ func TestPoolDownAnswers503(t *testing.T) {
 	for i, r := range pools {
 		ts.must(201, "PUT", fmt.Sprintf("/v2/pools/r%d", i), adm, `{"weight":100,"uri":"`+r.URL+`"}`)
 	}
-	st, err := catalog.OpenStore(ctx, mgmt.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	onPool := map[string]string{} // pool -> one of its queues
-	for i := 0; i < 40 && len(onPool) < 2; i++ {
-		name := fmt.Sprintf("dq%02d", i)
-		ts.must(201, "POST", "/v2/queues/"+name+"/messages", std(), `{"messages":[{"body":1}]}`)
-		p, err := st.Lookup(ctx, storage.QueueRef{Project: "p1", Name: name})
-		if err != nil {
-			t.Fatal(err)
-		}
-		onPool[p] = name
-	}
-	if len(onPool) != 2 {
-		t.Fatalf("40 queues did not reach both pools: %v", onPool)
+	onPool := queueOnEach(t, ts, mgmt.URL, "dq", "r0", "r1")
+	for _, q := range onPool {
+		ts.must(201, "POST", "/v2/queues/"+q+"/messages", std(), `{"messages":[{"body":1}]}`)
 	}
 	pools[0].Kill()
 	dead, live := onPool["r0"], onPool["r1"]

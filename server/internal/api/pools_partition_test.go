@@ -1,7 +1,6 @@
 package api
 
 import (
-	"context"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -9,8 +8,6 @@ import (
 	"time"
 
 	"sluice.dev/server/internal/config"
-	"sluice.dev/server/internal/storage"
-	"sluice.dev/server/internal/storage/catalog"
 	"sluice.dev/server/internal/testutil"
 )
 
@@ -23,7 +20,6 @@ import (
 // nothing acknowledged is lost on either.
 func TestPartitionedPoolIsBounded(t *testing.T) {
 	const timeout = 500 * time.Millisecond
-	ctx := context.Background()
 	mgmt := testutil.StartRedis(t, testutil.RedisOptions{})
 	ts := startReplicaWith(t, mgmt.URL, func(o *config.Options) { o.StorageTimeout = timeout })
 	adm := std("X-Roles", "admin")
@@ -32,25 +28,8 @@ func TestPartitionedPoolIsBounded(t *testing.T) {
 	near := testutil.StartRedis(t, testutil.RedisOptions{})
 	ts.must(201, "PUT", "/v2/pools/r0", adm, `{"weight":100,"uri":"redis://`+link.Addr+`/0"}`)
 	ts.must(201, "PUT", "/v2/pools/r1", adm, `{"weight":100,"uri":"`+near.URL+`"}`)
-	st, err := catalog.OpenStore(ctx, mgmt.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	onPool := map[string]string{}
-	for i := 0; i < 40 && len(onPool) < 2; i++ {
-		name := fmt.Sprintf("pq%02d", i)
-		ts.must(201, "PUT", "/v2/queues/"+name, std(), "")
-		p, err := st.Lookup(ctx, storage.QueueRef{Project: "p1", Name: name})
-		if err != nil {
-			t.Fatal(err)
-		}
-		onPool[p] = name
-	}
+	onPool := queueOnEach(t, ts, mgmt.URL, "pq", "r0", "r1")
 	cutQ, liveQ := onPool["r0"], onPool["r1"]
-	if cutQ == "" || liveQ == "" {
-		t.Fatalf("40 queues did not reach both pools: %v", onPool)
-	}
 
 	// Producers on both queues, 4 each, for the whole test: before, during
 	// and after the cut (bounded by count and by stop).

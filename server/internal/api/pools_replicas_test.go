@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"sluice.dev/server/internal/config"
+	"sluice.dev/server/internal/storage"
 	"sluice.dev/server/internal/storage/catalog"
 	"sluice.dev/server/internal/testutil"
 )
@@ -93,4 +94,44 @@ func TestReplicasShareCatalog(t *testing.T) {
 			}
 		}
 	}
+}
+
+// placedOn returns a function that reads from the catalog at catalogURI
+// which pool a queue of project p1 is placed on.
+func placedOn(t *testing.T, catalogURI string) func(queue string) string {
+	t.Helper()
+	ctx := context.Background()
+	st, err := catalog.OpenStore(ctx, catalogURI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return func(queue string) string {
+		p, err := st.Lookup(ctx, storage.QueueRef{Project: "p1", Name: queue})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+}
+
+// queueOnEach creates queues named prefix00, prefix01, ... until one is
+// placed on each of pools, and returns pool -> that queue.
+func queueOnEach(t *testing.T, ts *testServer, catalogURI, prefix string, pools ...string) map[string]string {
+	t.Helper()
+	poolOf := placedOn(t, catalogURI)
+	on := map[string]string{}
+	for i := 0; i < 40 && len(on) < len(pools); i++ {
+		name := fmt.Sprintf("%s%02d", prefix, i)
+		ts.must(201, "PUT", "/v2/queues/"+name, std(), "")
+		if p := poolOf(name); on[p] == "" {
+			on[p] = name
+		}
+	}
+	for _, p := range pools {
+		if on[p] == "" {
+			t.Fatalf("40 queues did not reach every pool of %v: %v", pools, on)
+		}
+	}
+	return on
 }
