@@ -16,8 +16,9 @@ import (
 // producers post to a queue on each, concurrently. The cut pool's queue
 // answers 503 with Retry-After, each answer within a bound of the storage
 // timeout (no request hangs); the other pool's queue keeps answering 201
-// throughout; once the link heals the cut queue is served again and
-// nothing acknowledged is lost on either.
+// throughout; health names the cut pool; once the link heals the cut
+// queue is served again, health says so, and nothing acknowledged is
+// lost on either.
 func TestPartitionedPoolIsBounded(t *testing.T) {
 	const timeout = 500 * time.Millisecond
 	mgmt := testutil.StartRedis(t, testutil.RedisOptions{})
@@ -74,10 +75,19 @@ func TestPartitionedPoolIsBounded(t *testing.T) {
 			}()
 		}
 	}
+	reachable := func() (r0, r1 any) {
+		h := ts.must(200, "GET", "/v2/health", adm, "").json(t)
+		return h["r0"].(map[string]any)["storage_reachable"], h["r1"].(map[string]any)["storage_reachable"]
+	}
 	time.Sleep(300 * time.Millisecond)
 	link.Cut()
 	cutting.Store(true)
-	time.Sleep(3 * time.Second)
+	time.Sleep(time.Second)
+	// Health names the cut pool, and only it.
+	if r0, r1 := reachable(); r0 != false || r1 != true {
+		t.Errorf("health while r0 is cut: r0 reachable %v, r1 %v", r0, r1)
+	}
+	time.Sleep(2 * time.Second)
 	cutting.Store(false)
 	link.Heal()
 	// Served again: the cut queue takes a post within a few timeouts.
@@ -101,6 +111,9 @@ func TestPartitionedPoolIsBounded(t *testing.T) {
 	}
 	if !healed {
 		t.Fatal("the cut queue was not served again within 10 s of the link healing")
+	}
+	if r0, r1 := reachable(); r0 != true || r1 != true {
+		t.Errorf("health after healing: r0 reachable %v, r1 %v", r0, r1)
 	}
 	if cut503 == 0 {
 		t.Fatal("the cut queue never answered 503 while its pool was cut off")
