@@ -25,7 +25,7 @@ func TestPartitionedPoolIsBounded(t *testing.T) {
 	ts := startReplicaWith(t, mgmt.URL, func(o *config.Options) { o.StorageTimeout = timeout })
 	adm := std("X-Roles", "admin")
 	far := testutil.StartRedis(t, testutil.RedisOptions{})
-	link := testutil.StartPartition(t, far.Addr)
+	link := testutil.StartLink(t, far.Addr)
 	near := testutil.StartRedis(t, testutil.RedisOptions{})
 	ts.must(201, "PUT", "/v2/pools/r0", adm, `{"weight":100,"uri":"redis://`+link.Addr+`/0"}`)
 	ts.must(201, "PUT", "/v2/pools/r1", adm, `{"weight":100,"uri":"`+near.URL+`"}`)
@@ -129,5 +129,73 @@ func TestPartitionedPoolIsBounded(t *testing.T) {
 		if n := int(stats["messages"].(map[string]any)["total"].(float64)); n < acked[q] {
 			t.Errorf("%s holds %d messages, %d acknowledged", q, n, acked[q])
 		}
+	}
+}
+
+// TestSlowPoolIsBounded: a pool behind a slow link answers late but
+// answers (201) while its delay fits the storage timeout, and 503 with
+// Retry-After, within a bound of the timeout, once it does not; the other
+// pool's queue is served throughout; healed, the slow queue is served
+// again and holds every message it acknowledged.
+func TestSlowPoolIsBounded(t *testing.T) {
+	const timeout = 500 * time.Millisecond
+	mgmt := testutil.StartRedis(t, testutil.RedisOptions{})
+	ts := startReplicaWith(t, mgmt.URL, func(o *config.Options) { o.StorageTimeout = timeout })
+	adm := std("X-Roles", "admin")
+	far := testutil.StartRedis(t, testutil.RedisOptions{})
+	link := testutil.StartLink(t, far.Addr)
+	near := testutil.StartRedis(t, testutil.RedisOptions{})
+	ts.must(201, "PUT", "/v2/pools/r0", adm, `{"weight":100,"uri":"redis://`+link.Addr+`/0"}`)
+	ts.must(201, "PUT", "/v2/pools/r1", adm, `{"weight":100,"uri":"`+near.URL+`"}`)
+	onPool := queueOnEach(t, ts, mgmt.URL, "sq", "r0", "r1")
+	slowQ, fastQ := onPool["r0"], onPool["r1"]
+	post := func(q string) (resp, time.Duration) {
+		start := time.Now()
+		r := ts.do("POST", "/v2/queues/"+q+"/messages", std(), `{"messages":[{"body":1}]}`)
+		return r, time.Since(start)
+	}
+	acked := 0
+	for _, delay := range []time.Duration{20 * time.Millisecond, 80 * time.Millisecond} {
+		link.Delay(delay)
+		var slowest time.Duration
+		for i := 0; i < 10; i++ {
+			r, took := post(slowQ)
+			if r.status != 201 {
+				t.Fatalf("post over a %v link: %d %s", delay, r.status, r.body)
+			}
+			acked++
+			slowest = max(slowest, took)
+			if r, _ := post(fastQ); r.status != 201 {
+				t.Fatalf("post to the other pool while r0 is slow: %d %s", r.status, r.body)
+			}
+		}
+		t.Logf("link delay %v: slowest post %v", delay, slowest)
+	}
+	link.Delay(2 * timeout)
+	for i := 0; i < 3; i++ {
+		r, took := post(slowQ)
+		if r.status != 503 || r.header.Get("Retry-After") == "" {
+			t.Fatalf("post over a link slower than the storage timeout: %d %v %s", r.status, r.header, r.body)
+		}
+		if took > 4*timeout {
+			t.Errorf("a post over a link slower than the timeout took %v; the timeout is %v", took, timeout)
+		}
+		if r, _ := post(fastQ); r.status != 201 {
+			t.Fatalf("post to the other pool while r0 is too slow: %d %s", r.status, r.body)
+		}
+	}
+	link.Heal()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if r, _ := post(slowQ); r.status == 201 {
+			acked++
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the slow queue was not served again within 10 s of the link healing")
+		}
+	}
+	stats := ts.must(200, "GET", "/v2/queues/"+slowQ+"/stats", std(), "").json(t)
+	if n := int(stats["messages"].(map[string]any)["total"].(float64)); n < acked {
+		t.Errorf("%s holds %d messages, %d acknowledged", slowQ, n, acked)
 	}
 }

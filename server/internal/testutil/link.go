@@ -4,32 +4,35 @@ import (
 	"net"
 	"sync"
 	"testing"
+	"time"
 )
 
-// Partition is a TCP relay on 127.0.0.1 in front of a backend that can
-// be cut the way a network partition cuts it: bytes stop flowing both
-// ways and nothing is closed or refused, so a client waits for its own
-// timeouts, as behind a link that drops packets. Healing lets bytes flow
+// Link is a TCP relay on 127.0.0.1 in front of a backend, with the
+// faults of a network between them: Cut stops bytes both ways the way a
+// partition does (nothing is closed or refused, so a client waits for its
+// own timeouts, as behind a link that drops packets), Delay holds every
+// read for a while (a slow link or a busy backend). Heal lets bytes flow
 // again on the connections that survived their clients' timeouts.
-type Partition struct {
+type Link struct {
 	Addr string // host:port to dial instead of the backend
 	ln     net.Listener
 	to     string
 	mu     sync.Mutex
 	cut    bool
+	delay  time.Duration
 	closed bool
 	heal   *sync.Cond
 	wg     sync.WaitGroup
 }
 
-// StartPartition relays to target until the test ends.
-func StartPartition(t testing.TB, target string) *Partition {
+// StartLink relays to target until the test ends.
+func StartLink(t testing.TB, target string) *Link {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &Partition{Addr: ln.Addr().String(), ln: ln, to: target}
+	p := &Link{Addr: ln.Addr().String(), ln: ln, to: target}
 	p.heal = sync.NewCond(&p.mu)
 	p.wg.Add(1)
 	go p.accept()
@@ -37,28 +40,44 @@ func StartPartition(t testing.TB, target string) *Partition {
 	return p
 }
 
-// Cut stops every byte; Heal lets them flow again.
-func (p *Partition) Cut()  { p.set(true) }
-func (p *Partition) Heal() { p.set(false) }
+// Cut stops every byte; Heal lets them flow again, undelayed.
+func (p *Link) Cut()  { p.set(true) }
+func (p *Link) Heal() { p.set(false) }
 
-func (p *Partition) set(cut bool) {
+// Delay holds every chunk read from either side for d before it is
+// passed on.
+func (p *Link) Delay(d time.Duration) {
+	p.mu.Lock()
+	p.delay = d
+	p.mu.Unlock()
+}
+
+func (p *Link) set(cut bool) {
 	p.mu.Lock()
 	p.cut = cut
+	if !cut {
+		p.delay = 0
+	}
 	p.mu.Unlock()
 	p.heal.Broadcast()
 }
 
-// wait blocks while the link is cut; false once the relay is closed.
-func (p *Partition) wait() bool {
+// wait blocks while the link is cut, then for its delay; false once the
+// relay is closed.
+func (p *Link) wait() bool {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	for p.cut && !p.closed {
 		p.heal.Wait()
 	}
-	return !p.closed
+	d, open := p.delay, !p.closed
+	p.mu.Unlock()
+	if d > 0 && open {
+		time.Sleep(d)
+	}
+	return open
 }
 
-func (p *Partition) accept() {
+func (p *Link) accept() {
 	defer p.wg.Done()
 	for {
 		c, err := p.ln.Accept()
@@ -77,7 +96,7 @@ func (p *Partition) accept() {
 
 // pipe copies src to dst a read at a time, holding each read while the
 // link is cut.
-func (p *Partition) pipe(src, dst net.Conn) {
+func (p *Link) pipe(src, dst net.Conn) {
 	defer src.Close()
 	defer dst.Close()
 	buf := make([]byte, 32<<10)
@@ -97,7 +116,7 @@ func (p *Partition) pipe(src, dst net.Conn) {
 	}
 }
 
-func (p *Partition) close() {
+func (p *Link) close() {
 	p.mu.Lock()
 	p.closed = true
 	p.mu.Unlock()
