@@ -14,7 +14,7 @@ import (
 // read for a while (a slow link or a busy backend). Heal lets bytes flow
 // again on the connections that survived their clients' timeouts.
 type Link struct {
-	Addr string // host:port to dial instead of the backend
+	Addr   string // host:port to dial instead of the backend
 	ln     net.Listener
 	to     string
 	mu     sync.Mutex
