@@ -1,6 +1,12 @@
 // Package zaqar is a small, allocation-conscious client for the Zaqar v2
 // messaging API: just the calls a load generator makes, over a keep-alive
 // connection pool sized to the number of workers.
+//
+// The client never retries. A failed request is the caller's to count, and
+// a Retry-After header on it is read (Session.RetryAfter) and recorded,
+// not waited out: sluice-bench measures how long the service refuses, and
+// a worker that slept for the delay would measure its own sleep instead
+// (its next request usually goes to another queue, often on another shard).
 package zaqar
 
 import (
@@ -154,6 +160,9 @@ type Session struct {
 	hdrJ http.Header // same plus Content-Type: application/json
 	body *reqBody
 	Resp bytes.Buffer // body of the last response, valid until the next call
+	// retryAfter is the last response's Retry-After header ("" when it had
+	// none or no response came).
+	retryAfter string
 }
 
 // reqBody is a reusable request body. The transport may still be writing
@@ -245,7 +254,9 @@ func (s *Session) Do(method string, u *url.URL, body []byte) (int, error) {
 		req.Header = s.hdrJ
 	}
 	resp, err := s.c.tr.RoundTrip(req)
+	s.retryAfter = ""
 	if err == nil {
+		s.retryAfter = resp.Header.Get("Retry-After")
 		s.Resp.Reset()
 		_, err = s.Resp.ReadFrom(resp.Body)
 		resp.Body.Close()
@@ -258,6 +269,20 @@ func (s *Session) Do(method string, u *url.URL, body []byte) (int, error) {
 		return 0, err
 	}
 	return resp.StatusCode, nil
+}
+
+// RetryAfter reports whether the last response carried a Retry-After
+// header and the delay it asked for in whole seconds, -1 when the value is
+// neither delay-seconds nor an HTTP-date (see ParseRetryAfter). Like Resp,
+// it is valid until the next call.
+func (s *Session) RetryAfter() (secs int64, given bool) {
+	if s.retryAfter == "" {
+		return 0, false
+	}
+	if secs, ok := ParseRetryAfter(s.retryAfter, time.Now()); ok {
+		return secs, true
+	}
+	return -1, true
 }
 
 // logError writes one failure without a status to ErrorLog, with the

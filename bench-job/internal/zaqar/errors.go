@@ -5,8 +5,11 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/http"
 	"strconv"
+	"strings"
 	"syscall"
+	"time"
 )
 
 var errBadURL = errors.New("server URL must be http(s)://host[:port]")
@@ -34,4 +37,28 @@ func Reason(status int, err error) string {
 		return "eof"
 	}
 	return "transport"
+}
+
+// ParseRetryAfter reads a Retry-After value (RFC 9110, section 10.2.3):
+// delay-seconds, or an HTTP-date counted from now (0 once it has passed),
+// rounded up to whole seconds. ok is false for anything else, a signed or
+// fractional number included.
+func ParseRetryAfter(v string, now time.Time) (secs int64, ok bool) {
+	v = strings.TrimSpace(v)
+	if v != "" && strings.Trim(v, "0123456789") == "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return 0, false // too large for int64
+		}
+		return n, true
+	}
+	t, err := http.ParseTime(v)
+	if err != nil {
+		return 0, false
+	}
+	d := t.Sub(now)
+	if d <= 0 {
+		return 0, true
+	}
+	return int64((d + time.Second - 1) / time.Second), true
 }
