@@ -244,11 +244,11 @@ func (r *run) resetQueues(op *metrics.Op) {
 		u := r.cl.URL(zaqar.QueuePath(q.name), "")
 		if !r.cfg.SkipReset {
 			st, err := s.Do("DELETE", u, nil)
-			record(op, time.Now(), time.Now(), st, err, 204)
+			record(op, s, time.Now(), time.Now(), st, err, 204)
 		}
 		t0 := time.Now()
 		st, err := s.Do("PUT", u, nil)
-		record(op, t0, time.Now(), st, err, 201, 204)
+		record(op, s, t0, time.Now(), st, err, 201, 204)
 	}
 }
 
@@ -286,8 +286,9 @@ func (r *run) checkPostSize(largest int) error {
 		largest, q.name, *meta.Max)
 }
 
-// record files one response under op: success if the status is one of ok.
-func record(op *metrics.Op, start, end time.Time, status int, err error, ok ...int) bool {
+// record files the response s just got under op: success if the status is
+// one of ok.
+func record(op *metrics.Op, s *zaqar.Session, start, end time.Time, status int, err error, ok ...int) bool {
 	if err == nil {
 		for _, c := range ok {
 			if status == c {
@@ -296,8 +297,19 @@ func record(op *metrics.Op, start, end time.Time, status int, err error, ok ...i
 			}
 		}
 	}
-	op.Failure(end, zaqar.Reason(status, err))
+	failure(op, s, end, status, err)
 	return false
+}
+
+// failure files a failed request under op by its reason, with the
+// Retry-After its response carried, if any (recorded, not obeyed: see
+// package zaqar).
+func failure(op *metrics.Op, s *zaqar.Session, end time.Time, status int, err error) {
+	if secs, given := s.RetryAfter(); given {
+		op.FailureRetry(end, zaqar.Reason(status, err), secs)
+		return
+	}
+	op.Failure(end, zaqar.Reason(status, err))
 }
 
 // take consumes one request from the count budget, if any.

@@ -147,7 +147,7 @@ func (r *run) subscribe(op *metrics.Op) []string {
 	for _, q := range r.queues {
 		t0 := time.Now()
 		st, err := s.Do("POST", r.cl.URL(zaqar.QueuePath(q.name)+"/subscriptions", ""), body)
-		if !record(op, t0, time.Now(), st, err, 201) {
+		if !record(op, s, t0, time.Now(), st, err, 201) {
 			continue
 		}
 		var sub subscription
@@ -164,7 +164,7 @@ func (r *run) unsubscribe(op *metrics.Op, subs []string) {
 	for _, path := range subs {
 		t0 := time.Now()
 		st, err := s.Do("DELETE", r.cl.URL(path, ""), nil)
-		record(op, t0, time.Now(), st, err, 204)
+		record(op, s, t0, time.Now(), st, err, 204)
 	}
 }
 

@@ -74,7 +74,7 @@ func (r *run) flooder(ctx context.Context, s *zaqar.Session, o *ops, until time.
 		st, err := s.Do("POST", q.post, buf)
 		end := time.Now()
 		r.samples.add("post", start, end, st)
-		if record(o.post, start, end, st, err, 201) && tagged && r.del != nil {
+		if record(o.post, s, start, end, st, err, 201) && tagged && r.del != nil {
 			r.del.Produced(seq)
 		}
 		backoff(err)

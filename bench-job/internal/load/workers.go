@@ -94,7 +94,7 @@ func (r *run) producer(ctx context.Context, s *zaqar.Session, op *metrics.Op, bo
 		buf, tagged = bodies.Append(buf[:0], seq, time.Now().UnixNano())
 		st, err := s.Do("POST", q.post, buf)
 		end := time.Now()
-		if record(op, start, end, st, err, 201) && tagged && r.del != nil {
+		if record(op, s, start, end, st, err, 201) && tagged && r.del != nil {
 			r.del.Produced(seq)
 			if r.notes != nil {
 				r.notes.Acked(seq, end)
@@ -121,7 +121,7 @@ func (r *run) largeProducer(ctx context.Context, s *zaqar.Session, op *metrics.O
 		start := time.Now()
 		st, err := s.Do("POST", q.post, buf)
 		end := time.Now()
-		record(op, start, end, st, err, 201)
+		record(op, s, start, end, st, err, 201)
 		r.samples.add(op.Name, start, end, st)
 		backoff(err)
 	}
@@ -170,7 +170,7 @@ func (r *run) claimOnce(s *zaqar.Session, o *ops, q *queue, resp *listed) int {
 	st, err := s.Do("POST", q.claim, r.claimBody)
 	end := time.Now()
 	r.samples.add("claim", start, end, st)
-	if !record(o.claim, start, end, st, err, 201, 204) {
+	if !record(o.claim, s, start, end, st, err, 201, 204) {
 		if err != nil || st >= 500 {
 			r.doubt(end) // the claim may have been made, its answer lost
 		}
@@ -197,7 +197,7 @@ func (r *run) claimOnce(s *zaqar.Session, o *ops, q *queue, resp *listed) int {
 		start := time.Now()
 		st, err := s.Do("DELETE", r.cl.Href(resp.Messages[i].Href), nil)
 		end := time.Now()
-		if !record(o.del, start, end, st, err, 204) {
+		if !record(o.del, s, start, end, st, err, 204) {
 			// Still claimed: it comes back when the claim expires.
 			if t := resp.Messages[i].Body.SB; t != nil && r.del != nil {
 				r.del.Undeleted(t.O, t.N)
@@ -233,7 +233,7 @@ func (r *run) observer(ctx context.Context, s *zaqar.Session, op *metrics.Op, un
 		st, err := s.Do("GET", u, nil)
 		end := time.Now()
 		r.samples.add("list", start, end, st)
-		if !record(op, start, end, st, err, 200) {
+		if !record(op, s, start, end, st, err, 200) {
 			backoff(err)
 			continue
 		}
@@ -268,7 +268,7 @@ func (r *run) getter(ctx context.Context, s *zaqar.Session, op *metrics.Op, u *u
 		if err == nil && st >= 200 && st < 300 {
 			op.Success(end, end.Sub(start))
 		} else {
-			op.Failure(end, zaqar.Reason(st, err))
+			failure(op, s, end, st, err)
 		}
 		r.samples.add("get", start, end, st)
 		backoff(err)

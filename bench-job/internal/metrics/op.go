@@ -52,6 +52,9 @@ type Point struct {
 	Kinds    map[string]int64 `json:"kinds,omitempty"`
 	ErrFirst int64            `json:"err_first_ms,omitempty"`
 	ErrLast  int64            `json:"err_last_ms,omitempty"`
+	// Retry: of the second's failed responses, those that carried
+	// Retry-After, by reason (a fault's window sums them as it does Kinds).
+	Retry map[string]RetryAfter `json:"retry_after,omitempty"`
 }
 
 // AddFailures folds another window's failures of the same second into p.
@@ -71,6 +74,10 @@ func (p *Point) AddFailures(kinds map[string]int64, first, last int64) {
 	p.ErrLast = max(p.ErrLast, last)
 }
 
+// AddRetries folds another window's Retry-After counts of the same second
+// into p.
+func (p *Point) AddRetries(retry map[string]RetryAfter) { p.Retry = MergeRetries(p.Retry, retry) }
+
 // Op accumulates one operation (post, claim, delete, list, get). A mutex
 // per operation is cheap next to a network round trip and keeps the
 // per-second windows exact.
@@ -83,12 +90,14 @@ type Op struct {
 	winSec   int64
 	winErr   int64
 	winKinds map[string]int64
+	winRetry map[string]RetryAfter
 	winFirst int64 // unix ms of the window's first and last failure
 	winLast  int64
 	series   []Point
 	requests int64
 	ok       int64
 	errs     map[string]int64
+	retry    map[string]RetryAfter // failures that carried Retry-After, by reason
 	extra    map[string]int64
 }
 
@@ -112,6 +121,31 @@ func (o *Op) Success(end time.Time, lat time.Duration) {
 // Failure records a request that failed for reason (see zaqar.Reason).
 func (o *Op) Failure(end time.Time, reason string) {
 	o.mu.Lock()
+	o.fail(end, reason)
+	o.mu.Unlock()
+}
+
+// FailureRetry records a failed response that carried a Retry-After header
+// asking for secs seconds (secs < 0: a value that could not be read).
+func (o *Op) FailureRetry(end time.Time, reason string, secs int64) {
+	o.mu.Lock()
+	o.fail(end, reason)
+	if o.retry == nil {
+		o.retry = map[string]RetryAfter{}
+	}
+	if o.winRetry == nil {
+		o.winRetry = map[string]RetryAfter{}
+	}
+	for _, m := range []map[string]RetryAfter{o.retry, o.winRetry} {
+		ra := m[reason]
+		ra.Add(secs)
+		m[reason] = ra
+	}
+	o.mu.Unlock()
+}
+
+// fail counts one failure, o.mu held.
+func (o *Op) fail(end time.Time, reason string) {
 	o.roll(end.Unix())
 	o.requests++
 	o.winErr++
@@ -123,7 +157,6 @@ func (o *Op) Failure(end time.Time, reason string) {
 	}
 	o.winKinds[reason]++
 	o.winFirst, o.winLast = min(o.winFirst, ms), max(o.winLast, ms)
-	o.mu.Unlock()
 }
 
 // Count bumps a named side counter (for example "empty" claims).
@@ -154,12 +187,13 @@ func (o *Op) flush() {
 	}
 	p := PointFrom(o.winSec, o.win, o.winErr)
 	p.AddFailures(o.winKinds, o.winFirst, o.winLast)
+	p.AddRetries(o.winRetry)
 	if enc, err := o.win.Encode(hdr.V2CompressedEncodingCookieBase); err == nil {
 		p.Hist = string(enc)
 	}
 	o.series = append(o.series, p)
 	o.win.Reset()
-	o.winErr, o.winKinds, o.winFirst, o.winLast = 0, nil, 0, 0
+	o.winErr, o.winKinds, o.winRetry, o.winFirst, o.winLast = 0, nil, nil, 0, 0
 }
 
 // PointFrom summarises one window's histogram.
@@ -178,6 +212,7 @@ type Snapshot struct {
 	Requests int64
 	OK       int64
 	Errors   map[string]int64
+	Retry    map[string]RetryAfter // failures that carried Retry-After, by reason; nil if none
 	Extra    map[string]int64
 	Hist     *hdr.Histogram
 	Series   []Point
@@ -189,7 +224,7 @@ func (o *Op) Finish() Snapshot {
 	defer o.mu.Unlock()
 	o.flush()
 	sort.Slice(o.series, func(i, j int) bool { return o.series[i].T < o.series[j].T })
-	return Snapshot{Name: o.Name, Requests: o.requests, OK: o.ok, Errors: copyMap(o.errs),
+	return Snapshot{Name: o.Name, Requests: o.requests, OK: o.ok, Errors: copyMap(o.errs), Retry: MergeRetries(nil, o.retry),
 		Extra: copyMap(o.extra), Hist: hdr.Import(o.hist.Export()), Series: append([]Point(nil), o.series...)}
 }
 

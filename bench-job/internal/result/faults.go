@@ -36,6 +36,9 @@ type FaultResult struct {
 	// Errors: failed requests in the fault's window, by reason (a second
 	// whose failures span a window's boundary counts in both windows).
 	Errors map[string]int64 `json:"errors"`
+	// RetryAfter: the failures of Errors whose response carried a
+	// Retry-After header, by the same reasons (absent: none did).
+	RetryAfter map[string]metrics.RetryAfter `json:"retry_after,omitempty"`
 }
 
 // RecoveryShare is the share of the pre-fault success rate that counts as
@@ -50,6 +53,7 @@ type second struct {
 	ok          int64
 	first, last int64 // unix ms of the first and last failure; 0 if none
 	kinds       map[string]int64
+	retry       map[string]metrics.RetryAfter
 }
 
 // AnalyzeFaults measures each fault over its window: from its time to the
@@ -96,6 +100,7 @@ func addFailures(s *second, p metrics.Point) {
 		s.first = p.ErrFirst
 	}
 	s.last = max(s.last, p.ErrLast)
+	s.retry = metrics.MergeRetries(s.retry, p.Retry)
 }
 
 // analyzeOne measures the fault f whose window is [from, to), with the
@@ -124,6 +129,7 @@ func analyzeOne(f Fault, secs map[int64]*second, lower, from, to int64) FaultRes
 		for k, v := range s.kinds {
 			fr.Errors[k] += v
 		}
+		fr.RetryAfter = metrics.MergeRetries(fr.RetryAfter, s.retry)
 		if first == 0 {
 			first = max(s.first, from)
 		}

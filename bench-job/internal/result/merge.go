@@ -98,6 +98,7 @@ func mergeOp(d, o *OpResult) error {
 	d.Requests += o.Requests
 	d.OK += o.OK
 	d.Errors = addCounts(d.Errors, o.Errors)
+	d.RetryAfter = metrics.MergeRetries(d.RetryAfter, o.RetryAfter)
 	d.Extra = addCounts(d.Extra, o.Extra)
 	dh, err := d.Histogram()
 	if err != nil {
@@ -164,6 +165,12 @@ func mergeSeries(a, b []metrics.Point) ([]metrics.Point, error) {
 				}
 				fails[p.T].AddFailures(p.Kinds, p.ErrFirst, p.ErrLast)
 			}
+			if len(p.Retry) > 0 {
+				if fails[p.T] == nil {
+					fails[p.T] = &metrics.Point{}
+				}
+				fails[p.T].AddRetries(p.Retry)
+			}
 		}
 	}
 	out := make([]metrics.Point, 0, len(byT))
@@ -171,6 +178,7 @@ func mergeSeries(a, b []metrics.Point) ([]metrics.Point, error) {
 		p := metrics.PointFrom(t, h, errs[t])
 		if f := fails[t]; f != nil {
 			p.AddFailures(f.Kinds, f.ErrFirst, f.ErrLast)
+			p.AddRetries(f.Retry)
 		}
 		if enc, err := h.Encode(hdr.V2CompressedEncodingCookieBase); err == nil {
 			p.Hist = string(enc)

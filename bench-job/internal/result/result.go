@@ -78,6 +78,10 @@ type OpResult struct {
 	Hist       string           `json:"hist"`
 	Series     []metrics.Point  `json:"series,omitempty"`
 
+	// RetryAfter: the failures of Errors whose response carried a
+	// Retry-After header, by the same reasons (absent: none did).
+	RetryAfter map[string]metrics.RetryAfter `json:"retry_after,omitempty"`
+
 	h *hdr.Histogram
 }
 
@@ -94,7 +98,8 @@ type Step struct {
 
 // FromSnapshot converts a recorder's final state.
 func FromSnapshot(s metrics.Snapshot) *OpResult {
-	return &OpResult{Requests: s.Requests, OK: s.OK, Errors: s.Errors, Extra: s.Extra, Series: s.Series, h: s.Hist}
+	return &OpResult{Requests: s.Requests, OK: s.OK, Errors: s.Errors, RetryAfter: s.Retry, Extra: s.Extra,
+		Series: s.Series, h: s.Hist}
 }
 
 // Histogram returns the decoded histogram (decoding Hist on first use).

@@ -3,6 +3,8 @@ package result
 import (
 	"fmt"
 	"math"
+
+	"sluice.dev/bench/internal/metrics"
 )
 
 // Status is a merged run as the Benchmark resource shows it: the fields
@@ -37,6 +39,14 @@ type StatusResults struct {
 	Operations        map[string]StatusOp `json:"operations"`
 	Truncated         []string            `json:"truncated,omitempty"`
 	Move              *StatusMove         `json:"move,omitempty"`
+
+	// ErrorsByReason: Errors by zaqar.Reason ("http_503", "timeout", ...),
+	// summed over the operations; RetryAfter: those of them whose response
+	// carried a Retry-After header, by the same reasons. Both are absent
+	// when nothing failed, or when the termination logs had to shed their
+	// error tables (Truncated lists "errors").
+	ErrorsByReason map[string]int64              `json:"errorsByReason,omitempty"`
+	RetryAfter     map[string]metrics.RetryAfter `json:"retryAfter,omitempty"`
 }
 
 // StatusMove is status.results.move: the queue move the run asked for.
@@ -90,6 +100,8 @@ func StatusOf(r *Result, v *Verdict, ownQueues bool) Status {
 			DurationSeconds: r3(m.Duration), P99BeforeMs: r3(m.P99Before), P99DuringMs: r3(m.P99During), Error: m.Error}
 	}
 	for name, o := range r.Ops {
+		res.ErrorsByReason = addCounts(res.ErrorsByReason, o.Errors)
+		res.RetryAfter = metrics.MergeRetries(res.RetryAfter, o.RetryAfter)
 		res.Operations[name] = StatusOp{RequestsPerSecond: r3(o.ReqsPerSec), MsPerRequest: r3(o.Mean),
 			P50Ms: r3(o.P50), P90Ms: r3(o.P90), P99Ms: r3(o.P99), P999Ms: r3(o.P999), MaxMs: r3(o.Max),
 			Requests: o.Requests, Errors: o.Failed}

@@ -6,6 +6,8 @@ import (
 	"math"
 
 	hdr "github.com/HdrHistogram/hdrhistogram-go"
+
+	"sluice.dev/bench/internal/metrics"
 )
 
 // TermLogLimit is Kubernetes' cap on a container's termination message.
@@ -35,18 +37,19 @@ type Compact struct {
 // CompactOp is one operation: counts, derived numbers for humans, and the
 // histogram H that makes merging exact.
 type CompactOp struct {
-	N    int64            `json:"n"`
-	OK   int64            `json:"ok"`
-	Err  map[string]int64 `json:"err,omitempty"`
-	X    map[string]int64 `json:"x,omitempty"`
-	RPS  float64          `json:"rps"`
-	Mean float64          `json:"mean"`
-	P50  float64          `json:"p50"`
-	P90  float64          `json:"p90"`
-	P99  float64          `json:"p99"`
-	P999 float64          `json:"p999"`
-	Max  float64          `json:"max"`
-	H    string           `json:"h,omitempty"`
+	N    int64                         `json:"n"`
+	OK   int64                         `json:"ok"`
+	Err  map[string]int64              `json:"err,omitempty"`
+	RA   map[string]metrics.RetryAfter `json:"ra,omitempty"` // OpResult.RetryAfter
+	X    map[string]int64              `json:"x,omitempty"`
+	RPS  float64                       `json:"rps"`
+	Mean float64                       `json:"mean"`
+	P50  float64                       `json:"p50"`
+	P90  float64                       `json:"p90"`
+	P99  float64                       `json:"p99"`
+	P999 float64                       `json:"p999"`
+	Max  float64                       `json:"max"`
+	H    string                        `json:"h,omitempty"`
 }
 
 // CompactDelivery carries delivery counts and, when they fit, the bitsets.
@@ -76,7 +79,7 @@ type CompactStep struct {
 func r3(f float64) float64 { return math.Round(f*1000) / 1000 }
 
 func compactOp(o *OpResult, withHist, twoDigits bool) CompactOp {
-	c := CompactOp{N: o.Requests, OK: o.OK, Err: o.Errors, X: o.Extra, RPS: r3(o.ReqsPerSec), Mean: r3(o.Mean),
+	c := CompactOp{N: o.Requests, OK: o.OK, Err: o.Errors, RA: o.RetryAfter, X: o.Extra, RPS: r3(o.ReqsPerSec), Mean: r3(o.Mean),
 		P50: o.P50, P90: o.P90, P99: o.P99, P999: o.P999, Max: o.Max}
 	if len(c.Err) == 0 {
 		c.Err = nil
@@ -144,7 +147,7 @@ func (r *Result) compact(drop []string) *Compact {
 	for n, o := range r.Ops {
 		op := compactOp(o, !has("hist"), has("hist2"))
 		if has("errors") {
-			op.Err, op.X = nil, nil
+			op.Err, op.RA, op.X = nil, nil, nil
 		}
 		c.Ops[n] = op
 	}
@@ -194,7 +197,7 @@ func FromCompact(c *Compact) *Result {
 }
 
 func fromCompactOp(o CompactOp) *OpResult {
-	op := &OpResult{Requests: o.N, OK: o.OK, Errors: o.Err, Extra: o.X, Hist: o.H}
+	op := &OpResult{Requests: o.N, OK: o.OK, Errors: o.Err, RetryAfter: o.RA, Extra: o.X, Hist: o.H}
 	if o.H == "" && o.OK > 0 {
 		op.h = approxHist(o)
 	}
