@@ -67,8 +67,8 @@ func writeTable(w io.Writer, res *result.Result) {
 	}
 	tw.Flush()
 	for _, n := range result.OpNames(res.Ops) {
-		if errs := res.Ops[n].Errors; len(errs) > 0 {
-			fmt.Fprintf(w, "%s errors: %v\n", n, errs)
+		if o := res.Ops[n]; len(o.Errors) > 0 {
+			fmt.Fprintf(w, "%s errors: %s\n", n, result.Reasons(o.Errors, o.RetryAfter))
 		}
 	}
 	if len(res.Steps) > 0 {

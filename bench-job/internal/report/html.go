@@ -76,8 +76,9 @@ var pageTemplate = template.Must(template.New("report").Funcs(template.FuncMap{
 		}
 		return fmt.Sprintf("%.3f", *v)
 	},
-	"f": func(v float64) string { return fmt.Sprintf("%.3f", v) },
-	"r": func(v float64) string { return fmt.Sprintf("%.1f", v) },
+	"f":       func(v float64) string { return fmt.Sprintf("%.3f", v) },
+	"reasons": result.Reasons,
+	"r":       func(v float64) string { return fmt.Sprintf("%.1f", v) },
 }).Parse(`<!DOCTYPE html>
 <html><head><meta charset="utf-8"><title>sluice-bench: {{.R.Scenario}}</title>
 <style>body{font-family:sans-serif;margin:2em;max-width:1100px}table{border-collapse:collapse;margin:1em 0}
@@ -90,13 +91,13 @@ table.params th{text-align:left}.fail{color:#b00}.pass{color:#070}</style></head
 {{with .R.Verdict}}<p class="{{if .Pass}}pass{{else}}fail{{end}}">Thresholds: {{if .Pass}}PASS{{else}}FAIL {{range .Failures}}&middot; {{.}} {{end}}{{end}}</p>{{end}}
 <h2>Operations</h2>
 <table><tr><th>op</th><th>requests</th><th>ok</th><th>errors</th><th>req/s</th><th>mean ms</th><th>p50</th><th>p90</th><th>p99</th><th>p99.9</th><th>max</th><th>error reasons</th></tr>
-{{range .Ops}}<tr><td>{{.Name}}</td><td>{{.Requests}}</td><td>{{.OK}}</td><td>{{.Failed}}</td><td>{{r .ReqsPerSec}}</td><td>{{f .Mean}}</td><td>{{f .P50}}</td><td>{{f .P90}}</td><td>{{f .P99}}</td><td>{{f .P999}}</td><td>{{f .Max}}</td><td class="text">{{range $k, $v := .Errors}}{{$k}}: {{$v}} {{end}}</td></tr>
+{{range .Ops}}<tr><td>{{.Name}}</td><td>{{.Requests}}</td><td>{{.OK}}</td><td>{{.Failed}}</td><td>{{r .ReqsPerSec}}</td><td>{{f .Mean}}</td><td>{{f .P50}}</td><td>{{f .P90}}</td><td>{{f .P99}}</td><td>{{f .P999}}</td><td>{{f .Max}}</td><td class="text">{{reasons .Errors .RetryAfter}}</td></tr>
 {{end}}</table>
 {{with .R.Delivery}}<h2>Delivery</h2><table><tr><th>produced</th><th>consumed</th><th>unique</th><th>lost</th><th>duplicated</th><th>redelivered</th><th>e2e p50 ms</th><th>e2e p99 ms</th><th>exact</th></tr>
 <tr><td>{{.Produced}}</td><td>{{.Consumed}}</td><td>{{.Unique}}</td><td>{{.Lost}}</td><td>{{.Duplicated}}</td><td>{{.Redelivered}}</td><td>{{f .E2E.P50}}</td><td>{{f .E2E.P99}}</td><td>{{.Exact}}</td></tr></table>{{end}}
-{{if .R.Faults}}<h2>Faults</h2><p>Times in seconds after each fault; recovery is the first whole second after the last failed request at 90 % of the rate before the fault. The plots mark each fault (dashed line) and shade its unavailability window.</p>
+{{if .R.Faults}}<h2>Faults</h2><p>Times in seconds after each fault; recovery is the first whole second after the last failed request at 90 % of the rate before the fault. A reason's Retry-After note counts its failed responses that carried the header and the delays they asked for (sluice-bench records it and does not wait it out). The plots mark each fault (dashed line) and shade its unavailability window.</p>
 <table><tr><th>fault</th><th>at (s into the run)</th><th>first error</th><th>unavailable</th><th>recovered</th><th>req/s before</th><th>failures by reason</th></tr>
-{{range .R.Faults}}<tr><td>{{.Name}}</td><td>{{since .At}}</td><td>{{opt .FirstError "none"}}</td><td>{{f .Unavailable}}</td><td>{{opt .Recovery "never"}}</td><td>{{r .BaselineRPS}}</td><td class="text">{{range $k, $v := .Errors}}{{$k}}: {{$v}} {{end}}</td></tr>
+{{range .R.Faults}}<tr><td>{{.Name}}</td><td>{{since .At}}</td><td>{{opt .FirstError "none"}}</td><td>{{f .Unavailable}}</td><td>{{opt .Recovery "never"}}</td><td>{{r .BaselineRPS}}</td><td class="text">{{reasons .Errors .RetryAfter}}</td></tr>
 {{end}}</table>{{end}}
 {{if .R.Steps}}<h2>Steps</h2><table><tr><th>step</th><th>messages/s</th><th>duration s</th></tr>
 {{range .R.Steps}}<tr><td>{{.Label}}</td><td>{{r .Messages}}</td><td>{{r .Duration}}</td></tr>{{end}}</table>{{end}}

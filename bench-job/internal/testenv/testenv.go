@@ -117,23 +117,40 @@ func tail(b []byte, n int) []byte {
 // Redis starts redis-server without persistence and returns its address.
 func Redis(t testing.TB) string {
 	t.Helper()
+	addr, _ := redis(t)
+	return addr
+}
+
+// RedisStoppable is Redis with a stop that kills it (SIGKILL, as a fault
+// does) and returns once it has exited; it may be called more than once.
+func RedisStoppable(t testing.TB) (addr string, stop func()) {
+	t.Helper()
+	addr, p := redis(t)
+	return addr, func() {
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+func redis(t testing.TB) (string, *proc) {
+	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		Unavailable(t, "redis-server not installed (apt-get install redis-server)")
 	}
 	port := FreePort(t)
-	start(t, bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", t.TempDir())
+	p := start(t, bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", t.TempDir())
 	addr := "127.0.0.1:" + strconv.Itoa(port)
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
 		if c, err := net.Dial("tcp", addr); err == nil {
 			c.Close()
-			return addr
+			return addr, p
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Fatalf("redis-server did not listen on %s", addr)
-	return ""
+	return "", nil
 }
 
 // Server starts sluice-server with the given store URI ("memory" or
