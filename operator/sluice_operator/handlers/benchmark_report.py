@@ -87,6 +87,9 @@ FAULT_FIGURES = {
     "recovery_s": "recoverySeconds",
     "baseline_rps": "baselineRequestsPerSecond",
     "errors": "errors",
+    # Of those errors, the ones whose response carried Retry-After, by reason
+    # ({responses, min, max, unreadable}: one-word keys, spelled alike in both).
+    "retry_after": "retryAfter",
 }
 
 

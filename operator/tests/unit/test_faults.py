@@ -250,14 +250,16 @@ def test_fault_figures_join_by_name() -> None:
                 "unavailable_s": 0.4,
                 "recovery_s": None,
                 "baseline_rps": 812.5,
-                "errors": {"connection_refused": 3},
+                "errors": {"connection_refused": 3, "http_503": 5},
+                "retry_after": {"http_503": {"responses": 5, "min": 2, "max": 2}},
             }
         ]
     }
     got = brep.fault_figures(records, json.dumps(summary).encode())
     assert got is not None
     assert got[0]["unavailableSeconds"] == 0.4 and got[0]["recoverySeconds"] is None
-    assert got[0]["errors"] == {"connection_refused": 3} and got[0]["baselineRequestsPerSecond"] == 812.5
+    assert got[0]["errors"] == {"connection_refused": 3, "http_503": 5} and got[0]["baselineRequestsPerSecond"] == 812.5
+    assert got[0]["retryAfter"] == {"http_503": {"responses": 5, "min": 2, "max": 2}}
     assert got[1] == records[1]
     assert brep.fault_figures([], json.dumps(summary).encode()) is None
 
