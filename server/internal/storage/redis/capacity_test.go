@@ -8,9 +8,53 @@ import (
 	"testing"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
+
 	"sluice.dev/server/internal/storage"
 	"sluice.dev/server/internal/testutil"
 )
+
+// TestFullShardCreate: on a Redis over its maxmemory, creating a queue
+// that exists answers as it always does (not created, no error): it
+// stores nothing, and clients PUT their queue before using it. A new
+// queue is refused as Full.
+func TestFullShardCreate(t *testing.T) { eachLayout(t, fullShardCreate) }
+
+func fullShardCreate(t *testing.T, layout string) {
+	r := testutil.StartRedis(t, testutil.RedisOptions{Args: []string{"--maxmemory-policy", "noeviction"}})
+	d := openAt(t, withLayout(r.URL, layout), storage.SystemClock{})
+	ctx := context.Background()
+	q := queueRef("p", "have")
+	if _, err := d.Queues().Create(ctx, q, storage.Metadata{"_default_message_ttl": 60}); err != nil {
+		t.Fatal(err)
+	}
+	// Full for certain: a limit below what Redis uses at rest.
+	c := goredis.NewClient(&goredis.Options{Addr: r.Addr})
+	defer c.Close()
+	if err := c.ConfigSet(ctx, "maxmemory", "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if created, err := d.Queues().Create(ctx, q, nil); created || err != nil {
+		t.Fatalf("create of the existing queue while full: created %v, %v", created, err)
+	}
+	if meta, err := d.Queues().GetMetadata(ctx, q); err != nil || meta["_default_message_ttl"] == nil {
+		t.Fatalf("metadata after the create while full: %v, %v", meta, err)
+	}
+	for _, what := range []struct {
+		name string
+		err  func() error
+	}{
+		{"create of a new queue", func() error { _, err := d.Queues().Create(ctx, queueRef("p", "new"), nil); return err }},
+		{"post", func() error {
+			_, err := d.Messages().Post(ctx, q, "c", []storage.NewMessage{{TTL: time.Hour, Body: json.RawMessage(`1`)}})
+			return err
+		}},
+	} {
+		if err := what.err(); storage.KindOf(err) != storage.Full {
+			t.Errorf("%s while full: %v, want full", what.name, err)
+		}
+	}
+}
 
 // TestFullShardDrains: a Redis at its maxmemory with noeviction (what the
 // operator configures) refuses posts as Full, stores nothing of a refused

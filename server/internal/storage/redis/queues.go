@@ -50,7 +50,17 @@ func (s queueStore) Create(ctx context.Context, q storage.QueueRef, meta storage
 	}
 	keys := queueKeys(q)
 	n, err := queueCreate.Run(ctx, s.d.fc, keys, js, q.Name, keys[0], s.d.nowMS()).Int64()
-	return n == 1, wrap(storage.OpQueueCreate, err)
+	err = wrap(storage.OpQueueCreate, err)
+	if storage.Is(err, storage.Full) {
+		// A full Redis refuses the script before it looks: a queue that
+		// exists is left as it is, which stores nothing, so clients that
+		// PUT their queue before using it (the operator every pass,
+		// python-zaqarclient's auto_create) keep using it.
+		if _, ok, merr := s.d.metadata(ctx, storage.OpQueueCreate, keys[0]); merr != nil || ok {
+			return false, merr
+		}
+	}
+	return n == 1, err
 }
 
 func (s queueStore) Exists(ctx context.Context, q storage.QueueRef) (bool, error) {
