@@ -11,26 +11,37 @@ import (
 	"sluice.dev/server/internal/testutil"
 )
 
+// linkTimeout is the storage linkTimeout of the servers linkedPools starts.
+const linkTimeout = 500 * time.Millisecond
+
+// linkedPools serves a pooled server with a storage linkTimeout of linkTimeout
+// over two Redis pools: r0 behind a Link, r1 direct; it returns a queue
+// placed on each.
+func linkedPools(t *testing.T, prefix string) (ts *testServer, link *testutil.Link, farQ, nearQ string) {
+	t.Helper()
+	mgmt := testutil.StartRedis(t, testutil.RedisOptions{})
+	ts = startReplicaWith(t, mgmt.URL, func(o *config.Options) { o.StorageTimeout = linkTimeout })
+	adm := std("X-Roles", "admin")
+	far := testutil.StartRedis(t, testutil.RedisOptions{})
+	link = testutil.StartLink(t, far.Addr)
+	near := testutil.StartRedis(t, testutil.RedisOptions{})
+	ts.must(201, "PUT", "/v2/pools/r0", adm, `{"weight":100,"uri":"redis://`+link.Addr+`/0"}`)
+	ts.must(201, "PUT", "/v2/pools/r1", adm, `{"weight":100,"uri":"`+near.URL+`"}`)
+	on := queueOnEach(t, ts, mgmt.URL, prefix, "r0", "r1")
+	return ts, link, on["r0"], on["r1"]
+}
+
 // TestPartitionedPoolIsBounded: one of two pools is cut off the way a
 // network partition cuts it (bytes stop, nothing is refused) while
 // producers post to a queue on each, concurrently. The cut pool's queue
 // answers 503 with Retry-After, each answer within a bound of the storage
-// timeout (no request hangs); the other pool's queue keeps answering 201
+// linkTimeout (no request hangs); the other pool's queue keeps answering 201
 // throughout; health names the cut pool; once the link heals the cut
 // queue is served again, health says so, and nothing acknowledged is
 // lost on either.
 func TestPartitionedPoolIsBounded(t *testing.T) {
-	const timeout = 500 * time.Millisecond
-	mgmt := testutil.StartRedis(t, testutil.RedisOptions{})
-	ts := startReplicaWith(t, mgmt.URL, func(o *config.Options) { o.StorageTimeout = timeout })
+	ts, link, cutQ, liveQ := linkedPools(t, "pq")
 	adm := std("X-Roles", "admin")
-	far := testutil.StartRedis(t, testutil.RedisOptions{})
-	link := testutil.StartLink(t, far.Addr)
-	near := testutil.StartRedis(t, testutil.RedisOptions{})
-	ts.must(201, "PUT", "/v2/pools/r0", adm, `{"weight":100,"uri":"redis://`+link.Addr+`/0"}`)
-	ts.must(201, "PUT", "/v2/pools/r1", adm, `{"weight":100,"uri":"`+near.URL+`"}`)
-	onPool := queueOnEach(t, ts, mgmt.URL, "pq", "r0", "r1")
-	cutQ, liveQ := onPool["r0"], onPool["r1"]
 
 	// Producers on both queues, 4 each, for the whole test: before, during
 	// and after the cut (bounded by count and by stop).
@@ -118,10 +129,10 @@ func TestPartitionedPoolIsBounded(t *testing.T) {
 	if cut503 == 0 {
 		t.Fatal("the cut queue never answered 503 while its pool was cut off")
 	}
-	// No request waits much past the storage timeout (a hang would sit
+	// No request waits much past the storage linkTimeout (a hang would sit
 	// here until the test's own deadline).
-	if slowest[0] > 4*timeout {
-		t.Errorf("a request to the cut pool took %v; the storage timeout is %v", slowest[0], timeout)
+	if slowest[0] > 4*linkTimeout {
+		t.Errorf("a request to the cut pool took %v; the storage linkTimeout is %v", slowest[0], linkTimeout)
 	}
 	// Nothing acknowledged was lost, on either pool.
 	for _, q := range []string{cutQ, liveQ} {
@@ -133,22 +144,12 @@ func TestPartitionedPoolIsBounded(t *testing.T) {
 }
 
 // TestSlowPoolIsBounded: a pool behind a slow link answers late but
-// answers (201) while its delay fits the storage timeout, and 503 with
-// Retry-After, within a bound of the timeout, once it does not; the other
+// answers (201) while its delay fits the storage linkTimeout, and 503 with
+// Retry-After, within a bound of the linkTimeout, once it does not; the other
 // pool's queue is served throughout; healed, the slow queue is served
 // again and holds every message it acknowledged.
 func TestSlowPoolIsBounded(t *testing.T) {
-	const timeout = 500 * time.Millisecond
-	mgmt := testutil.StartRedis(t, testutil.RedisOptions{})
-	ts := startReplicaWith(t, mgmt.URL, func(o *config.Options) { o.StorageTimeout = timeout })
-	adm := std("X-Roles", "admin")
-	far := testutil.StartRedis(t, testutil.RedisOptions{})
-	link := testutil.StartLink(t, far.Addr)
-	near := testutil.StartRedis(t, testutil.RedisOptions{})
-	ts.must(201, "PUT", "/v2/pools/r0", adm, `{"weight":100,"uri":"redis://`+link.Addr+`/0"}`)
-	ts.must(201, "PUT", "/v2/pools/r1", adm, `{"weight":100,"uri":"`+near.URL+`"}`)
-	onPool := queueOnEach(t, ts, mgmt.URL, "sq", "r0", "r1")
-	slowQ, fastQ := onPool["r0"], onPool["r1"]
+	ts, link, slowQ, fastQ := linkedPools(t, "sq")
 	post := func(q string) (resp, time.Duration) {
 		start := time.Now()
 		r := ts.do("POST", "/v2/queues/"+q+"/messages", std(), `{"messages":[{"body":1}]}`)
@@ -171,14 +172,14 @@ func TestSlowPoolIsBounded(t *testing.T) {
 		}
 		t.Logf("link delay %v: slowest post %v", delay, slowest)
 	}
-	link.Delay(2 * timeout)
+	link.Delay(2 * linkTimeout)
 	for i := 0; i < 3; i++ {
 		r, took := post(slowQ)
 		if r.status != 503 || r.header.Get("Retry-After") == "" {
-			t.Fatalf("post over a link slower than the storage timeout: %d %v %s", r.status, r.header, r.body)
+			t.Fatalf("post over a link slower than the storage linkTimeout: %d %v %s", r.status, r.header, r.body)
 		}
-		if took > 4*timeout {
-			t.Errorf("a post over a link slower than the timeout took %v; the timeout is %v", took, timeout)
+		if took > 4*linkTimeout {
+			t.Errorf("a post over a link slower than the linkTimeout took %v; the linkTimeout is %v", took, linkTimeout)
 		}
 		if r, _ := post(fastQ); r.status != 201 {
 			t.Fatalf("post to the other pool while r0 is too slow: %d %s", r.status, r.body)
