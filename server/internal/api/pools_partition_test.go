@@ -11,10 +11,10 @@ import (
 	"sluice.dev/server/internal/testutil"
 )
 
-// linkTimeout is the storage linkTimeout of the servers linkedPools starts.
+// linkTimeout is the storage timeout of the servers linkedPools starts.
 const linkTimeout = 500 * time.Millisecond
 
-// linkedPools serves a pooled server with a storage linkTimeout of linkTimeout
+// linkedPools serves a pooled server with a storage timeout of linkTimeout
 // over two Redis pools: r0 behind a Link, r1 direct; it returns a queue
 // placed on each.
 func linkedPools(t *testing.T, prefix string) (ts *testServer, link *testutil.Link, farQ, nearQ string) {
@@ -35,7 +35,7 @@ func linkedPools(t *testing.T, prefix string) (ts *testServer, link *testutil.Li
 // network partition cuts it (bytes stop, nothing is refused) while
 // producers post to a queue on each, concurrently. The cut pool's queue
 // answers 503 with Retry-After, each answer within a bound of the storage
-// linkTimeout (no request hangs); the other pool's queue keeps answering 201
+// timeout (no request hangs); the other pool's queue keeps answering 201
 // throughout; health names the cut pool; once the link heals the cut
 // queue is served again, health says so, and nothing acknowledged is
 // lost on either.
@@ -129,7 +129,7 @@ func TestPartitionedPoolIsBounded(t *testing.T) {
 	if cut503 == 0 {
 		t.Fatal("the cut queue never answered 503 while its pool was cut off")
 	}
-	// No request waits much past the storage linkTimeout (a hang would sit
+	// No request waits much past the storage timeout (a hang would sit
 	// here until the test's own deadline).
 	if slowest[0] > 4*linkTimeout {
 		t.Errorf("a request to the cut pool took %v; the storage linkTimeout is %v", slowest[0], linkTimeout)
@@ -144,8 +144,8 @@ func TestPartitionedPoolIsBounded(t *testing.T) {
 }
 
 // TestSlowPoolIsBounded: a pool behind a slow link answers late but
-// answers (201) while its delay fits the storage linkTimeout, and 503 with
-// Retry-After, within a bound of the linkTimeout, once it does not; the other
+// answers (201) while its delay fits the storage timeout, and 503 with
+// Retry-After, within a bound of the timeout, once it does not; the other
 // pool's queue is served throughout; healed, the slow queue is served
 // again and holds every message it acknowledged.
 func TestSlowPoolIsBounded(t *testing.T) {
