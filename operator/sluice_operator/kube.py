@@ -163,6 +163,17 @@ def evict(namespace: str, name: str) -> None:
     _call("POST", path("Pod", namespace, name) + "/eviction", body=body)
 
 
+def add_ephemeral_container(namespace: str, pod: str, container: dict[str, Any]) -> None:
+    """add_ephemeral_container adds a container to a running pod (its
+    ephemeralcontainers subresource); the pod keeps it, ended, for its life."""
+    _call(
+        "PATCH",
+        path("Pod", namespace, pod) + "/ephemeralcontainers",
+        body={"spec": {"ephemeralContainers": [container]}},
+        content_type="application/strategic-merge-patch+json",
+    )
+
+
 def can_i(verb: str, resource: str, namespace: str = "", group: str = "", subresource: str = "") -> bool:
     """can_i asks the apiserver whether the operator itself may do something
     (a SelfSubjectAccessReview, which every authenticated identity may create)."""

@@ -145,6 +145,14 @@ def bench_args(cfg: Config, body: dict[str, Any], run: int, start_at: str) -> li
     if spec["scenario"] == "notifications":
         args += ["--receiver-listen", f"0.0.0.0:{RECEIVER_PORT}"]
         args += ["--receiver-url", f"http://$({POD_IP_ENV}):{RECEIVER_PORT}/notify"]
+    for f in spec.get("faults") or []:
+        if f["action"] == "slow-receiver":
+            # The receiver is sluice-bench's own: it keeps the schedule, from the same load start.
+            args += [
+                "--receiver-fault",
+                f"at={_num(f['at'])},duration={int(f['duration'])},"
+                f"latency={int(f.get('latencyMs') or 0)}ms,fail={int(f.get('failPercent') or 0)}",
+            ]
     if spec.get("faults"):
         claim = str(FAULT_CLAIM_SECONDS)
         args += ["--claim-ttl", claim, "--claim-grace", claim, "--drain", f"{FAULT_DRAIN_SECONDS}s"]

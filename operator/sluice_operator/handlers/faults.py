@@ -6,11 +6,20 @@ injection itself is the only I/O, and it acts in the Benchmark's namespace
 (the operator's own pod, and a drained node, are the two exceptions the
 fault asks for by name).
 
+Faults with a duration kill nothing: fill, delay and partition run as an
+ephemeral container in the shard's pod (builders/fault_container), inside
+that pod's network namespace, and undo themselves when the duration ends;
+slow-receiver is performed by sluice-bench's own webhook receiver on the
+same schedule (builders/benchmark passes it as --receiver-fault), so the
+operator only records it.
+
 What each fault needs from the operator's RBAC is checked before a run
 starts (required_access, missing_access): deleting, killing and scaling are
 in its ClusterRole; a drain needs the opt-in roles of deploy/rbac-faults.yaml
-(pods/eviction in the namespace, nodes patch), and a Benchmark asking for one
-without them waits with condition FaultsPermitted=False naming what is
+(pods/eviction in the namespace, nodes patch), and so do fill, delay and
+partition (pods/ephemeralcontainers patch in the namespace: a container of the
+operator's choosing, with CAP_NET_ADMIN, in a tenant's pod); a Benchmark asking
+for one without them waits with condition FaultsPermitted=False naming what is
 missing."""
 
 from __future__ import annotations
@@ -25,7 +34,7 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from .. import events, kube
-from ..builders import common
+from ..builders import common, fault_container
 from ..config import Config
 
 log = logging.getLogger(__name__)
@@ -84,6 +93,19 @@ def required_access(faults: list[dict[str, Any]], ns: str, operator_ns: str) -> 
                     grant=f"bind ClusterRole sluice-operator-faults in {ns} (chart: benchmarkFaults.namespaces)",
                 ),
             ]
+        elif f["action"] in fault_container.CONTAINER_ACTIONS:
+            need = [
+                Access(
+                    "patch",
+                    "pods",
+                    ns,
+                    subresource="ephemeralcontainers",
+                    why=f"{f['action']} runs sluice-bench fault as an ephemeral container in the shard's pod",
+                    grant=f"bind ClusterRole sluice-operator-faults in {ns} (chart: benchmarkFaults.namespaces)",
+                )
+            ]
+        elif f["action"] == "slow-receiver":
+            need = []
         elif f["target"] == "operator":
             need = (
                 [Access("delete", "pods", operator_ns, why=f"{f['action']} deletes the operator's pod")]
@@ -150,6 +172,12 @@ def fault_name(f: dict[str, Any]) -> str:
         what += f" {f['pool']}/{f['shard']}"
     if f["action"] == "scale":
         what += f" to {f['replicas']}"
+    if f["action"] == "slow-receiver":
+        what = "slow-receiver"
+    if f["action"] == "delay":
+        what += f" {int(f['latencyMs'])}ms"
+    if f.get("duration"):
+        what += f" for {int(f['duration'])}s"
     return what
 
 
@@ -234,13 +262,24 @@ def _own_pod() -> tuple[str, str]:
     return os.environ.get("SLUICE_OPERATOR_NAMESPACE", ""), identity()
 
 
-def inject(cfg: Config, ns: str, d: Due, now: Any = None) -> dict[str, Any]:
+def _until(out: dict[str, Any], at: dt.datetime, f: dict[str, Any]) -> dict[str, Any]:
+    return {**out, "until": _stamp(at + dt.timedelta(seconds=int(f["duration"])))}
+
+
+def inject(cfg: Config, ns: str, d: Due, run: int = 0, bench: str = "", now: Any = None) -> dict[str, Any]:
     """inject performs one fault and returns its status record; a fault that
     cannot be performed (no such pod, refused) is recorded as Failed, never
-    retried, so the run's timeline stays what it was."""
+    retried, so the run's timeline stays what it was. run and bench (the
+    Benchmark's name) name the ephemeral container of a fill, delay or partition."""
     clock = now or (lambda: dt.datetime.now(dt.UTC))
     f = d.fault
     try:
+        if f["action"] == "slow-receiver":
+            at = clock()
+            latency, fail = int(f.get("latencyMs") or 0), int(f.get("failPercent") or 0)
+            msg = f"the webhook receiver answers {latency} ms late and fails {fail} % of its calls"
+            msg += f" for {f['duration']} s"
+            return _until(record(d, at, "", "Injected", msg), at, f)
         if f["action"] == "scale":
             dep = kube.get("Deployment", ns, common.SERVER_NAME)
             if dep is None:
@@ -268,6 +307,8 @@ def inject(cfg: Config, ns: str, d: Due, now: Any = None) -> dict[str, Any]:
         if pod is None:
             return record(d, None, "", "Failed", f"no running pod for {fault_name(f)} in {pod_ns}")
         name = str(pod["metadata"]["name"])
+        if f["action"] in fault_container.CONTAINER_ACTIONS:
+            return _container_fault(cfg, ns, d, pod, fault_container.container_name(bench, run, d.index), clock)
         if f["action"] == "drain":
             node = (pod.get("spec") or {}).get("nodeName") or ""
             at = clock()
@@ -300,6 +341,49 @@ def inject(cfg: Config, ns: str, d: Due, now: Any = None) -> dict[str, Any]:
         return record(d, at, name, "Injected", f"pod {name} {how}")
     except ApiException as exc:
         return record(d, None, "", "Failed", f"{fault_name(f)}: {_refusal(exc)}")
+
+
+def _container_fault(cfg: Config, ns: str, d: Due, pod: dict[str, Any], container: str, clock: Any) -> dict[str, Any]:
+    """_container_fault starts sluice-bench fault in the shard's pod. It takes a
+    Redis shard: a MongoDB shard's port and protocol are not what it speaks."""
+    f, name = d.fault, str(pod["metadata"]["name"])
+    pool = kube.get("Pool", ns, str(f["pool"])) or {}
+    backend = (pool.get("spec") or {}).get("backend", "redis")
+    if backend != "redis":
+        return record(d, None, name, "Failed", f"{f['action']} takes a Redis shard; Pool {f['pool']} is {backend}")
+    spec = fault_container.build(cfg, f, pod, container)
+    at = clock()
+    kube.add_ephemeral_container(ns, name, spec)
+    if f["action"] == "fill":
+        what = "filling the Redis to its maxmemory"
+    elif f["action"] == "delay":
+        what = f"holding its traffic {int(f['latencyMs'])} ms +- {int(f.get('jitterMs') or 0)} ms each way"
+    else:
+        what = "dropping its packets"
+    out = record(d, at, name, "Injected", f"pod {name}: {what} for {f['duration']} s (container {container})")
+    return _until({**out, "container": container}, at, f)
+
+
+def outcomes(ns: str, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """outcomes adds to each container fault's record what its container said
+    when it ended (its termination message: what it did and undid), once; a
+    container that has not ended yet is left for a later pass."""
+    out = []
+    for r in records:
+        if r.get("container") and r.get("result") == "Injected" and not r.get("outcome"):
+            pod = kube.get("Pod", ns, str(r.get("pod") or "")) or {}
+            states = (pod.get("status") or {}).get("ephemeralContainerStatuses") or []
+            st: dict[str, Any] = next((c for c in states if c.get("name") == r["container"]), {})
+            ended = (st.get("state") or {}).get("terminated")
+            if ended:
+                msg = str(ended.get("message") or "").strip() or f"ended with exit code {ended.get('exitCode')}"
+                r = {**r, "outcome": msg[:300]}
+                if ended.get("exitCode"):
+                    r["result"] = "Failed"
+            elif not pod:
+                r = {**r, "outcome": "the pod is gone: its fault went with it"}
+        out.append(r)
+    return out
 
 
 def delete_own_pod(f: dict[str, Any]) -> None:
@@ -337,17 +421,20 @@ def step(cfg: Config, body: dict[str, Any], status: dict[str, Any], phase: str, 
     start = status.get("loadStart")
     load_start = dt.datetime.fromisoformat(start.replace("Z", "+00:00")) if start else None
     if phase not in ("Pending", "Running"):
+        settled = outcomes(ns, recorded)
+        changed = settled != recorded
+        recorded = settled
         done = restore(cfg, ns, recorded)
         if done:
             events.info(body, reason="FaultsUndone", message="; ".join(done)[:1000])
         missed = not_reached(spec.get("faults") or [], recorded, load_start, phase)
         for r in missed:
             events.warn(body, reason="FaultNotReached", message=f"{r['name']}: {r['message']}"[:1000])
-        return {"faults": recorded + missed} if missed else {}
+        return {"faults": recorded + missed} if missed or changed else {}
     if load_start is None or not spec.get("faults"):
         return {}
     for d in due(spec["faults"], recorded, load_start, now):
-        r = inject(cfg, ns, d)
+        r = inject(cfg, ns, d, int(status.get("runGeneration") or 0), body["metadata"]["name"])
         recorded.append(r)
         if r["result"] == "Injected":
             events.info(body, reason="FaultInjected", message=f"{r['name']}: {r['message']}"[:1000])

@@ -151,3 +151,76 @@ def test_kubectl_get_sluice_lists_every_kind(metal_ns: tuple[str, Operator]) -> 
     ns, _ = metal_ns
     out = kc("get", "sluice", "-n", ns, check=False)
     assert out.returncode == 0, out.stderr
+
+
+DURATION_ACTIONS = ("fill", "delay", "partition", "slow-receiver")
+
+
+def fault_allowed(f: dict, scenario: str) -> bool:
+    """fault_allowed is the model of the fault rules the CRD's CEL states."""
+    a, t = f["action"], f["target"]
+    has = f.__contains__
+    return (
+        (t != "shard" or (has("pool") and has("shard")))
+        and (t == "shard" or not (has("pool") or has("shard")))
+        and (a != "scale" or (t == "server" and has("replicas")))
+        and (not has("replicas") or a == "scale")
+        and (a != "drain" or t != "operator")
+        and (a not in ("fill", "delay", "partition") or t == "shard")
+        and ((a == "slow-receiver") == (t == "receiver"))
+        and ((a in DURATION_ACTIONS) == has("duration"))
+        and (a in ("delay", "slow-receiver") or not (has("latencyMs") or has("jitterMs")))
+        and (a != "delay" or has("latencyMs"))
+        and (not has("jitterMs") or (a == "delay" and f["jitterMs"] <= f.get("latencyMs", -1)))
+        and (a == "slow-receiver" or not has("failPercent"))
+        and (a != "slow-receiver" or f.get("latencyMs", 0) > 0 or f.get("failPercent", 0) > 0)
+        and (a != "slow-receiver" or scenario == "notifications")
+    )
+
+
+def test_fault_rules_generated(metal_ns: tuple[str, Operator]) -> None:
+    """Generated faults, each in a Benchmark applied with a server-side dry run:
+    the apiserver accepts exactly those the rule model accepts, and a refusal
+    carries one of the CRD's messages."""
+    import random
+
+    ns, _ = metal_ns
+    rng = random.Random(57)
+    actions = ["delete", "kill", "scale", "drain", "fill", "delay", "partition", "slow-receiver"]
+    targets = ["server", "shard", "catalog", "operator", "receiver"]
+    accepted = refused = 0
+    for i in range(48):
+        a = actions[i % len(actions)]
+        # Mostly the fields the action takes, sometimes others: both sides of every rule.
+        t = {"fill": "shard", "delay": "shard", "partition": "shard", "slow-receiver": "receiver"}.get(a, "server")
+        f: dict = {"at": 1, "action": a, "target": t if rng.random() < 0.7 else rng.choice(targets)}
+        if f["target"] == "shard" and rng.random() < 0.9:
+            f.update(pool="p", shard=0)
+        if (a in DURATION_ACTIONS) != (rng.random() < 0.15):
+            f["duration"] = rng.choice([1, 8, 3600])
+        if a in ("delay", "slow-receiver") or rng.random() < 0.1:
+            if rng.random() < 0.85:
+                f["latencyMs"] = rng.choice([0, 50, 100])
+            if rng.random() < 0.4:
+                f["jitterMs"] = rng.choice([0, 20, 200])
+        if (a == "slow-receiver" or rng.random() < 0.1) and rng.random() < 0.7:
+            f["failPercent"] = rng.choice([0, 50, 100])
+        if a == "scale":
+            f["replicas"] = 2
+        scenario = "notifications" if rng.random() < 0.8 else "task-distribution"
+        doc = {
+            "apiVersion": "sluice.dev/v1alpha1",
+            "kind": "Benchmark",
+            "metadata": {"name": f"gen-{i}", "namespace": ns},
+            "spec": {"scenario": scenario, "faults": [f]},
+        }
+        out = kc("apply", "--dry-run=server", "-f", "-", stdin=yaml.safe_dump(doc), check=False)
+        want = fault_allowed(f, scenario)
+        assert (out.returncode == 0) == want, f"{scenario} {f}: model says {want}, apiserver: {out.stderr}"
+        if want:
+            accepted += 1
+        else:
+            refused += 1
+            assert "spec.faults[0]" in out.stderr or "slow-receiver" in out.stderr, out.stderr
+    # Both outcomes are exercised.
+    assert accepted >= 10 and refused >= 10, (accepted, refused)

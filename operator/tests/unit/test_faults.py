@@ -297,3 +297,138 @@ def test_runs_with_faults_claim_short_and_drain_long() -> None:
     i = b.index("--claim-ttl")
     assert b[i + 1] == "60" and b[b.index("--drain") + 1] == f"{bb.FAULT_DRAIN_SECONDS}s"
     assert bb.deadline(faulty["spec"], 15) == bb.deadline(plain["spec"], 15) + bb.FAULT_DRAIN_SECONDS
+
+
+def shard_pod(name: str, labels: dict[str, str], tls: bool = False) -> dict[str, Any]:
+    p = pod(name, labels)
+    args = ["--port 0 --tls-port 6379" if tls else "--port 6379"]
+    password = {"name": "REDIS_PASSWORD", "valueFrom": {"secretKeyRef": {"name": "pw", "key": "password"}}}
+    p["spec"]["containers"] = [
+        {"name": "redis", "args": args, "ports": [{"name": "redis", "containerPort": 6379}], "env": [password]},
+    ]
+    return p
+
+
+@pytest.fixture
+def ephemeral(store: tuple[Store, dict[str, list[Any]]], monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    s, _ = store
+    added: list[Any] = []
+
+    def add(ns: str, name: str, container: dict[str, Any]) -> None:
+        added.append((name, container))
+        p = s.objs[("Pod", ns, name)]
+        p["spec"].setdefault("ephemeralContainers", []).append(container)
+
+    monkeypatch.setattr(kube, "add_ephemeral_container", add)
+    return added
+
+
+def test_container_faults_run_in_the_shard_pod(store: tuple[Store, dict[str, list[Any]]], ephemeral: list[Any]) -> None:
+    """fill, delay and partition each start one ephemeral container in the
+    shard's pod at their time, with the Redis container's password variable;
+    only the network faults get root and CAP_NET_ADMIN. The record holds the
+    container and when the fault ends; the container's termination message
+    becomes its outcome once the run ends, a failed one marks it Failed."""
+    s, calls = store
+    shard = {common.LABEL_POOL: "p", common.LABEL_SHARD: "0"}
+    s.apply(shard_pod("p-0-0", shard, tls=True))
+    s.apply({"kind": "Pool", "metadata": {"name": "p", "namespace": NS}, "spec": {"backend": "redis"}})
+    s.apply({"kind": "Pool", "metadata": {"name": "m", "namespace": NS}, "spec": {"backend": "mongodb"}})
+    s.apply(shard_pod("m-0-0", {common.LABEL_POOL: "m", common.LABEL_SHARD: "0"}))
+    at = {"target": "shard", "pool": "p", "shard": 0}
+    spec = [
+        {"at": 5, "action": "fill", "duration": 10, **at},
+        {"at": 20, "action": "partition", "duration": 8, **at},
+        {"at": 30, "action": "delay", "duration": 8, "latencyMs": 100, "jitterMs": 20, **at},
+        {"at": 40, "action": "fill", "duration": 5, "target": "shard", "pool": "m", "shard": 0},
+    ]
+    body = bench(spec)
+    status: dict[str, Any] = {"loadStart": "2026-11-23T12:00:00Z", "runGeneration": 3}
+    cfg = Config()
+    for t in (6, 21, 31, 41):
+        status.update(faults.step(cfg, body, status, "Running", T0 + dt.timedelta(seconds=t)))
+    assert [c[0] for c in ephemeral] == ["p-0-0"] * 3 and not calls["deleted"]
+    names = [c["name"] for _, c in ephemeral]
+    assert len(set(names)) == 3 and all(
+        n.startswith("sluice-fault-") and n.endswith(f"-3-{i}") for i, n in enumerate(names)
+    )
+    fill, part, delay = (c for _, c in ephemeral)
+    assert fill["args"] == ["fault", "fill", "--port", "6379", "--duration", "10s", "--tls"]
+    assert part["args"] == ["fault", "partition", "--port", "6379", "--duration", "8s"]
+    assert delay["args"] == [
+        "fault",
+        "delay",
+        "--port",
+        "6379",
+        "--duration",
+        "8s",
+        "--delay",
+        "100ms",
+        "--jitter",
+        "20ms",
+        "--tls",
+    ]
+    for c in (fill, part, delay):
+        assert c["image"] == cfg.bench_image and c["targetContainerName"] == "redis"
+        assert [e["name"] for e in c["env"]] == ["REDIS_PASSWORD"]
+        assert c["securityContext"]["allowPrivilegeEscalation"] is False
+    assert "add" not in fill["securityContext"]["capabilities"] and "runAsUser" not in fill["securityContext"]
+    for c in (part, delay):
+        assert c["securityContext"]["capabilities"]["add"] == ["NET_ADMIN"] and c["securityContext"]["runAsUser"] == 0
+    recs = status["faults"]
+    assert [(r["name"], r["result"]) for r in recs] == [
+        ("fill shard p/0 for 10s", "Injected"),
+        ("partition shard p/0 for 8s", "Injected"),
+        ("delay shard p/0 100ms for 8s", "Injected"),
+        ("fill shard m/0 for 5s", "Failed"),
+    ]
+    assert "takes a Redis shard; Pool m is mongodb" in recs[3]["message"]
+    for r, f in zip(recs[:3], spec, strict=False):
+        start = dt.datetime.fromisoformat(r["injected"].replace("Z", "+00:00"))
+        end = dt.datetime.fromisoformat(r["until"].replace("Z", "+00:00"))
+        assert end - start == dt.timedelta(seconds=f["duration"]) and r["container"] in names
+
+    # The run ends: the fill and the partition have ended, the delay failed.
+    p = s.objs[("Pod", NS, "p-0-0")]
+    p["status"]["ephemeralContainerStatuses"] = [
+        {"name": names[0], "state": {"terminated": {"exitCode": 0, "message": "filled 600 keys, then removed them"}}},
+        {"name": names[1], "state": {"terminated": {"exitCode": 0}}},
+        {"name": names[2], "state": {"terminated": {"exitCode": 1, "message": "nftables: operation not permitted"}}},
+    ]
+    status.update(faults.step(cfg, body, status, "Succeeded", T0 + dt.timedelta(seconds=60)))
+    recs = status["faults"]
+    assert recs[0]["outcome"] == "filled 600 keys, then removed them" and recs[0]["result"] == "Injected"
+    assert recs[1]["outcome"] == "ended with exit code 0"
+    assert recs[2]["outcome"] == "nftables: operation not permitted" and recs[2]["result"] == "Failed"
+    # Settled once: a later pass changes nothing.
+    assert faults.step(cfg, body, status, "Succeeded", T0 + dt.timedelta(seconds=70)) == {}
+
+
+def test_slow_receiver_is_recorded_and_passed_to_sluice_bench(store: tuple[Store, dict[str, list[Any]]]) -> None:
+    """slow-receiver touches no pod: the operator records it at its time and
+    sluice-bench's receiver performs it from its --receiver-fault flag."""
+    from sluice_operator.builders import benchmark as bb
+
+    _, calls = store
+    f = {"at": 4, "action": "slow-receiver", "target": "receiver", "duration": 6, "latencyMs": 500, "failPercent": 50}
+    body = bench([f])
+    body["spec"]["scenario"] = "notifications"
+    status: dict[str, Any] = {"loadStart": "2026-11-23T12:00:00Z"}
+    status.update(faults.step(Config(), body, status, "Running", T0 + dt.timedelta(seconds=5)))
+    (r,) = status["faults"]
+    assert r["name"] == "slow-receiver for 6s" and r["result"] == "Injected" and r["until"]
+    assert "500 ms late and fails 50 %" in r["message"] and not calls["deleted"]
+    assert faults.required_access([f], NS, "sluice-system") == []
+    args = bb.bench_args(Config(), body, 1, "2026-11-23T12:00:00Z")
+    assert args.count("--receiver-fault") == 1
+    assert args[args.index("--receiver-fault") + 1] == "at=4,duration=6,latency=500ms,fail=50"
+
+
+def test_container_faults_need_the_opt_in_role() -> None:
+    need = faults.required_access(
+        [{"at": 1, "action": a, "target": "shard", "pool": "p", "shard": 0, "duration": 5} for a in ("fill", "delay")],
+        NS,
+        "sluice-system",
+    )
+    assert [a.describe() for a in need] == [f"patch pods/ephemeralcontainers in namespace {NS}"]
+    assert "sluice-operator-faults" in need[0].grant

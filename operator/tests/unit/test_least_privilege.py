@@ -52,6 +52,13 @@ def _grant(a: faults.Access) -> tuple[str, str, str]:
     return (a.group, a.resource + (f"/{a.subresource}" if a.subresource else ""), a.verb)
 
 
+# The faults that kill no process.
+NO_KILLS = [
+    {"at": 1, "action": a, "target": "shard", "pool": "p", "shard": 0, "duration": 5, "latencyMs": 10}
+    for a in ("fill", "delay", "partition")
+] + [{"at": 1, "action": "slow-receiver", "target": "receiver", "duration": 5, "failPercent": 50}]
+
+
 def test_required_access_per_fault() -> None:
     every = [*KILLS, {"at": 4, "action": "scale", "target": "server", "replicas": 3}, DRAIN]
     every.append({"at": 6, "action": "kill", "target": "operator"})
@@ -68,17 +75,18 @@ def test_required_access_per_fault() -> None:
 
 
 def test_default_role_cannot_drain_and_the_opt_in_roles_can() -> None:
-    """deploy/rbac.yaml holds what deleting, killing and scaling need and neither
-    nodes patch nor pods/eviction; deploy/rbac-faults.yaml holds exactly those, in
-    the roles that the missing-permission message names."""
+    """deploy/rbac.yaml holds what deleting, killing, scaling and slow-receiver need
+    and neither nodes patch, pods/eviction nor pods/ephemeralcontainers;
+    deploy/rbac-faults.yaml holds exactly those, in the roles that the
+    missing-permission message names."""
     (default,) = _rules(DEPLOY / "rbac.yaml").values()
     opt_in = _rules(DEPLOY / "rbac-faults.yaml")
     assert opt_in == {
-        "sluice-operator-faults": {("", "pods/eviction", "create")},
+        "sluice-operator-faults": {("", "pods/eviction", "create"), ("", "pods/ephemeralcontainers", "patch")},
         "sluice-operator-node-faults": {("", "nodes", "patch")},
     }
     assert not default & (opt_in["sluice-operator-faults"] | opt_in["sluice-operator-node-faults"])
-    every = [*KILLS, {"at": 4, "action": "scale", "target": "server", "replicas": 3}, DRAIN]
+    every = [*KILLS, {"at": 4, "action": "scale", "target": "server", "replicas": 3}, DRAIN, *NO_KILLS]
     for a in faults.required_access(every, NS, "sluice-system"):
         roles = [name for name, held in opt_in.items() if _grant(a) in held]
         if roles:
