@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"sluice.dev/bench/internal/load"
 )
 
 // runFlags holds every flag of the run (and zaqar-bench compatible) mode.
@@ -37,6 +39,7 @@ type runFlags struct {
 	progress                        string
 	recvListen, recvURL, recvSecret string
 	subscribe                       bool
+	recvFaults                      receiverFaults
 	moveTo                          string
 	moveAfter, moveTimeout          time.Duration
 	movePoll                        time.Duration
@@ -116,12 +119,37 @@ func newRunFlags(name string) *runFlags {
 	fs.StringVar(&f.recvURL, "receiver-url", "", "notifications: URL the server posts to (default http://<receiver address>/notify)")
 	fs.StringVar(&f.recvSecret, "receiver-secret", "", "notifications: subscribe with this signing secret and check X-Sluice-Signature")
 	fs.BoolVar(&f.subscribe, "subscribe", true, "notifications: subscribe the receiver (false: post only, the throughput baseline)")
+	fs.Var(&f.recvFaults, "receiver-fault", "notifications, repeatable: "+load.ReceiverFaultSyntax+
+		": from SECONDS after the load starts, the receiver waits latency (<= 30s) before answering and answers 500 to PERCENT of the calls; refused calls must be redelivered")
 	fs.StringVar(&f.moveTo, "move-to-pool", "", "move the run's queues to this pool during the load (admin token in $SLUICE_BENCH_ADMIN_TOKEN)")
 	fs.DurationVar(&f.moveAfter, "move-after", 2*time.Second, "with --move-to-pool: start the move this long into the load")
 	fs.DurationVar(&f.moveTimeout, "move-timeout", 60*time.Second, "with --move-to-pool: a move not done this long after it started fails the run")
 	fs.DurationVar(&f.movePoll, "move-poll", 100*time.Millisecond, "with --move-to-pool: interval between GET .../migrate")
 	fs.BoolVar(&f.check, "check", false, "only check the command line (what a run would refuse as a usage error) and exit 0, without contacting the server")
 	return f
+}
+
+// receiverFaults is the repeatable --receiver-fault.
+type receiverFaults []load.ReceiverFault
+
+func (r *receiverFaults) String() string {
+	if r == nil {
+		return ""
+	}
+	var parts []string
+	for _, f := range *r {
+		parts = append(parts, f.String())
+	}
+	return strings.Join(parts, " ")
+}
+
+func (r *receiverFaults) Set(s string) error {
+	f, err := load.ParseReceiverFault(s)
+	if err != nil {
+		return err
+	}
+	*r = append(*r, f)
+	return nil
 }
 
 // set reports which flags were given explicitly (any alias counts).

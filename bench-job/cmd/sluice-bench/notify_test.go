@@ -94,3 +94,117 @@ func TestNotificationsPodsMerge(t *testing.T) {
 		}
 	}
 }
+
+// --receiver-fault is checked like every other flag: a usage error (exit
+// 2) naming the flag for every malformed value, and for a run without a
+// receiver.
+func TestReceiverFaultFlag(t *testing.T) {
+	base := []string{"run", "--check", "-s", "http://127.0.0.1:9", "--scenario", "notifications"}
+	for _, args := range [][]string{
+		{"--receiver-fault", "at=6,duration=10,latency=500ms,fail=50"},
+		{"--receiver-fault", "at=0,duration=1,fail=100", "--receiver-fault", "at=1,duration=2.5,latency=30s"},
+		{"--receiver-fault", "at=0.5,duration=0.5,latency=1ms"},
+	} {
+		if code, _, errs := cli(t, append(base, args...)...); code != exitOK {
+			t.Errorf("%v: exit %d, stderr %s", args, code, errs)
+		}
+	}
+	good := map[string]string{"at": "6", "duration": "10", "latency": "500ms", "fail": "50"}
+	value := func(key, v string) string {
+		var parts []string
+		for _, k := range []string{"at", "duration", "latency", "fail"} {
+			switch {
+			case k != key:
+				parts = append(parts, k+"="+good[k])
+			case v != "<missing>":
+				parts = append(parts, k+"="+v)
+			}
+		}
+		return strings.Join(parts, ",")
+	}
+	var bad [][]string
+	for key, vs := range map[string][]string{
+		"at":       {"<missing>", "-1", "soon", "86401"},
+		"duration": {"<missing>", "0", "-1", "10s"},
+		"latency":  {"-1s", "31s", "500"},
+		"fail":     {"-1", "101", "half"},
+	} {
+		for _, v := range vs {
+			bad = append(bad, []string{"--receiver-fault", value(key, v)})
+		}
+	}
+	bad = append(bad,
+		[]string{"--receiver-fault", value("", "") + ",drop=5"},                                                  // unknown key
+		[]string{"--receiver-fault", "at=6,duration=10"},                                                         // does nothing
+		[]string{"--receiver-fault", "at=6,duration=10,latency=0"},                                               // does nothing
+		[]string{"--receiver-fault", ""},                                                                         // empty
+		[]string{"--receiver-fault", "at=6,duration=10,fail=5,at=7"},                                             // repeated key
+		[]string{"--receiver-fault", "at=0,duration=5,fail=5", "--receiver-fault", "at=4,duration=5,latency=1s"}, // overlap
+		[]string{"--receiver-fault", value("", ""), "--subscribe=false"},                                         // no receiver
+	)
+	for _, args := range bad {
+		code, _, errs := cli(t, append(base, args...)...)
+		if code != exitUsage || !strings.Contains(errs, "receiver-fault") {
+			t.Errorf("%v: exit %d, stderr %s", args, code, errs)
+		}
+	}
+	// Only the notifications scenario has a receiver.
+	for _, sc := range []string{"custom", "flood", "task-distribution"} {
+		code, _, errs := cli(t, "run", "--check", "-s", "http://127.0.0.1:9", "--scenario", sc, "--receiver-fault", value("", ""))
+		if code != exitUsage || !strings.Contains(errs, "only the notifications scenario") {
+			t.Errorf("scenario %s: exit %d, stderr %s", sc, code, errs)
+		}
+	}
+}
+
+// A receiver that refuses every other call for the whole load: the
+// server redelivers what it refused, so nothing is lost or duplicated,
+// and the refusals are counted in ops.notify.extra. The run directory
+// lists the fault for report/merge --faults.
+func TestNotificationsReceiverFaultRedelivered(t *testing.T) {
+	forEachStore(t, func(t *testing.T, url string) {
+		dir := filepath.Join(t.TempDir(), "run")
+		r := runJSON(t, "--scenario", "notifications", "-s", url, "-t", "2", "--rate", "50", "-qno", "2",
+			"--receiver-fault", "at=0,duration=2,latency=5ms,fail=50", "--drain", "30s", "-q", "notes-fault", "--out", dir)
+		d, n := r.Delivery, r.Ops["notify"]
+		if d == nil || n == nil {
+			t.Fatalf("no delivery/notify blocks: %+v", r)
+		}
+		x := n.Extra
+		if x["receiver_fault_failed"] == 0 || x["receiver_fault_delayed"] < x["receiver_fault_failed"] || x["receiver_fault_calls"] < 2*x["receiver_fault_failed"]-1 {
+			t.Errorf("fault counters %v: want failures, every call of the window delayed, half of them failed", x)
+		}
+		if d.Produced == 0 || d.Produced != r.Ops["post"].OK || d.Lost != 0 || d.Duplicated != 0 || d.Unique != d.Produced {
+			t.Errorf("delivery: %+v (posts ok %d): the refused notifications were not all redelivered", *d, r.Ops["post"].OK)
+		}
+		if n.OK != d.Produced || n.Failed != 0 {
+			t.Errorf("notify op: ok %d failed %d errors %v", n.OK, n.Failed, n.Errors)
+		}
+		faults, err := result.LoadFaults(filepath.Join(dir, "receiver-faults.json"))
+		if err != nil || len(faults) != 1 || faults[0].Name != "slow-receiver" || faults[0].At != r.Start {
+			t.Fatalf("receiver-faults.json: %+v, %v (start %d)", faults, err, r.Start)
+		}
+		merged, err := result.Parse([]byte(mustRun(t, "merge", "--faults", filepath.Join(dir, "receiver-faults.json"), dir)))
+		if err != nil || len(merged.Faults) != 1 || merged.Faults[0].Name != "slow-receiver" {
+			t.Errorf("merge --faults: %+v, %v", merged, err)
+		}
+	})
+}
+
+// A receiver slower than the server's delivery timeout: the server
+// abandons the held calls and sends them again after the window; the
+// abandoned ones are not deliveries, and the table shows the counters.
+func TestNotificationsReceiverFaultOutlastsTimeout(t *testing.T) {
+	url := testenv.Server(t, "memory", "--delivery-timeout", "300ms")
+	code, out, errs := cli(t, "run", "--scenario", "notifications", "-s", url, "-t", "2", "--rate", "20",
+		"--receiver-fault", "at=0.5,duration=1,latency=2s", "--drain", "30s", "-q", "notes-slow", "--max-lost", "0")
+	if code != exitOK {
+		t.Fatalf("exit %d, stderr %s", code, errs)
+	}
+	if !strings.Contains(out, "receiver faults: ") || strings.Contains(out, " 0 abandoned") || !strings.Contains(out, "slow-receiver at_unix_ms ") {
+		t.Errorf("table without the receiver fault counters (or none abandoned):\n%s", out)
+	}
+	if !strings.Contains(out, "lost 0  duplicated 0") {
+		t.Errorf("delivery line:\n%s", out)
+	}
+}

@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"syscall"
 
@@ -68,6 +70,9 @@ func cmdRun(args []string, stdout, stderr io.Writer, compat bool) (int, error) {
 	if err := writeOutputs(res, f.out, f.termLog); err != nil {
 		return exitFailure, err
 	}
+	if err := writeReceiverFaults(f.out, res, cfg.Notify.Faults); err != nil {
+		return exitFailure, err
+	}
 	switch {
 	case f.debug:
 		writeZaqarText(stdout, res)
@@ -80,6 +85,7 @@ func cmdRun(args []string, stdout, stderr io.Writer, compat bool) (int, error) {
 		}
 	default:
 		writeTable(stdout, res)
+		writeReceiverFaultCounts(stdout, res, cfg.Notify.Faults)
 	}
 	if err != nil {
 		return exitFailure, err
@@ -147,7 +153,7 @@ func (f *runFlags) config() (*load.Config, *result.Verdict, error) {
 	cfg := &load.Config{Scenario: preset.Name, Kind: preset.Kind, Params: p, Target: f.server,
 		ProjectID: f.projectID, Token: f.token, TokenFile: f.tokenFile, ClientID: f.clientID, Timeout: f.timeout,
 		Verify: preset.Verify, SkipReset: f.skipReset, Drain: f.drain,
-		Notify: load.Notify{Listen: f.recvListen, URL: f.recvURL, Secret: f.recvSecret, Subscribe: f.subscribe},
+		Notify: load.Notify{Listen: f.recvListen, URL: f.recvURL, Secret: f.recvSecret, Subscribe: f.subscribe, Faults: f.recvFaults},
 		Move: load.Move{Pool: f.moveTo, After: f.moveAfter, Timeout: f.moveTimeout, Poll: f.movePoll,
 			AdminToken: os.Getenv(load.AdminTokenEnv)}}
 	if f.token != "" && f.tokenFile != "" {
@@ -181,11 +187,61 @@ func (f *runFlags) config() (*load.Config, *result.Verdict, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, nil, err
 	}
+	if err := checkReceiverFaults(cfg); err != nil {
+		return nil, nil, err
+	}
 	v := &result.Verdict{MinRPS: f.minRPS, MaxP99: f.maxP99}
 	if f.maxLost >= 0 {
 		v.MaxLost = &f.maxLost
 	}
 	return cfg, v, nil
+}
+
+// checkReceiverFaults refuses --receiver-fault where there is no receiver.
+func checkReceiverFaults(cfg *load.Config) error {
+	if len(cfg.Notify.Faults) == 0 {
+		return nil
+	}
+	if cfg.Kind != load.KindNotify {
+		return fmt.Errorf("--receiver-fault: only the notifications scenario runs a webhook receiver (scenario %s)", cfg.Scenario)
+	}
+	if !cfg.Notify.Subscribe {
+		return fmt.Errorf("--receiver-fault: with --subscribe=false there is no receiver to misbehave")
+	}
+	if err := load.ValidateReceiverFaults(cfg.Notify.Faults); err != nil {
+		return fmt.Errorf("--receiver-fault: %w", err)
+	}
+	return nil
+}
+
+// receiverFaultsFile, in the run directory, lists the receiver faults at
+// their times in the form `report --faults` and `merge --faults` read.
+const receiverFaultsFile = "receiver-faults.json"
+
+func writeReceiverFaults(out string, res *result.Result, faults []load.ReceiverFault) error {
+	if out == "" || len(faults) == 0 {
+		return nil
+	}
+	b, err := json.MarshalIndent(load.ReceiverFaultMarks(res.Start, faults), "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(out, receiverFaultsFile), append(b, '\n'), 0o644)
+}
+
+// writeReceiverFaultCounts adds the receiver faults' counters
+// (ops.notify.extra) to the table.
+func writeReceiverFaultCounts(w io.Writer, res *result.Result, faults []load.ReceiverFault) {
+	n := res.Ops["notify"]
+	if len(faults) == 0 || n == nil {
+		return
+	}
+	x := n.Extra
+	fmt.Fprintf(w, "receiver faults: %d calls in fault windows, %d delayed, %d answered 500, %d abandoned (neither counted as delivered)\n",
+		x[load.FaultCalls], x[load.FaultDelayed], x[load.FaultFailed], x[load.FaultAbandoned])
+	for i, m := range load.ReceiverFaultMarks(res.Start, faults) {
+		fmt.Fprintf(w, "  %s at_unix_ms %d: %s\n", m.Name, m.At, faults[i])
+	}
 }
 
 func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }

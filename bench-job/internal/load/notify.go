@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"sluice.dev/bench/internal/metrics"
@@ -26,6 +27,9 @@ type Notify struct {
 	URL       string // subscriber URL the server posts to; default http://<bound address>/notify
 	Secret    string // subscribe with options.secret and check X-Sluice-Signature
 	Subscribe bool   // false: post only, no subscription (the throughput baseline)
+	// Faults: windows during which the receiver answers late or 500
+	// (--receiver-fault); they start counting with the load phase.
+	Faults []ReceiverFault
 }
 
 // receiver is the webhook endpoint: every notification body carries the
@@ -39,6 +43,9 @@ type receiver struct {
 	del    *metrics.Delivery
 	notes  *metrics.Notifications
 	op     *metrics.Op // "notify": failures by reason here, latencies added at the end
+	faults *faultSchedule
+	quit   chan struct{} // closed by stop: held calls give up
+	once   sync.Once
 }
 
 // notification is the part of a webhook body the receiver reads.
@@ -49,6 +56,9 @@ type notification struct {
 
 // startReceiver listens and serves until stop; the URL is what gets subscribed.
 func startReceiver(n Notify, del *metrics.Delivery, notes *metrics.Notifications) (*receiver, error) {
+	if err := ValidateReceiverFaults(n.Faults); err != nil {
+		return nil, err
+	}
 	ln, err := net.Listen("tcp", n.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("notification receiver: %w", err)
@@ -62,14 +72,18 @@ func startReceiver(n Notify, del *metrics.Delivery, notes *metrics.Notifications
 		}
 		u = "http://" + net.JoinHostPort(host, port) + "/notify"
 	}
-	rc := &receiver{ln: ln, url: u, secret: []byte(n.Secret), del: del, notes: notes, op: metrics.NewOp("notify")}
+	rc := &receiver{ln: ln, url: u, secret: []byte(n.Secret), del: del, notes: notes, op: metrics.NewOp("notify"),
+		faults: newFaultSchedule(n.Faults), quit: make(chan struct{})}
 	rc.srv = &http.Server{Handler: rc, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: time.Minute}
 	go func() { _ = rc.srv.Serve(ln) }()
 	return rc, nil
 }
 
 // ServeHTTP accounts for one notification and answers 204 at once, so the
-// receiver never is what slows delivery down.
+// receiver never is what slows delivery down, unless a receiver fault is
+// active: then it holds the call for the fault's latency and answers 500
+// to the fault's share of calls. Only a notification answered 2xx is
+// accounted as delivered; a refused or abandoned one must come again.
 func (rc *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	now := time.Now()
 	body, err := io.ReadAll(io.LimitReader(req.Body, 4<<20))
@@ -89,6 +103,12 @@ func (rc *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		w.WriteHeader(http.StatusBadRequest)
 		return
 	}
+	if i := rc.faults.active(now); i >= 0 {
+		if !rc.misbehave(w, req, i) {
+			return
+		}
+		now = time.Now() // delivered when answered
+	}
 	w.WriteHeader(http.StatusNoContent)
 	if n.Type != "" && n.Type != "Notification" {
 		rc.op.Count("other_"+strings.ToLower(n.Type), 1) // e.g. a confirmation request
@@ -102,6 +122,42 @@ func (rc *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	} else {
 		rc.op.Count("untagged", 1)
 	}
+}
+
+// misbehave applies receiver fault i to one call: it waits the fault's
+// latency, then answers 500 if the call is one of the fault's share. It
+// reports whether the call is still to be answered 2xx (and accounted).
+func (rc *receiver) misbehave(w http.ResponseWriter, req *http.Request, i int) bool {
+	f := rc.faults.faults[i]
+	rc.op.Count(FaultCalls, 1)
+	fail := rc.faults.call(i)
+	if f.Latency > 0 {
+		rc.op.Count(FaultDelayed, 1)
+		t := time.NewTimer(f.Latency)
+		defer t.Stop()
+		abandoned := false
+		select {
+		case <-t.C:
+			abandoned = req.Context().Err() != nil
+		case <-req.Context().Done(): // the server's delivery timeout cut it off
+			abandoned = true
+		case <-rc.quit: // the run is over
+			abandoned = true
+		}
+		if abandoned {
+			// Never a 2xx (what a handler returning silently would send)
+			// for a call that is not accounted.
+			rc.op.Count(FaultAbandoned, 1)
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return false
+		}
+	}
+	if fail {
+		rc.op.Count(FaultFailed, 1)
+		w.WriteHeader(http.StatusInternalServerError)
+		return false
+	}
+	return true
 }
 
 // signed checks "sha256=<hex HMAC-SHA256(secret, body)>".
@@ -120,6 +176,7 @@ func (rc *receiver) signed(header string, body []byte) bool {
 }
 
 func (rc *receiver) stop() {
+	rc.once.Do(func() { close(rc.quit) })
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := rc.srv.Shutdown(ctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -155,6 +212,14 @@ func (r *run) subscribe(op *metrics.Op) []string {
 			subs = append(subs, zaqar.QueuePath(q.name)+"/subscriptions/"+sub.ID)
 		}
 	}
+	// The load phase starts right after the subscriptions (at --start-at
+	// if that is later): the receiver faults' clock, within microseconds
+	// of the result's start_unix_ms.
+	start := time.Now()
+	if r.cfg.StartAt.After(start) {
+		start = r.cfg.StartAt
+	}
+	r.recv.faults.begin(start)
 	return subs
 }
 
