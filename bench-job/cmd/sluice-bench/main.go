@@ -55,6 +55,8 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 		code, err = cmdMerge(args[1:], stdout, stderr)
 	case "scenarios":
 		err = cmdScenarios(stdout)
+	case "fault":
+		err = cmdFault(args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, topUsage)
 		return exitOK
@@ -85,5 +87,6 @@ const topUsage = `usage:
   sluice-bench merge [--out DIR] [--json] INPUT...
   sluice-bench merge --status [--own-queues] [--min-rps X] [--max-p99 MS] [--max-lost N] INPUT...
   sluice-bench scenarios
+  sluice-bench fault partition|delay|fill --port PORT --duration D [...]   (inside a Redis shard's pod)
 run 'sluice-bench run -h' for every flag; docs/sluice-bench.md has the details.
 `
