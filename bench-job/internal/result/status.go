@@ -72,6 +72,9 @@ type StatusOp struct {
 	MaxMs             float64 `json:"maxMs"`
 	Requests          int64   `json:"requests"`
 	Errors            int64   `json:"errors"`
+	// Counts are the operation's own tallies beside requests (the
+	// notification receiver's faulted calls, for one).
+	Counts map[string]int64 `json:"counts,omitempty"`
 }
 
 // StatusOf describes a summarized result for the Benchmark resource,
@@ -104,7 +107,7 @@ func StatusOf(r *Result, v *Verdict, ownQueues bool) Status {
 		res.RetryAfter = metrics.MergeRetries(res.RetryAfter, o.RetryAfter)
 		res.Operations[name] = StatusOp{RequestsPerSecond: r3(o.ReqsPerSec), MsPerRequest: r3(o.Mean),
 			P50Ms: r3(o.P50), P90Ms: r3(o.P90), P99Ms: r3(o.P99), P999Ms: r3(o.P999), MaxMs: r3(o.Max),
-			Requests: o.Requests, Errors: o.Failed}
+			Requests: o.Requests, Errors: o.Failed, Counts: o.Extra}
 	}
 	verdict := "Pass"
 	if !v.Pass {

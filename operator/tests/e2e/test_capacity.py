@@ -36,11 +36,12 @@ MAX_POSTS = 2000
 FILL_SECONDS = 120
 
 
-def capacity_pool(ns: str) -> dict[str, Any]:
+def capacity_pool(ns: str, name: str = POOL) -> dict[str, Any]:
+    """capacity_pool is a builtin Redis Pool of 2 ephemeral shards with a LIMIT_MIB memory limit."""
     return {
         "apiVersion": "sluice.dev/v1alpha1",
         "kind": "Pool",
-        "metadata": {"name": POOL, "namespace": ns},
+        "metadata": {"name": name, "namespace": ns},
         "spec": {
             "backend": "redis",
             "provisioner": "builtin",

@@ -1,13 +1,15 @@
-"""Faults that kill no process, on real pods: one Benchmark fills a shard of a
-2-shard Pool to its maxmemory, then partitions it, then delays its traffic,
-each from inside the shard pod's own network namespace (an ephemeral
-container running `sluice-bench fault`). A probe beside the load posts to a
-queue on each shard every quarter second. Asserted: nothing acknowledged is
-lost; the filled shard's posts answer 507 and the partitioned shard's 503,
-both with Retry-After and within the storage timeout's bound; the delayed
-shard's posts are slower and succeed; the other shard's queue sees no
-error throughout; every fault is undone on its own time (posts succeed again,
-no filler key left) and no shard container restarts."""
+"""Faults that kill no process, on real pods: one Benchmark fills a shard of
+a 2-shard Pool (test_capacity's: a 64Mi limit, maxmemory 44 MiB) to its
+maxmemory, then partitions it, then delays its traffic, each from inside the
+shard pod's own network namespace (an ephemeral container running
+`sluice-bench fault`). A probe beside the load posts to a queue on each
+shard every quarter second. Asserted: nothing acknowledged is lost; the
+filled shard's posts answer 507 and the partitioned shard's 503, both with
+Retry-After and within the storage timeout's bound; the delayed shard's
+posts are slower and succeed; the other shard's queue sees no error
+throughout; every fault is undone on its own time (posts succeed again, no
+filler key left) and no shard container restarts. Then a notifications run
+whose webhook receiver is slow and fails half its calls for a while."""
 
 from __future__ import annotations
 
@@ -20,7 +22,6 @@ import threading
 import time
 import urllib.parse
 import uuid
-from typing import Any
 
 import pytest
 import yaml
@@ -28,44 +29,27 @@ import yaml
 from ..integration.conftest import apply, kc, wait_for
 from .conftest import RELEASE_NS, client_token, operator_pods, server_url
 from .test_benchmarks import benchmark, run
-from .test_capacity import never_oom_killed, placed, redis_cli
+from .test_capacity import capacity_pool, never_oom_killed, placed, redis_cli
 from .test_faults import diagnostics, figures, reported
 from .test_pools import ready
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 POOL = "nokill"
-# 64Mi: maxmemory 44 MiB, filled in a second or two.
-LIMIT_MIB = 64
 # The server's --storage-timeout (5 s) bounds a request to a cut shard; the
 # probe allows the kubelet-side scheduling noise of a busy 2-core node on top.
 STORAGE_TIMEOUT = 5.0
 ANSWER_BOUND = STORAGE_TIMEOUT + 2.5
 LATENCY_MS, JITTER_MS = 100, 20
+# Each fault lasts 8 s and the next starts 10 s after it ends: SETTLE for
+# the shard to be served again, then seconds in which every post must succeed.
 FILL, PARTITION, DELAY = (
     {"at": 4, "action": "fill", "duration": 8},
-    {"at": 18, "action": "partition", "duration": 8},
-    {"at": 32, "action": "delay", "duration": 8, "latencyMs": LATENCY_MS, "jitterMs": JITTER_MS},
+    {"at": 22, "action": "partition", "duration": 8},
+    {"at": 40, "action": "delay", "duration": 8, "latencyMs": LATENCY_MS, "jitterMs": JITTER_MS},
 )
-RUN_SECONDS = 48
-# A fault's effect must be gone this long after it is undone.
+RUN_SECONDS = 58
 SETTLE = 6.0
 PROBE_INTERVAL = 0.25
-
-
-def nokill_pool(ns: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "sluice.dev/v1alpha1",
-        "kind": "Pool",
-        "metadata": {"name": POOL, "namespace": ns},
-        "spec": {
-            "backend": "redis",
-            "provisioner": "builtin",
-            "shards": 2,
-            "storage": {"ephemeral": True},
-            "resources": {"requests": {"cpu": "50m", "memory": "32Mi"}, "limits": {"memory": f"{LIMIT_MIB}Mi"}},
-            "placement": {"nodeClass": "metal", "policy": "required"},
-        },
-    }
 
 
 def grant_faults(ns: str) -> None:
@@ -144,7 +128,7 @@ def _unix(stamp: str) -> float:
 
 @pytest.fixture(scope="module")
 def nokill(ns: str) -> str:
-    apply(nokill_pool(ns))
+    apply(capacity_pool(ns, POOL))
     grant_faults(ns)
     wait_for(f"Pool {POOL} Ready", lambda: ready("pool", ns, POOL), timeout=300, interval=1)
     return ns
@@ -236,11 +220,38 @@ def test_fill_partition_and_delay_one_shard(nokill: str) -> None:
     assert fast_p50 < slow_p50 / 2, (fast_p50, slow_p50)
     # Each fault is undone on its own time: posts succeed again after each window.
     for name, (_, end) in windows.items():
-        nxt = [w[0] for w in windows.values() if w[0] > end] + [hit.seen[-1][0]]
-        after = hit.between(end + SETTLE, min(nxt))
+        nxt = min([w[0] for w in windows.values() if w[0] > end] + [hit.seen[-1][0]])
+        back = next((s[0] for s in hit.between(end, nxt) if s[1] == 201 and s[2] < 0.1), None)
+        print(f"{name}: the shard's posts fast and served again {back - end:.2f} s after it was undone" if back else "")
+        after = hit.between(end + SETTLE, nxt)
         assert after and all(s[1] == 201 for s in after), (name, codes(after))
     pod = f"{POOL}-0-0"
     assert redis_cli(ns, pod, "--scan --pattern 'sluice-fault:*'") == [], "filler keys left behind"
     for i in range(2):
         never_oom_killed(ns, f"{POOL}-{i}-0")
     print(kc("get", "pods", "-n", ns, "-l", f"sluice.dev/pool={POOL}").stdout)
+
+
+def test_slow_receiver(nokill: str) -> None:
+    """A webhook receiver that answers late and fails half its calls for 8 s of a
+    notifications run: the server delivers every message anyway (lost 0: a call
+    the receiver failed is not a delivery), and the receiver's counts say the
+    fault happened."""
+    ns = nokill
+    fault = {"at": 4, "action": "slow-receiver", "target": "receiver", "duration": 8, "latencyMs": 200}
+    b = run(
+        ns,
+        benchmark(
+            ns, "slow-recv", scenario="notifications", pool=POOL, duration=16, faults=[{**fault, "failPercent": 50}]
+        ),
+    )
+    st = b["status"]
+    assert st["phase"] == "Succeeded", (st.get("reason"), st.get("message"), diagnostics(ns, "slow-recv"))
+    r = st["results"]
+    assert r["lost"] == 0 and r["produced"] > 0, r
+    (f,) = st["faults"]
+    assert f["result"] == "Injected" and f["name"] == "slow-receiver for 8s" and f["until"], f
+    counts = r["operations"]["notify"].get("counts") or {}
+    print(f"\nslow-receiver: {counts}, notify p99 {r['operations']['notify'].get('p99Ms')} ms, results {r}")
+    assert counts.get("receiver_fault_failed", 0) > 0, counts
+    assert counts.get("receiver_fault_delayed", 0) >= counts["receiver_fault_failed"], counts
