@@ -30,8 +30,16 @@ $(SMTP_VENV)/.installed:
 	$(SMTP_VENV)/bin/python -m pip install -q --disable-pip-version-check aiosmtpd==$(AIOSMTPD_VERSION)
 	@touch $@
 
+# Under -race sockio makes its socket calls through the syscall package
+# (internal/sockio/syscalls_race.go), so the raw calls the server runs in
+# production are tested by a run without it: sockio's own tests and the
+# lean loop's, whose connections are real sockets.
+SOCKIO_LEAN_TESTS := ^(TestLeanAndNetHTTPAnswerAlike|TestSlowClientsAreCut|TestHandoversCounted)$$
+
 test-server: deps-apt venv-smtp ## unit, conformance (memory + real redis-server), HTTP API and fuzz-seed tests
-	cd server && $(GO) vet ./... && $(GO) test -race -count=1 -p 2 -skip '^TestRealAPIServer$$' ./...
+	cd server && $(GO) vet ./... && $(GO) test -race -count=1 -p 2 -skip '^TestRealAPIServer$$' ./... && \
+	  $(GO) test -count=1 ./internal/sockio/ && \
+	  $(GO) test -count=1 -run '$(SOCKIO_LEAN_TESTS)' ./internal/api/
 
 # ServiceAccount tokens the real kube-apiserver issues, validated against its
 # own discovery document and keys. make test runs it in test-controlplane
