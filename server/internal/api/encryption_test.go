@@ -10,6 +10,8 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -172,11 +174,6 @@ func TestEncryptedReadPaths(t *testing.T) {
 		ts := startFull(t, "", func(o *config.Options) { withKeys(o); o.Store = r.URL })
 		readPaths(t, ts, func() []byte { return redisDump(t, r) })
 	})
-	t.Run("redis-hash-layout", func(t *testing.T) {
-		r := testutil.StartRedis(t, testutil.RedisOptions{})
-		ts := startFull(t, "", func(o *config.Options) { withKeys(o); o.Store = r.URL + "?layout=hash" })
-		readPaths(t, ts, func() []byte { return redisDump(t, r) })
-	})
 	t.Run("mongodb", func(t *testing.T) {
 		fdb := testutil.StartFerretDB(t)
 		ts := startFull(t, "", func(o *config.Options) { withKeys(o); o.Store = fdb.URI("sluice_enc") })
@@ -310,7 +307,7 @@ func TestEncryptedMoveBetweenPools(t *testing.T) {
 // claimed and deleted. A body changed in the store reads the same way.
 func TestKeyRotationAcrossRestarts(t *testing.T) {
 	r := testutil.StartRedis(t, testutil.RedisOptions{})
-	store := r.URL + "?layout=hash" // message hashes, so the test can change one
+	store := r.URL
 	server := func(lines ...string) *testServer {
 		return startServer(t, func(o *config.Options) { o.Store = store; o.EncryptionKeyFile = keyFile(t, lines...) })
 	}
@@ -359,27 +356,58 @@ func TestKeyRotationAcrossRestarts(t *testing.T) {
 	c.must(204, "DELETE", "/v2/queues/rot", h, "")
 }
 
-// tamper flips one character of the stored envelope of message id, in the
-// Redis hash layout's message hash.
+// tamper flips one character of the stored envelope of message id, an
+// entry of the Redis stream area (its id ends in the seq, 16 hex digits:
+// lib.lua's xid). An entry cannot change in place, so its stream is
+// written again with the same entry ids and TTL.
 func tamper(t *testing.T, r *testutil.Redis, id string) {
 	t.Helper()
 	ctx := context.Background()
 	c := goredis.NewClient(&goredis.Options{Addr: r.Addr})
 	defer c.Close()
-	keys, err := c.Keys(ctx, "*:m:"+id).Result()
-	if err != nil || len(keys) != 1 {
-		t.Fatalf("message hash of %s: %v %v", id, keys, err)
+	seq, err := strconv.ParseUint(strings.ReplaceAll(id[len(id)-17:], "-", ""), 16, 64)
+	if err != nil {
+		t.Fatalf("message id %s: %v", id, err)
 	}
-	body, err := c.HGet(ctx, keys[0], "b").Result()
-	if err != nil || !strings.HasPrefix(body, "~v1~") {
-		t.Fatalf("stored body %q: %v", body, err)
-	}
-	b := []byte(body)
-	i := len(b) - 10
-	b[i] = map[bool]byte{true: 'B', false: 'A'}[b[i] == 'A']
-	if err := c.HSet(ctx, keys[0], "b", string(b)).Err(); err != nil {
+	eid := strconv.FormatUint(seq, 10) + "-0"
+	streams, err := c.Keys(ctx, "*:x").Result()
+	if err != nil {
 		t.Fatal(err)
 	}
+	for _, k := range streams {
+		entries, err := c.XRange(ctx, k, "-", "+").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		i := slices.IndexFunc(entries, func(e goredis.XMessage) bool { return e.ID == eid })
+		if i < 0 {
+			continue
+		}
+		body, _ := entries[i].Values["b"].(string)
+		if !strings.HasPrefix(body, "~v1~") {
+			t.Fatalf("stored body %q", body)
+		}
+		b := []byte(body)
+		j := len(b) - 10
+		b[j] = map[bool]byte{true: 'B', false: 'A'}[b[j] == 'A']
+		entries[i].Values["b"] = string(b)
+		ttl := c.PTTL(ctx, k).Val()
+		_, err = c.TxPipelined(ctx, func(p goredis.Pipeliner) error {
+			p.Del(ctx, k)
+			for _, e := range entries {
+				p.XAdd(ctx, &goredis.XAddArgs{Stream: k, ID: e.ID, Values: e.Values})
+			}
+			if ttl > 0 {
+				p.PExpire(ctx, k, ttl)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	t.Fatalf("no stream entry of message %s", id)
 }
 
 // TestEncryptionFlag: without a key the flag is refused on create and on

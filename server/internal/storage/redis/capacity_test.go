@@ -18,11 +18,9 @@ import (
 // that exists answers as it always does (not created, no error): it
 // stores nothing, and clients PUT their queue before using it. A new
 // queue is refused as Full.
-func TestFullShardCreate(t *testing.T) { eachLayout(t, fullShardCreate) }
-
-func fullShardCreate(t *testing.T, layout string) {
+func TestFullShardCreate(t *testing.T) {
 	r := testutil.StartRedis(t, testutil.RedisOptions{Args: []string{"--maxmemory-policy", "noeviction"}})
-	d := openAt(t, withLayout(r.URL, layout), storage.SystemClock{})
+	d := openAt(t, r.URL, storage.SystemClock{})
 	ctx := context.Background()
 	q := queueRef("p", "have")
 	if _, err := d.Queues().Create(ctx, q, storage.Metadata{"_default_message_ttl": 60}); err != nil {
@@ -62,12 +60,10 @@ func fullShardCreate(t *testing.T, layout string) {
 // reads back, claims, deletes, pops and stats work while it is full, and
 // posting resumes once consumers have deleted enough. Batch sizes, body
 // sizes and which drain operation runs are drawn at random.
-func TestFullShardDrains(t *testing.T) { eachLayout(t, fullShardDrains) }
-
-func fullShardDrains(t *testing.T, layout string) {
+func TestFullShardDrains(t *testing.T) {
 	r := testutil.StartRedis(t, testutil.RedisOptions{Args: []string{
 		"--maxmemory", "6mb", "--maxmemory-policy", "noeviction"}})
-	d := openAt(t, withLayout(r.URL, layout), storage.SystemClock{})
+	d := openAt(t, r.URL, storage.SystemClock{})
 	ctx := context.Background()
 	seed := uint64(time.Now().UnixNano())
 	rng := rand.New(rand.NewPCG(57, seed))
@@ -176,7 +172,7 @@ func fullShardDrains(t *testing.T, layout string) {
 			continue
 		}
 		if _, err := d.Messages().Post(ctx, q, "c", []storage.NewMessage{{TTL: time.Hour, Body: json.RawMessage(`1`)}}); err == nil {
-			t.Logf("%s: posting resumed after %d of %d messages drained", layout, drained, drained+len(acked))
+			t.Logf("posting resumed after %d of %d messages drained", drained, drained+len(acked))
 			return
 		} else if storage.KindOf(err) != storage.Full {
 			t.Fatalf("post after draining %d: %v", drained, err)

@@ -1,8 +1,6 @@
 -- KEYS: scope, dead-letter queue scope, its project index, registry.
--- ARGV: now, dead-letter queue name, dead-letter scope, the layout flag
--- ("x": entries of the stream area are held in place, "h": they become
--- message hashes, which servers of versions before holding in place
--- understand; options.go), then one or more claims, each: claim id, ttl
+-- ARGV: now, dead-letter queue name, dead-letter scope, then one or more
+-- claims, each: claim id, ttl
 -- ms, grace ms, limit, max claim count (0: no policy), dead-letter ttl ms
 -- (0: keep the message's own). Concurrent
 -- claims on one queue arrive here as one call (groupcommit.go) and are
@@ -15,8 +13,7 @@
 -- dead-lettered, messages...} (the lapsed claims counted in the first), or
 -- the error every claim would get.
 local now, dlq = tonumber(ARGV[1]), ARGV[2]
-local inplace = ARGV[4] == 'x'
-local nclaims = (#ARGV - 4) / 6
+local nclaims = (#ARGV - 3) / 6
 local replies = {}
 local answer, transit = busy(now)
 if answer then
@@ -52,7 +49,7 @@ end
 -- read alone; messages a claim dead-letters into this very queue come
 -- after all of them, as they would.
 local demand = 0
-for i = 0, nclaims - 1 do demand = demand + tonumber(ARGV[8 + i * 6]) end
+for i = 0, nclaims - 1 do demand = demand + tonumber(ARGV[7 + i * 6]) end
 local pool, pi = {}, 1
 local function pull()
   if pi > #pool then
@@ -103,7 +100,7 @@ local function claim(b, out)
       local ss = digits(it[2])
       local e = tonumber(f.e)
       xlast = it[2]
-      if inplace and e >= mexp then
+      if e >= mexp then
         id = xid(INC, it[2])
         kept[#kept + 1], kept[#kept + 2] = ss, cid
         held[#held + 1], held[#held + 2] = cexps, id
@@ -111,8 +108,7 @@ local function claim(b, out)
         demand = demand - 1
         out[#out + 1] = {id, f.b, f.c, f.e, '0', f.u or '', cid, cexps, '1'}
       elseif e > now then
-        -- The claim outlives the entry, or the layout says so: it becomes a
-        -- message hash.
+        -- The claim outlives the entry: it becomes a message hash.
         id = xid(INC, it[2])
         local es = f.e
         if e < mexp then
@@ -178,7 +174,7 @@ local function claim(b, out)
 end
 
 for i = 0, nclaims - 1 do
-  local b = 5 + i * 6
+  local b = 4 + i * 6
   local first = 0
   if i == 0 then first = lapsed end
   replies[i + 1] = claim(b, {first, 0})

@@ -20,6 +20,6 @@ for _, id in ipairs(ids) do
     redis.call('ZREM', HELD, id)
   end
 end
-claim_drop(cid, c)
+claim_drop(cid)
 if #ids > 0 then refresh_ttl(RDY, now) end
 return {lapsed}

@@ -12,8 +12,6 @@ if tonumber(c[4]) <= now then return {lapsed, 0} end
 local fresh = absent(HELD, CL, CH, EXP)
 local cexp = now + ttl
 local mexp = cexp + grace
--- A claim made before claims were fields of :ch moves there now.
-if c[6] then redis.call('DEL', ckey(cid)) end
 redis.call('HSET', CH, cid, claim_value(ARGV[3], ARGV[4], c[3], digits(cexp), c[5]))
 redis.call('ZADD', CL, cexp, cid)
 incarnation()

@@ -14,7 +14,7 @@ var (
 	//go:embed claim_create.lua
 	claimCreateSrc string
 	// Concurrent claims on one queue run as one call (claim_create.lua).
-	claimCreate = registerMergeable("claim_create", claimCreateSrc, 4, true)
+	claimCreate = registerMergeable("claim_create", claimCreateSrc, 3, true)
 )
 
 func (s claimStore) Create(ctx context.Context, q storage.QueueRef, opts storage.ClaimOptions) (storage.Claim, error) {
@@ -29,11 +29,10 @@ func (s claimStore) Create(ctx context.Context, q storage.QueueRef, opts storage
 	if maxcc > 0 {
 		keys[1] = scope(storage.QueueRef{Project: q.Project, Name: dlq})
 	}
-	a := newScriptArgs(10, 6, 4)
+	a := newScriptArgs(9, 6, 3)
 	a.int(now)
 	a.str(dlq)
 	a.str(keys[1])
-	a.str(s.d.layout)
 	a.str(id)
 	a.int(opts.TTL.Milliseconds())
 	a.int(opts.Grace.Milliseconds())

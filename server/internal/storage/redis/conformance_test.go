@@ -20,16 +20,10 @@ var server struct {
 
 func TestMain(m *testing.M) { testutil.RunWithRedis(m, &server.r) }
 
-func open(t testing.TB, clock storage.Clock) storage.Driver { return openLayout("stream")(t, clock) }
-
-// openLayout opens the package's redis-server with posts going to the
-// given layout (options.go); the default is stream.
-func openLayout(layout string) storagetest.Opener {
-	return func(t testing.TB, clock storage.Clock) storage.Driver { return openURI(t, clock, "", layout) }
-}
+func open(t testing.TB, clock storage.Clock) storage.Driver { return openURI(t, clock, "") }
 
 // openURI opens database db ("": the URL's) of the package's redis-server.
-func openURI(t testing.TB, clock storage.Clock, db, layout string) storage.Driver {
+func openURI(t testing.TB, clock storage.Clock, db string) storage.Driver {
 	t.Helper()
 	if server.r == nil {
 		testutil.NoRedis(t)
@@ -38,7 +32,6 @@ func openURI(t testing.TB, clock storage.Clock, db, layout string) storage.Drive
 	if db != "" {
 		u.Path = "/" + db
 	}
-	u.RawQuery = url.Values{"layout": {layout}}.Encode()
 	d, err := redis.Open(context.Background(), u, storagetest.Options(clock))
 	if err != nil {
 		t.Fatal(err)
@@ -48,9 +41,5 @@ func openURI(t testing.TB, clock storage.Clock, db, layout string) storage.Drive
 }
 
 func TestConformance(t *testing.T) { storagetest.Run(t, open) }
-
-// The key-per-message layout stays fully served: databases written before
-// the stream area, and layout=hash, use it.
-func TestConformanceHashLayout(t *testing.T) { storagetest.Run(t, openLayout("hash")) }
 
 func BenchmarkDriver(b *testing.B) { storagetest.Bench(b, open) }

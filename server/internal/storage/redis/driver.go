@@ -36,7 +36,6 @@ type Driver struct {
 	fc     functionCaller // what scripts run through: c, with group commit
 	clock  storage.Clock
 	events storage.Events
-	layout string // "x": posts go to the stream area and claims hold entries in place; "h": message hashes (options.go)
 }
 
 // Open builds a driver for a redis:// or rediss:// URI (see clientConfig
@@ -49,7 +48,7 @@ func Open(ctx context.Context, u *url.URL, opts storage.Options) (*Driver, error
 	}
 	c := cfg.client()
 	opts = opts.WithDefaults()
-	d := &Driver{c: c, clock: opts.Clock, events: opts.Events, layout: cfg.layout}
+	d := &Driver{c: c, clock: opts.Clock, events: opts.Events}
 	d.fc = newGroupCommit(d.c, groupSenders, groupMaxBatch)
 	preload(ctx, d.c)
 	return d, nil

@@ -31,26 +31,6 @@ func openAt(t testing.TB, uri string, clock storage.Clock) *Driver {
 	return d
 }
 
-// layouts are the two places posts go (options.go's layout option): the
-// tests of what the scripts leave in Redis run with each.
-var layouts = []string{"stream", "hash"}
-
-// eachLayout runs f as a subtest per layout.
-func eachLayout(t *testing.T, f func(t *testing.T, layout string)) {
-	for _, layout := range layouts {
-		t.Run(layout, func(t *testing.T) { f(t, layout) })
-	}
-}
-
-// withLayout adds the layout option to a store URI.
-func withLayout(uri, layout string) string {
-	sep := "?"
-	if strings.Contains(uri, "?") {
-		sep = "&"
-	}
-	return uri + sep + "layout=" + layout
-}
-
 // stored counts the messages the queue holds in either area: message
 // hashes (indexed in :ids) and stream entries.
 func stored(t testing.TB, d *Driver, q storage.QueueRef) int64 {
@@ -79,12 +59,10 @@ func post(t *testing.T, d *Driver, q storage.QueueRef, n int, ttl time.Duration)
 // TestCleanupWithoutSweeper checks that scripts remove expired data as a
 // side effect of ordinary calls and that every key except the queue's own
 // hash carries a Redis TTL, so nothing outlives its data untouched.
-func TestCleanupWithoutSweeper(t *testing.T) { eachLayout(t, cleanupWithoutSweeper) }
-
-func cleanupWithoutSweeper(t *testing.T, layout string) {
+func TestCleanupWithoutSweeper(t *testing.T) {
 	r := testutil.StartRedis(t, testutil.RedisOptions{})
 	clock := storagetest.NewClock()
-	d := openAt(t, withLayout(r.URL, layout), clock)
+	d := openAt(t, r.URL, clock)
 	ctx := context.Background()
 	q := queueRef("p", "q")
 	if _, err := post(t, d, q, 10, time.Minute); err != nil {
@@ -141,14 +119,9 @@ func cleanupWithoutSweeper(t *testing.T, layout string) {
 	if n := stored(t, d, q); n != 1 {
 		t.Errorf("%d messages stored after expiry, want 1", n)
 	}
-	msgKeys, _ := d.c.Keys(ctx, escapeGlob(scope(q)+":m:")+"*").Result()
-	claimKeys, _ := d.c.Keys(ctx, escapeGlob(scope(q)+":c:")+"*").Result()
-	wantKeys := 0 // the stream area: the message is an entry
-	if layout == "hash" {
-		wantKeys = 1
-	}
-	if len(msgKeys) != wantKeys || len(claimKeys) != 0 {
-		t.Errorf("after expiry: message keys %v, claim keys %v", msgKeys, claimKeys)
+	// The stream area: the message is an entry, no key of its own.
+	if msgKeys, _ := d.c.Keys(ctx, escapeGlob(scope(q)+":m:")+"*").Result(); len(msgKeys) != 0 {
+		t.Errorf("after expiry: message keys %v", msgKeys)
 	}
 }
 
@@ -260,11 +233,7 @@ func TestLeftoversSeesStrayKeys(t *testing.T) {
 // its data untouched (lib.lua's absent and keepalive).
 func TestModelKeepsTTLs(t *testing.T) {
 	r := testutil.StartRedis(t, testutil.RedisOptions{})
-	eachLayout(t, func(t *testing.T, layout string) { modelKeepsTTLs(t, withLayout(r.URL, layout)) })
-}
-
-func modelKeepsTTLs(t *testing.T, uri string) {
-	open := func(t testing.TB, clock storage.Clock) storage.Driver { return openAt(t, uri, clock) }
+	open := func(t testing.TB, clock storage.Clock) storage.Driver { return openAt(t, r.URL, clock) }
 	storagetest.RunModel(t, open, storagetest.ModelOptions{Checks: 100, Invariant: func(rt *rapid.T, d storage.Driver, q storage.QueueRef) {
 		c := d.(*Driver).c
 		ctx := context.Background()
@@ -283,7 +252,7 @@ func modelKeepsTTLs(t *testing.T, uri string) {
 	}})
 }
 
-// TestClaimHoldsEntriesInPlace checks the stream layout's claim path
+// TestClaimHoldsEntriesInPlace checks the claim path
 // (lib.lua, "The stream area"): a claim that need not raise a message's
 // expiry writes no key per message, a delete with its claim id removes
 // the entry, and a message whose claim ends without a delete (released,
@@ -292,7 +261,7 @@ func modelKeepsTTLs(t *testing.T, uri string) {
 func TestClaimHoldsEntriesInPlace(t *testing.T) {
 	r := testutil.StartRedis(t, testutil.RedisOptions{})
 	clock := storagetest.NewClock()
-	d := openAt(t, withLayout(r.URL, "stream"), clock)
+	d := openAt(t, r.URL, clock)
 	ctx := context.Background()
 	q := queueRef("p", "q")
 	msgKeys := func() int {
@@ -364,66 +333,5 @@ func TestClaimHoldsEntriesInPlace(t *testing.T) {
 	got, err = d.Messages().Get(ctx, q, long.Messages[2].ID)
 	if err != nil || got.ClaimID != long.ID || got.Created.Add(got.TTL).Before(clock.Now().Add(2*time.Hour+time.Minute)) {
 		t.Fatalf("message of a long claim: %+v, %v; want it held and living past the claim and its grace", got, err)
-	}
-}
-
-// TestClaimsOfEarlierVersions: a claim written as a key of its own
-// (:c:<id>, as versions before claims were fields of :ch wrote it) is
-// still read, renewed (moving it into :ch) and released.
-func TestClaimsOfEarlierVersions(t *testing.T) { eachLayout(t, claimsOfEarlierVersions) }
-
-func claimsOfEarlierVersions(t *testing.T, layout string) {
-	r := testutil.StartRedis(t, testutil.RedisOptions{})
-	clock := storagetest.NewClock()
-	d := openAt(t, withLayout(r.URL, layout), clock)
-	ctx := context.Background()
-	q := queueRef("p", "q")
-	if _, err := post(t, d, q, 3, time.Hour); err != nil {
-		t.Fatal(err)
-	}
-	c, err := d.Claims().Create(ctx, q, storage.ClaimOptions{TTL: time.Minute, Grace: time.Minute, Limit: 2})
-	if err != nil || len(c.Messages) != 2 {
-		t.Fatalf("claim: %+v, %v", c, err)
-	}
-	ch, old := scope(q)+":ch", scope(q)+":c:"+c.ID
-	// asEarlier rewrites the claim as an earlier version stored it.
-	asEarlier := func() {
-		t.Helper()
-		v, err := d.c.HGet(ctx, ch, c.ID).Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		f := strings.SplitN(v, " ", 5)
-		if err := d.c.HSet(ctx, old, "t", f[0], "g", f[1], "c", f[2], "e", f[3], "i", f[4]).Err(); err != nil {
-			t.Fatal(err)
-		}
-		if err := d.c.HDel(ctx, ch, c.ID).Err(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	asEarlier()
-	got, err := d.Claims().Get(ctx, q, c.ID)
-	if err != nil || len(got.Messages) != 2 || got.TTL != time.Minute {
-		t.Fatalf("get of an earlier claim: %+v, %v", got, err)
-	}
-	if err := d.Claims().Update(ctx, q, c.ID, 2*time.Minute, time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	if n, _ := d.c.Exists(ctx, old).Result(); n != 0 {
-		t.Error("a renewed earlier claim kept its own key")
-	}
-	if got, err = d.Claims().Get(ctx, q, c.ID); err != nil || got.TTL != 2*time.Minute || len(got.Messages) != 2 {
-		t.Fatalf("get after renewal: %+v, %v", got, err)
-	}
-	asEarlier()
-	if err := d.Claims().Delete(ctx, q, c.ID); err != nil {
-		t.Fatal(err)
-	}
-	if n, _ := d.c.Exists(ctx, old).Result(); n != 0 {
-		t.Error("a released earlier claim kept its key")
-	}
-	free, err := d.Claims().Create(ctx, q, storage.ClaimOptions{TTL: time.Minute, Grace: time.Minute, Limit: 3})
-	if err != nil || len(free.Messages) != 3 {
-		t.Fatalf("after the release %d of 3 messages are free (%v)", len(free.Messages), err)
 	}
 }

@@ -16,8 +16,8 @@ import (
 // project's keys by choosing names with separators in them. The braces make
 // the scope a Redis Cluster hash tag, keeping a queue's keys in one slot.
 // Under the scope (see lib.lua): :q :ids :exp :rdy :dly :cl :ch :held,
-// the stream area :x :xe :k, and :m:<message id> (:c:<claim id> is a claim
-// of an earlier version); while the queue moves (migrate.go) :ti :tc
+// the stream area :x :xe :k, and :m:<message id>; while the queue moves
+// (migrate.go) :ti :tc
 // :t:<message id> :tc:<claim id> (the batch in transit), :mv (ids
 // settled) and, on a target, :im (ids imported).
 const registryKey = "s:queues" // set of every queue scope, for scrape-time depth

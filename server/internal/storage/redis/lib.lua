@@ -67,9 +67,6 @@ local function digits(n)
 end
 
 local function mkey(id) return P .. ':m:' .. id end
--- ckey is the key a claim had before claims were fields of :ch; claims
--- made then are still read from it (claim_read).
-local function ckey(id) return P .. ':c:' .. id end
 
 -- Claims. A claim is one field of :ch, claim id -> "ttl grace created
 -- expiry ids..." (milliseconds; the ids of the messages it took, space
@@ -82,22 +79,17 @@ local function claim_value(t, g, c, e, ids)
 end
 
 -- claim_read returns claim cid as {ttl, grace, created, expiry, ids} (the
--- ids as one string; a sixth element true when it is a key of its own),
--- or nil.
+-- ids as one string), or nil.
 local function claim_read(cid)
   local v = redis.call('HGET', CH, cid)
-  if not v then
-    local h = redis.call('HMGET', ckey(cid), 't', 'g', 'c', 'e', 'i')
-    if not h[4] then return nil end
-    return {h[1] or '0', h[2] or '0', h[3] or '0', h[4], h[5] or '', true}
-  end
+  if not v then return nil end
   local t, g, c, e, ids = v:match('^(%S+) (%S+) (%S+) (%S+) ?(.*)$')
   return {t, g, c, e, ids}
 end
 
--- claim_drop removes claim c (claim_read's) with id cid.
-local function claim_drop(cid, c)
-  if c and c[6] then redis.call('DEL', ckey(cid)) else redis.call('HDEL', CH, cid) end
+-- claim_drop removes claim cid.
+local function claim_drop(cid)
+  redis.call('HDEL', CH, cid)
   redis.call('ZREM', CL, cid)
 end
 
@@ -167,9 +159,7 @@ local function refresh_ttl(key, now)
   end
 end
 
--- expire drops messages whose time is up.
--- The stream area. A message posted to a queue of a database whose layout
--- is "stream" (options.go), and not delayed, is an entry of the stream :x
+-- The stream area. A message posted and not delayed is an entry of the stream :x
 -- with id <seq>-0 and fields b body, c created, e expiry, u client: no
 -- key, no TTL and no index entry of its own, which is what a stored
 -- message costs in the other area (docs/storage.md, "The stream area").
@@ -189,8 +179,8 @@ end
 -- hex digits written by the first post, so a queue deleted and created
 -- again never reissues an id) and the seq (16 hex digits: a queue moved
 -- in from MongoDB continues that backend's sequence, past 2^48), in UUID
--- form; message hashes of
--- such messages keep the id (a delayed one is posted as a hash).
+-- form; message hashes of such messages keep the id (a delayed one is
+-- posted as a hash).
 -- Expiry: :q field h holds the largest expiry of any entry so far; an
 -- entry that expires before it is out of order and noted in :xe (seq ->
 -- expiry). The others expire in stream order, so trimming the head until

@@ -14,16 +14,15 @@ var (
 	//go:embed post.lua
 	postSrc string
 	// Concurrent posts to one queue run as one call (post.lua's ARGV).
-	postScript = registerMergeable("post", postSrc, 5, true)
+	postScript = registerMergeable("post", postSrc, 4, true)
 )
 
 func (s messageStore) Post(ctx context.Context, q storage.QueueRef, clientID string, msgs []storage.NewMessage) ([]string, error) {
 	keys := queueKeys(q)
-	a := newScriptArgs(7+3*len(msgs), 2+2*len(msgs), 4)
+	a := newScriptArgs(6+3*len(msgs), 2+2*len(msgs), 3)
 	a.int(s.d.nowMS())
 	a.str(q.Name)
 	a.str(keys[0])
-	a.str(s.d.layout)
 	a.raw = newIncarnation()
 	a.bytes(a.raw[:])
 	a.str(clientID)

@@ -18,7 +18,6 @@ if redis.call('ZCOUNT', EXP, '(' .. now, '+inf') > 0 or redis.call('XLEN', X) > 
   return conflict_reply('messages are left to move')
 end
 delete_all(IDS, mkey)
-delete_all(CL, ckey)
 drop_all_subs()
 redis.call('DEL', IDS, EXP, RDY, DLY, CL, CH, HELD, Q, TI, TC, MV, IM, X, XE, K)
 redis.call('ZREM', KEYS[2], ARGV[1])

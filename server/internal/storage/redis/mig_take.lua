@@ -45,14 +45,12 @@ end
 
 -- bring takes claim k along (once), and lowers lowest to the oldest
 -- message it still holds, in either area.
-local records = {} -- claim id -> claim_read's record
 local function bring(k)
   if claims[k] then return end
   claims[k] = true
   local c = claim_read(k)
   if not c then return end
   cls[#cls + 1] = {k, c[1], c[2], c[3], c[4]}
-  records[k] = c
   for _, held in ipairs(split(c[5])) do
     local hs = redis.call('ZSCORE', IDS, held)
     if hs then
@@ -137,7 +135,7 @@ for _, c in ipairs(cls) do
   local tk = tckey(c[1])
   redis.call('HSET', tk, 't', c[2], 'g', c[3], 'c', c[4], 'e', c[5])
   redis.call('PEXPIRE', tk, digits(math.max(1, tonumber(c[5]) - now)))
-  claim_drop(c[1], records[c[1]])
+  claim_drop(c[1])
   redis.call('ZADD', TC, 0, c[1])
 end
 redis.call('HSET', Q, 't', '1')

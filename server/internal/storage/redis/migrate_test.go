@@ -14,29 +14,14 @@ import (
 // openDB opens database db of the package's redis-server: the source and
 // the target of a move are two databases, so the same queue can live on
 // both.
-func openDB(db string) storagetest.Opener { return openDBLayout(db, "stream") }
-
-// openDBLayout is openDB with posts going to the given layout.
-func openDBLayout(db, layout string) storagetest.Opener {
+func openDB(db string) storagetest.Opener {
 	return func(t testing.TB, clock storage.Clock) storage.Driver {
 		t.Helper()
-		return openURI(t, clock, db, layout)
+		return openURI(t, clock, db)
 	}
 }
 
 func TestMigration(t *testing.T) { storagetest.RunMigration(t, openDB("1"), openDB("2")) }
-
-// A queue moves between databases of either layout, both ways: a source
-// holding message hashes and stream entries, a target whose imports are
-// message hashes however it posts.
-func TestMigrationBetweenLayouts(t *testing.T) {
-	t.Run("HashToStream", func(t *testing.T) {
-		storagetest.RunMigration(t, openDBLayout("1", "hash"), openDBLayout("2", "stream"))
-	})
-	t.Run("StreamToHash", func(t *testing.T) {
-		storagetest.RunMigration(t, openDBLayout("1", "stream"), openDBLayout("2", "hash"))
-	})
-}
 
 // A batch taken by one kind of driver imports into another: everything a
 // batch carries is in storage.Batch, nothing driver-specific.

@@ -35,13 +35,10 @@ const (
 // and with rediss:// tls_ca_file (a PEM bundle to trust instead of the system
 // roots: a private CA mounted from a Secret). db=N is accepted in place of
 // the path (the catalog's documented Sentinel form); the two must agree.
-// layout=stream (the default) or layout=hash is where the store driver
-// posts messages, and whether its claims hold entries of the stream area
-// in place (lib.lua, "The stream area"): stream entries cost about 60 % of
-// a message hash's memory and a third of its Redis time, and a claim held
-// in place writes no key per message; hash keeps every message readable
-// and every claim exclusive for servers of versions before either, for a
-// rolling upgrade. Either way every message of both is served.
+// layout=stream is accepted and changes nothing: the store driver posts
+// messages to the stream area and its claims hold them in place (lib.lua,
+// "The stream area"); layout=hash, message hashes for servers of versions
+// before the stream area, is retired and refused.
 type clientConfig struct {
 	addrs            []string
 	master           string
@@ -56,7 +53,6 @@ type clientConfig struct {
 	readTimeout      time.Duration
 	writeTimeout     time.Duration
 	poolSize         int
-	layout           string // the post and claim scripts' layout flag: "x" stream, "h" hash
 }
 
 func parseURI(u *url.URL) (clientConfig, error) {
@@ -65,7 +61,6 @@ func parseURI(u *url.URL) (clientConfig, error) {
 		readTimeout:  defaultReadTimeout,
 		writeTimeout: defaultWriteTimeout,
 		tls:          u.Scheme == "rediss",
-		layout:       "x",
 	}
 	if u.Scheme != "redis" && u.Scheme != "rediss" {
 		return cfg, fmt.Errorf("scheme %q is not redis or rediss", u.Scheme)
@@ -134,11 +129,10 @@ func parseURI(u *url.URL) (clientConfig, error) {
 		case "layout":
 			switch v {
 			case "stream":
-				cfg.layout = "x"
 			case "hash":
-				cfg.layout = "h"
+				err = fmt.Errorf("the hash layout is retired: stream is the only layout")
 			default:
-				err = fmt.Errorf("must be stream or hash")
+				err = fmt.Errorf("must be stream")
 			}
 		case "pool_size":
 			cfg.poolSize, err = strconv.Atoi(v)

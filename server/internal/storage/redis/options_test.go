@@ -11,7 +11,7 @@ import (
 )
 
 func TestParseURI(t *testing.T) {
-	def := clientConfig{dialTimeout: defaultDialTimeout, readTimeout: defaultReadTimeout, writeTimeout: defaultWriteTimeout, layout: "x"}
+	def := clientConfig{dialTimeout: defaultDialTimeout, readTimeout: defaultReadTimeout, writeTimeout: defaultWriteTimeout}
 	with := func(f func(c *clientConfig)) clientConfig {
 		c := def
 		f(&c)
@@ -42,9 +42,9 @@ func TestParseURI(t *testing.T) {
 			c.addrs, c.master, c.db = []string{"s1:26379", "s2:26379"}, "m", 4
 		}), false},
 		{"redis://h/5?db=5", with(func(c *clientConfig) { c.addrs, c.db = []string{"h:6379"}, 5 }), false},
-		{"redis://h?layout=hash", with(func(c *clientConfig) { c.addrs, c.layout = []string{"h:6379"}, "h" }), false},
 		{"redis://h?layout=stream", with(func(c *clientConfig) { c.addrs = []string{"h:6379"} }), false},
 		{"redis://h?layout=list", clientConfig{}, true},
+		{"redis://h?layout=hash", clientConfig{}, true}, // retired
 		{"redis://h/5?db=6", clientConfig{}, true},
 		{"redis://h?db=-1", clientConfig{}, true},
 		{"redis://h/x", clientConfig{}, true},
@@ -77,6 +77,15 @@ func TestParseURI(t *testing.T) {
 		if !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("%s:\n got %+v\nwant %+v", tc.uri, got, tc.want)
 		}
+	}
+}
+
+// A shard URI naming the retired hash layout is refused, and says why.
+func TestParseURIRefusesHashLayout(t *testing.T) {
+	u, _ := url.Parse("redis://h?layout=hash")
+	_, err := parseURI(u)
+	if err == nil || !strings.Contains(err.Error(), `option layout="hash"`) || !strings.Contains(err.Error(), "retired") {
+		t.Fatalf("parseURI(%s) = %v, want the retired layout refused", u, err)
 	}
 }
 

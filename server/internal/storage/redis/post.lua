@@ -1,7 +1,6 @@
 -- KEYS: scope, project index, registry.
--- ARGV: now, queue name, scope, layout ("x": non-delayed messages go to the
--- stream area, "h": every message to a message hash), an incarnation for
--- the queue should it have none yet (8 random bytes), then one or more
+-- ARGV: now, queue name, scope, an incarnation for the queue should it
+-- have none yet (8 random bytes), then one or more
 -- requests, each: client id, message count, then per message: ttl ms,
 -- delay ms, body. Concurrent posts to one queue arrive here as one call
 -- (groupcommit.go), in the order they were made. All messages are written
@@ -26,12 +25,12 @@
 local now = tonumber(ARGV[1])
 -- One pass over the requests counts the messages and finds the horizon,
 -- so the queue hash is written once.
--- It also finds which keys the call writes, and the largest expiry among
--- the messages bound for the stream.
-local stream = ARGV[4] == 'x'
+-- It also finds which keys the call writes (a message not delayed is an
+-- entry of the stream area, a delayed one a message hash), and the
+-- largest expiry among the messages bound for the stream.
 local n, maxe, maxx, nreq, nx, nd = 0, 0, 0, 0, 0, 0
 do
-  local i = 6
+  local i = 5
   while i <= #ARGV do
     local count = tonumber(ARGV[i + 1])
     for j = i + 2, i + 2 + (count - 1) * 3, 3 do
@@ -39,7 +38,7 @@ do
       if e > maxe then maxe = e end
       if tonumber(ARGV[j + 1]) > 0 then
         nd = nd + 1
-      elseif stream then
+      else
         nx = nx + 1
         if e > maxx then maxx = e end
       end
@@ -64,7 +63,7 @@ end
 local seq = tonumber(qh[2] or '0')
 local inc = qh[6]
 if not inc then
-  inc = ARGV[5]:gsub('.', function(c) return string.format('%02x', string.byte(c)) end)
+  inc = ARGV[4]:gsub('.', function(c) return string.format('%02x', string.byte(c)) end)
 end
 INC, INCREAD = inc, true
 if math.floor((seq + n) / 16) > math.floor(seq / 16) then
@@ -96,19 +95,17 @@ redis.call('HSET', Q, unpack(qf))
 local fresh = {}
 if not renew then
   local written = {}
-  if nx < n then written[1], written[2] = IDS, EXP end
-  if n - nx - nd > 0 then written[#written + 1] = RDY end
-  if nd > 0 then written[#written + 1] = DLY end
+  if nd > 0 then written[1], written[2], written[3] = IDS, EXP, DLY end
   if nx > 0 then written[#written + 1] = X end
   if #written > 0 then fresh = absent(unpack(written)) end
 end
 -- Index entries are collected and added with one ZADD per index, so a
 -- batch costs one call per message plus a few, not four per message.
-local ids, exps, rdy, dly, late = {}, {}, {}, {}, {}
+local ids, exps, dly, late = {}, {}, {}, {}
 local replies = {}
 -- Subscribers to notify: their deliveries are recorded with the messages.
 local subs = redis.call('ZRANGEBYSCORE', SD, '(' .. now, '+inf')
-local r = 6
+local r = 5
 while r <= #ARGV do
   local client, count = ARGV[r], tonumber(ARGV[r + 1])
   replies[#replies + 1] = inc .. digits(seq + 1)
@@ -120,11 +117,11 @@ while r <= #ARGV do
     local ss, es = digits(seq), digits(e)
     -- An entry needs its id only to be notified.
     local id, mk
-    if not stream or delay > 0 or #subs > 0 then
+    if delay > 0 or #subs > 0 then
       id = xid(inc, seq)
       mk = mkey(id)
     end
-    if stream and delay <= 0 then
+    if delay <= 0 then
       redis.call('XADD', X, ss .. '-0', 'b', body, 'c', ARGV[1], 'e', es, 'u', client)
       if e < h then
         late[#late + 1] = es
@@ -132,17 +129,11 @@ while r <= #ARGV do
       else
         h = e
       end
-    elseif delay > 0 then
+    else
       local ds = digits(now + delay)
       redis.call('HSET', mk, 'b', body, 'c', ARGV[1], 'e', es, 's', ss, 'u', client, 'd', ds)
       dly[#dly + 1] = ds
       dly[#dly + 1] = id
-    else
-      redis.call('HSET', mk, 'b', body, 'c', ARGV[1], 'e', es, 's', ss, 'u', client)
-      rdy[#rdy + 1] = ss
-      rdy[#rdy + 1] = id
-    end
-    if not stream or delay > 0 then
       redis.call('PEXPIRE', mk, ARGV[b])
       ids[#ids + 1] = ss
       ids[#ids + 1] = id
@@ -158,7 +149,6 @@ if #late > 0 and not renew and redis.call('EXISTS', XE) == 0 then fresh[#fresh +
 -- unpack into one call.
 zchunks('ZADD', IDS, ids)
 zchunks('ZADD', EXP, exps)
-zchunks('ZADD', RDY, rdy)
 zchunks('ZADD', DLY, dly)
 zchunks('ZADD', XE, late)
 hold_until(P, now, x, renew, fresh)

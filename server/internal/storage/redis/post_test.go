@@ -19,12 +19,10 @@ import (
 // them. Batch sizes and TTLs are drawn at random; once every earlier
 // message has expired, posting 16 more sequence numbers leaves only live
 // entries.
-func TestPostAloneBoundsIndexes(t *testing.T) { eachLayout(t, postAloneBoundsIndexes) }
-
-func postAloneBoundsIndexes(t *testing.T, layout string) {
+func TestPostAloneBoundsIndexes(t *testing.T) {
 	r := testutil.StartRedis(t, testutil.RedisOptions{})
 	clock := storagetest.NewClock()
-	d := openAt(t, withLayout(r.URL, layout), clock)
+	d := openAt(t, r.URL, clock)
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(15, uint64(time.Now().UnixNano())))
 	for round := 0; round < 5; round++ {
@@ -53,9 +51,6 @@ func postAloneBoundsIndexes(t *testing.T, layout string) {
 		// The stream area: the live entries, and no expiry left out of
 		// order (:xe): every live one expires after all earlier ones.
 		want := map[string]int{":x": live, ":xe": 0, ":ids": 0, ":exp": 0, ":rdy": 0}
-		if layout == "hash" {
-			want = map[string]int{":x": 0, ":ids": live, ":exp": live, ":rdy": live}
-		}
 		for idx, n := range want {
 			var got int64
 			if idx == ":x" {
@@ -77,11 +72,9 @@ func postAloneBoundsIndexes(t *testing.T, layout string) {
 // (Redis deletes an empty sorted set), the next post creates them again,
 // and they must carry the queue's TTL again, or an abandoned queue would
 // keep them for ever.
-func TestPostGivesRecreatedIndexesATTL(t *testing.T) { eachLayout(t, postGivesRecreatedIndexesATTL) }
-
-func postGivesRecreatedIndexesATTL(t *testing.T, layout string) {
+func TestPostGivesRecreatedIndexesATTL(t *testing.T) {
 	r := testutil.StartRedis(t, testutil.RedisOptions{})
-	d := openAt(t, withLayout(r.URL, layout), storage.SystemClock{})
+	d := openAt(t, r.URL, storage.SystemClock{})
 	ctx := context.Background()
 	q := queueRef("p", "drained")
 	hasTTL := func(cycle int, keys ...string) {
@@ -96,11 +89,7 @@ func postGivesRecreatedIndexesATTL(t *testing.T, layout string) {
 		if _, err := post(t, d, q, 2, time.Minute); err != nil {
 			t.Fatal(err)
 		}
-		if layout == "hash" {
-			hasTTL(cycle, ":ids", ":exp", ":rdy")
-		} else {
-			hasTTL(cycle, ":x")
-		}
+		hasTTL(cycle, ":x")
 		if delay := []storage.NewMessage{{TTL: time.Minute, Delay: time.Minute, Body: json.RawMessage(`1`)}}; cycle == 1 {
 			if _, err := d.Messages().Post(ctx, q, "c", delay); err != nil {
 				t.Fatal(err)
@@ -137,10 +126,9 @@ func TestFreedMessagesKeepIndexTTL(t *testing.T) {
 	r := testutil.StartRedis(t, testutil.RedisOptions{})
 	clock := storagetest.NewClock()
 	ctx := context.Background()
-	for i := range 4 {
-		layout, release := layouts[i%2], i >= 2
-		d := openAt(t, withLayout(r.URL, layout), clock)
-		q := queueRef("p", fmt.Sprintf("freed-%v-%s", release, layout))
+	d := openAt(t, r.URL, clock)
+	for _, release := range []bool{false, true} {
+		q := queueRef("p", fmt.Sprintf("freed-%v", release))
 		if _, err := post(t, d, q, 2, time.Hour); err != nil {
 			t.Fatal(err)
 		}

@@ -3,7 +3,6 @@
 local _, answer = move_state(tonumber(ARGV[4]))
 if answer then return answer end
 delete_all(IDS, mkey)
-delete_all(CL, ckey)
 redis.call('DEL', IDS, EXP, RDY, DLY, CL, CH, HELD, X, XE, K)
 if ARGV[3] == '1' then
   redis.call('HDEL', Q, 'h') -- the stream's expiry order starts afresh
