@@ -49,5 +49,5 @@ bench-redis-client: deps-apt ## Redis client transports side by side: client and
 # BENCH_LAYOUT_ARGS passes options, e.g. BENCH_LAYOUT_ARGS="--batches 1,8,32".
 BENCH_TARGETS += bench-redis-layout
 .PHONY: bench-redis-layout
-bench-redis-layout: deps-apt venv-compat ## Redis memory and script time per stored 1 KiB message, today's key-per-message layout vs stream entries
+bench-redis-layout: deps-apt venv-compat ## Redis memory and script time per stored 1 KiB message: a hash per message vs stream entries (the driver's layout)
 	$(COMPAT_PY) e2e/bench/bench_redis_layout.py --json $(BUILD)/bench-redis-layout.json $(BENCH_LAYOUT_ARGS)

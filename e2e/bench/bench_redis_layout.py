@@ -7,11 +7,11 @@ layout would (a 1 KiB body, created, expires, client id), called through
 EVALSHA for N messages in batches of B per call (B=1: a post alone at light
 load; B=8: about what group commit gathers at 32 connections):
 
-  key-per-message   today's layout (storage/redis/post.lua): a hash per
-                    message with its own TTL, and three index entries per
-                    message (:ids, :exp, :rdy sorted sets)
+  key-per-message   a hash per message with its own TTL, and three index
+                    entries per message (:ids, :exp, :rdy sorted sets)
   stream            one stream entry per message (XADD), the entry id its
-                    posting order: no per-message key, TTL or index
+                    posting order: no per-message key, TTL or index (the
+                    layout storage/redis/post.lua stores)
   stream+id-index   a stream entry plus one sorted-set entry mapping an
                     opaque message id to it (what ids not derived from the
                     entry id would need)
