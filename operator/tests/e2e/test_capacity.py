@@ -23,7 +23,7 @@ from sluice_operator.builders.shard_settings import MIB, maxmemory_bytes
 
 from ..integration.conftest import apply, condition, get, kc, status, wait_for
 from .conftest import client_token, server_url
-from .test_pools import ready
+from .test_pools import pool, ready
 
 POOL = "cap"
 LIMIT_MIB = 64
@@ -37,20 +37,11 @@ FILL_SECONDS = 120
 
 
 def capacity_pool(ns: str, name: str = POOL) -> dict[str, Any]:
-    """capacity_pool is a builtin Redis Pool of 2 ephemeral shards with a LIMIT_MIB memory limit."""
-    return {
-        "apiVersion": "sluice.dev/v1alpha1",
-        "kind": "Pool",
-        "metadata": {"name": name, "namespace": ns},
-        "spec": {
-            "backend": "redis",
-            "provisioner": "builtin",
-            "shards": 2,
-            "storage": {"ephemeral": True},
-            "resources": {"requests": {"cpu": "50m", "memory": "32Mi"}, "limits": {"memory": f"{LIMIT_MIB}Mi"}},
-            "placement": {"nodeClass": "metal", "policy": "required"},
-        },
-    }
+    """capacity_pool is test_pools' 2-shard Pool, ephemeral, with a LIMIT_MIB memory limit."""
+    p = pool(ns, name, 2)
+    p["spec"]["storage"] = {"ephemeral": True}
+    p["spec"]["resources"]["limits"] = {"memory": f"{LIMIT_MIB}Mi"}
+    return p
 
 
 def queue(ns: str, name: str) -> dict[str, Any]:
